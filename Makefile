@@ -1,0 +1,37 @@
+# Two entry points: `make accept` (the acceptance run) and `make test` (the whole suite).
+# Each installs what it needs: a virtualenv with the project and its test
+# dependencies, and the pinned Codex CLI from package-lock.json.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PY_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.package-lock.json
+PYTEST_ARGS ?= -n 2
+
+.PHONY: setup test accept contract bench clean
+
+setup: $(PY_STAMP) $(NODE_STAMP)
+
+$(PY_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+accept: setup
+	$(PY) runner.py
+
+contract: setup
+	$(PY) runner.py contract
+
+bench: setup
+	$(PY) -m peerwire.bench
+
+clean:
+	rm -rf $(VENV) node_modules .pytest_cache .hypothesis

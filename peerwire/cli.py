@@ -1,0 +1,227 @@
+"""The ``peerwire`` command line: the same app path and receipts as MCP.
+
+Every command takes ``--json``. A failure exits non-zero and prints the same
+error code an MCP client would see (``code: message`` on stderr, or the error
+object with ``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from .control import ControlClient
+from .errors import Code, PeerwireError
+from .home import HOME_ENV, SESSION_ENV, Home
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", help=f"the core's home directory (default ${HOME_ENV})")
+    common.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    caller = argparse.ArgumentParser(add_help=False, parents=[common])
+    caller.add_argument("--session", help=f"the caller's session token (default ${SESSION_ENV})")
+
+    p = argparse.ArgumentParser(prog="peerwire", description="Agent-to-agent messaging core")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("app", parents=[common], help="run the app that owns a home (foreground)")
+
+    home = sub.add_parser("home", help="manage a home").add_subparsers(dest="home_command", required=True)
+    home.add_parser("init", parents=[common], help="create a home and its store")
+
+    agent = sub.add_parser("agent", help="the agent registry").add_subparsers(dest="agent_command", required=True)
+    reg = agent.add_parser("register", parents=[common], help="register an agent; prints its session token once")
+    reg.add_argument("name")
+    reg.add_argument("--provider", default="manual", help="manual (default) or codex")
+    reg.add_argument("--alias", action="append", default=[], dest="aliases")
+    reg.add_argument("--provider-session", dest="provider_session_id",
+                     help="the provider's session id (registering it again is a re-registration)")
+    agent.add_parser("list", parents=[common], help="every registered agent")
+    for verb, enable in (("enable", True), ("disable", False)):
+        sp = agent.add_parser(verb, parents=[common], help=f"{verb} an agent by agent_id")
+        sp.add_argument("agent_id")
+        sp.set_defaults(enabled=enable)
+
+    for name, help_text in (("send", "send information"), ("task", "assign a task (followup_task)")):
+        sp = sub.add_parser(name, parents=[caller], help=help_text)
+        sp.add_argument("--to", required=True, dest="target")
+        body = sp.add_mutually_exclusive_group(required=True)
+        body.add_argument("--body")
+        body.add_argument("--stdin", action="store_true", help="read the body from standard input")
+        sp.add_argument("--run-id")
+
+    msg = sub.add_parser("message", help="read the caller's mailbox").add_subparsers(dest="message_command",
+                                                                                    required=True)
+    rcv = msg.add_parser("receive", parents=[caller], help="receive a batch (receive_messages)")
+    rcv.add_argument("--cursor")
+    rcv.add_argument("--ack", dest="ack_cursor")
+    rcv.add_argument("--limit", type=int)
+    rcv.add_argument("--timeout-ms", type=int)
+    wait = msg.add_parser("wait", parents=[caller], help="wait for mailbox activity (wait_agent)")
+    wait.add_argument("--timeout-ms", type=int)
+
+    rep = sub.add_parser("reply", parents=[caller], help="reply to a task you received")
+    rep.add_argument("request_id")
+    rep.add_argument("--status", required=True, choices=["done", "blocked", "failed"])
+    body = rep.add_mutually_exclusive_group(required=True)
+    body.add_argument("--message")
+    body.add_argument("--stdin", action="store_true")
+
+    intr = sub.add_parser("interrupt", parents=[caller], help="interrupt an agent's active turn")
+    intr.add_argument("target")
+
+    peers = sub.add_parser("peers", parents=[caller], help="list_agents as the caller sees it")
+    peers.add_argument("--prefix", dest="name_prefix")
+
+    trace = sub.add_parser("trace", parents=[common], help="every delivery stage of one interaction or request")
+    trace.add_argument("id")
+
+    mcp = sub.add_parser("mcp", help="the MCP server").add_subparsers(dest="mcp_command", required=True)
+    mcp.add_parser("serve", help="serve the messaging tools on stdio (reads PEERWIRE_HOME, PEERWIRE_SESSION_ID)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except PeerwireError as exc:
+        if getattr(args, "json", False):
+            print(json.dumps({"error": exc.to_dict()}, ensure_ascii=False))
+        else:
+            print(f"peerwire: {exc.code.value}: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "mcp":
+        from .mcp_server import serve_stdio
+
+        return serve_stdio()
+    if args.command == "app":
+        from .app import run_app
+
+        return run_app(Home.from_env(args.home))
+    home = Home.from_env(args.home)
+    if args.command == "home":
+        from .store import Store
+
+        home.create()
+        existed = home.exists()
+        store = Store(home.db)
+        out = {"home": str(home.path), "created": not existed, "schema_version": store.schema_version,
+               "node_id": store.node_id}
+        store.close()
+        return _print(args, out, f"home {'created' if not existed else 'ready'}: {home.path}")
+
+    admin = ControlClient(home)
+    if args.command == "agent":
+        if args.agent_command == "register":
+            out = admin.call("register_agent", {"name": args.name, "provider": args.provider,
+                                                "aliases": args.aliases, "source": "cli",
+                                                "provider_session_id": args.provider_session_id})
+            if out.get("warning"):
+                print(f"peerwire: warning: {out['warning']}", file=sys.stderr)
+            text = (f"registered {out['agent']['name']} ({out['agent']['agent_id']})\n"
+                    f"session token (shown once; use as {SESSION_ENV}):\n{out['session_token']}")
+            return _print(args, out, text)
+        if args.agent_command == "list":
+            out = admin.call("agents")
+            return _print(args, out, _agent_table(out["agents"]))
+        out = admin.call("set_agent", {"agent_id": args.agent_id, "enabled": args.enabled})
+        return _print(args, out, f"{out['agent']['name']}: enabled={out['agent']['enabled']}")
+    if args.command == "trace":
+        out = admin.call("trace", {"id": args.id})
+        return _print(args, out, _trace_text(out))
+
+    token = args.session or os.environ.get(SESSION_ENV)
+    client = ControlClient(home, token)
+    meta = {"via": "cli"}
+    if args.command in ("send", "task"):
+        body = sys.stdin.read() if args.stdin else args.body
+        if getattr(args, "run_id", None):
+            meta["run_id"] = args.run_id
+        op = "send_message" if args.command == "send" else "followup_task"
+        out = client.call(op, {"target": args.target, "message": body}, meta=meta)
+        text = f"{out['kind']} {out['interaction_id']} admitted for {out['recipient']['name']}"
+        if out.get("request_id"):
+            text += f" (request {out['request_id']})"
+        return _print(args, out, text)
+    if args.command == "message":
+        if args.message_command == "receive":
+            call = {k: v for k, v in (("cursor", args.cursor), ("ack_cursor", args.ack_cursor),
+                                      ("limit", args.limit), ("timeout_ms", args.timeout_ms)) if v is not None}
+            out = client.call("receive_messages", call, meta=meta, wait_s=(args.timeout_ms or 0) / 1000)
+            return _print(args, out, _records_text(out))
+        call = {"timeout_ms": args.timeout_ms} if args.timeout_ms is not None else {}
+        wait_s = (args.timeout_ms if args.timeout_ms is not None else 60_000) / 1000
+        out = client.call("wait_agent", call, meta=meta, wait_s=wait_s)
+        return _print(args, out, f"woke={out['woke']} reason={out['wake_reason']}")
+    if args.command == "reply":
+        body = sys.stdin.read() if args.stdin else args.message
+        out = client.call("reply", {"request_id": args.request_id, "status": args.status, "message": body},
+                          meta=meta)
+        return _print(args, out, f"reply {out['interaction_id']} admitted for {out['recipient']['name']}")
+    if args.command == "interrupt":
+        out = client.call("interrupt_agent", {"target": args.target}, meta=meta)
+        return _print(args, out, f"interrupt requested (was {out['previous_status']})")
+    if args.command == "peers":
+        call = {"name_prefix": args.name_prefix} if args.name_prefix else {}
+        out = client.call("list_agents", call, meta=meta)
+        return _print(args, out, _agent_table(out["agents"]))
+    raise PeerwireError(Code.INVALID_ARGUMENT, f"unknown command {args.command}")
+
+
+def _print(args: argparse.Namespace, out: Any, text: str) -> int:
+    print(json.dumps(out, ensure_ascii=False, indent=2) if args.json else text)
+    return 0
+
+
+def _agent_table(agents: list[dict]) -> str:
+    if not agents:
+        return "(no agents)"
+    rows = [f"{a['name']:<20} {a['agent_id']}  {a['provider']:<7} {a['status']:<10} "
+            f"{'sendable' if a['sendable'] else 'not sendable'}" for a in agents]
+    return "\n".join(rows)
+
+
+def _records_text(out: dict) -> str:
+    lines = []
+    for r in out["records"]:
+        head = f"[{r['seq']}] {r['kind']} from {r['sender']['name']} ({r['record_id']})"
+        if r.get("request_id"):
+            head += f" request {r['request_id']}"
+        if r.get("status"):
+            head += f" status {r['status']}"
+        lines += [head, r["body"], ""]
+    lines.append(f"cursor: {out['cursor']}" + ("  (more)" if out["has_more"] else ""))
+    if out.get("new_work"):
+        lines.append(f"new work: {', '.join(out['new_work'])}")
+    return "\n".join(lines)
+
+
+def _trace_text(out: dict) -> str:
+    lines = []
+    for ix in out["interactions"]:
+        lines.append(f"{ix['kind']} {ix['record_id']}  {ix['sender']['name']} -> {ix['recipient']['name']}  "
+                     f"state {ix['state']}")
+        for st in ix["stages"]:
+            detail = json.dumps(st["detail"], ensure_ascii=False, sort_keys=True)
+            lines.append(f"  {st['at']}  {st['stage']:<20} {detail}")
+    for b in out.get("bindings", []):
+        lines.append(f"binding {b['binding_id']} generation {b['generation']} thread {b['thread_id']} "
+                     f"turn {b['turn_id']} state {b['state']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

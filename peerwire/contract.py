@@ -1,0 +1,183 @@
+"""The tool contract, loaded from ``contracts/`` (the one source of truth).
+
+Tool files refer to shared definitions (``definitions.json#/$defs/NAME``); the
+loader bundles every schema into a self-contained document with local
+``$defs`` so that MCP clients, which resolve no external references, get
+exactly what the files say.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from .errors import Code, PeerwireError
+from .limits import MAX_BODY_BYTES
+from .registry import is_broadcast
+
+TOOL_ORDER = (
+    "send_message",
+    "followup_task",
+    "receive_messages",
+    "reply",
+    "wait_agent",
+    "interrupt_agent",
+    "list_agents",
+)
+_EXTERNAL = "definitions.json#/$defs/"
+
+
+def contracts_dir() -> Path:
+    """``$PEERWIRE_CONTRACTS`` or the ``contracts/`` folder beside the package."""
+    override = os.environ.get("PEERWIRE_CONTRACTS")
+    path = Path(override) if override else Path(__file__).resolve().parent.parent / "contracts"
+    if not (path / "definitions.json").is_file():
+        raise PeerwireError(
+            Code.INTERNAL,
+            f"contract schemas not found in {path}; install peerwire from its source tree "
+            "(pip install -e .) or set PEERWIRE_CONTRACTS",
+        )
+    return path
+
+
+@lru_cache(maxsize=None)
+def definitions() -> dict[str, Any]:
+    return json.loads((contracts_dir() / "definitions.json").read_text("utf-8"))["$defs"]
+
+
+def bundle(schema: dict[str, Any]) -> dict[str, Any]:
+    """A self-contained copy of ``schema`` with every shared definition it uses inlined."""
+    defs = definitions()
+    needed: dict[str, Any] = {}
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                if key == "$ref" and isinstance(value, str) and value.startswith(_EXTERNAL):
+                    name = value[len(_EXTERNAL):]
+                    add(name)
+                    out[key] = f"#/$defs/{name}"
+                else:
+                    out[key] = walk(value)
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    def add(name: str) -> None:
+        if name in needed:
+            return
+        needed[name] = None  # reserve first: definitions may refer to each other
+        needed[name] = walk_local(copy.deepcopy(defs[name]))
+
+    def walk_local(node: Any) -> Any:
+        # Inside definitions.json, references are local ("#/$defs/x").
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
+                    add(value[len("#/$defs/"):])
+                else:
+                    walk_local(value)
+        elif isinstance(node, list):
+            for v in node:
+                walk_local(v)
+        return node
+
+    root = walk(schema)
+    # MCP wants an object schema at the root, not a bare reference.
+    if set(root) <= {"$ref", "description"} and root.get("$ref", "").startswith("#/$defs/"):
+        root = {**copy.deepcopy(needed[root["$ref"][len("#/$defs/"):]]), **{k: v for k, v in root.items() if k != "$ref"}}
+    if needed:
+        root["$defs"] = dict(sorted(needed.items()))
+    return root
+
+
+@lru_cache(maxsize=None)
+def tools() -> tuple[dict[str, Any], ...]:
+    """The tool definitions as ``tools/list`` advertises them, in contract order."""
+    out = []
+    for name in TOOL_ORDER:
+        raw = json.loads((contracts_dir() / "tools" / f"{name}.json").read_text("utf-8"))
+        out.append({
+            "name": raw["name"],
+            "title": raw["title"],
+            "description": raw["description"],
+            "inputSchema": bundle(raw["inputSchema"]),
+            "outputSchema": bundle(raw["outputSchema"]),
+        })
+    return tuple(out)
+
+
+def tool(name: str) -> dict[str, Any]:
+    for t in tools():
+        if t["name"] == name:
+            return t
+    raise KeyError(name)
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str, which: str) -> Draft202012Validator:
+    return Draft202012Validator(tool(name)[which])
+
+
+@lru_cache(maxsize=None)
+def definition_validator(name: str) -> Draft202012Validator:
+    return Draft202012Validator(bundle({"$ref": _EXTERNAL + name}))
+
+
+def validate_arguments(name: str, arguments: Any) -> dict[str, Any]:
+    """Check a tool call's arguments; raise a specific, actionable error otherwise.
+
+    Order matters for the error a caller sees: a broadcast target is named as
+    such before schema validation, and an oversize body is ``message_too_large``
+    rather than a generic schema error.
+    """
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise PeerwireError(Code.INVALID_ARGUMENT, f"{name}: arguments must be an object")
+    if "target" in arguments and is_broadcast(arguments["target"]):
+        target = arguments["target"]
+        raise PeerwireError(
+            Code.BROADCAST_NOT_SUPPORTED,
+            "broadcast targets are not supported: name exactly one agent (see list_agents)",
+            {"target": target if isinstance(target, str) else list(target) if not isinstance(target, dict) else target},
+        )
+    errors = sorted(_validator(name, "inputSchema").iter_errors(arguments), key=lambda e: list(e.path))
+    if errors:
+        raise PeerwireError(Code.INVALID_ARGUMENT, f"{name}: {_describe(errors[0])}",
+                            {"violations": [_describe(e) for e in errors[:5]]})
+    message = arguments.get("message")
+    if isinstance(message, str):
+        size = len(message.encode("utf-8", "surrogatepass"))
+        if size > MAX_BODY_BYTES:
+            raise PeerwireError(
+                Code.MESSAGE_TOO_LARGE,
+                f"message is {size} bytes; the limit is {MAX_BODY_BYTES} UTF-8 bytes: shorten it or split it",
+                {"bytes": size, "limit": MAX_BODY_BYTES},
+            )
+        try:
+            message.encode("utf-8")
+        except UnicodeEncodeError:
+            raise PeerwireError(Code.INVALID_ARGUMENT, "message is not valid Unicode (lone surrogate)") from None
+    return arguments
+
+
+def validate_output(name: str, result: Any) -> list[str]:
+    """Schema violations of a tool's structured result (empty when it conforms)."""
+    return [_describe(e) for e in _validator(name, "outputSchema").iter_errors(result)]
+
+
+def _describe(error: ValidationError) -> str:
+    where = ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "additionalProperties":
+        return f"{error.message} (this tool takes no such argument; the sender is always the calling session)"
+    return f"{where}: {error.message}" if where else error.message

@@ -1,0 +1,63 @@
+"""Machine-readable error codes shared by the app, the CLI and the MCP server.
+
+Every failure a caller can see carries one of these codes and a human message
+that says what to do. The same code travels unchanged from the app over the
+control socket to an MCP ``isError`` result or a CLI exit status.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class Code(StrEnum):
+    INVALID_ARGUMENT = "invalid_argument"
+    MESSAGE_TOO_LARGE = "message_too_large"
+    UNKNOWN_TARGET = "unknown_target"
+    AMBIGUOUS_TARGET = "ambiguous_target"
+    BROADCAST_NOT_SUPPORTED = "broadcast_not_supported"
+    TARGET_NOT_SENDABLE = "target_not_sendable"
+    UNKNOWN_PROVIDER = "unknown_provider"
+    UNKNOWN_CALLER = "unknown_caller"
+    APP_UNAVAILABLE = "app_unavailable"
+    NOT_AUTHORIZED = "not_authorized"
+    UNKNOWN_REQUEST = "unknown_request"
+    UNKNOWN_INTERACTION = "unknown_interaction"
+    ALREADY_REPLIED = "already_replied"
+    CURSOR_INVALID = "cursor_invalid"
+    NOT_ACTIVE = "not_active"
+    UNSUPPORTED = "unsupported"
+    NAME_TAKEN = "name_taken"
+    HOME_LOCKED = "home_locked"
+    HOME_MISSING = "home_missing"
+    ILLEGAL_TRANSITION = "illegal_transition"
+    INTERNAL = "internal"
+
+
+class PeerwireError(Exception):
+    """A failure with a stable code, a human message and optional details."""
+
+    def __init__(self, code: Code | str, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.code = Code(code)
+        self.message = message
+        self.details = details or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code.value, "message": self.message}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PeerwireError":
+        code = data.get("code", Code.INTERNAL.value)
+        try:
+            code = Code(code)
+        except ValueError:
+            code = Code.INTERNAL
+        return cls(code, str(data.get("message", "")), data.get("details") or None)
+
+    def __repr__(self) -> str:
+        return f"PeerwireError({self.code.value!r}, {self.message!r})"

@@ -1,0 +1,134 @@
+"""Lifecycles of tasks, information records and replies, as data.
+
+Every state change in the store goes through :meth:`Lifecycle.next`. An event
+that the table does not allow raises :class:`IllegalTransition` before anything
+is written, so the surrounding transaction rolls back and the store is left as
+it was. The state diagrams in the documentation are generated from these same
+tables (:meth:`Lifecycle.mermaid`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .errors import Code, PeerwireError
+
+
+class IllegalTransition(PeerwireError):
+    def __init__(self, lifecycle: str, state: str, event: str):
+        super().__init__(
+            Code.ILLEGAL_TRANSITION,
+            f"{lifecycle}: event {event!r} is not allowed in state {state!r}",
+            {"lifecycle": lifecycle, "state": state, "event": event},
+        )
+        self.state = state
+        self.event = event
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    name: str
+    initial: str
+    transitions: Mapping[tuple[str, str], str]
+    terminal: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def states(self) -> frozenset[str]:
+        found = {self.initial}
+        for (src, _event), dst in self.transitions.items():
+            found.update((src, dst))
+        return frozenset(found)
+
+    @property
+    def events(self) -> frozenset[str]:
+        return frozenset(event for (_src, event) in self.transitions)
+
+    def allows(self, state: str, event: str) -> bool:
+        return (state, event) in self.transitions
+
+    def next(self, state: str, event: str) -> str:
+        """The state after ``event``; raises :class:`IllegalTransition` otherwise."""
+        try:
+            return self.transitions[(state, event)]
+        except KeyError:
+            raise IllegalTransition(self.name, state, event) from None
+
+    def mermaid(self) -> str:
+        lines = ["stateDiagram-v2", f"    [*] --> {self.initial}"]
+        for (src, event), dst in sorted(self.transitions.items()):
+            lines.append(f"    {src} --> {dst}: {event}")
+        for state in sorted(self.terminal):
+            lines.append(f"    {state} --> [*]")
+        return "\n".join(lines)
+
+
+# A task (one request) from admission to its single reply.
+#
+# pending      persisted, receipt returned, nobody has it yet
+# claimed      exposed as new work by a receive (the durable claim)
+# dispatching  claimed by automatic delivery; the provider has not answered yet
+# accepted     the provider admitted it into an exact turn (binding persisted)
+# uncertain    it may or may not have reached the provider: never replayed
+# replied      the one reply exists (explicit or from the bound turn's outcome)
+TASK = Lifecycle(
+    name="task",
+    initial="pending",
+    transitions={
+        ("pending", "claim_by_receive"): "claimed",
+        ("pending", "claim_by_dispatch"): "dispatching",
+        ("dispatching", "release"): "pending",
+        ("dispatching", "provider_accepted"): "accepted",
+        ("dispatching", "provider_uncertain"): "uncertain",
+        ("accepted", "observation_lost"): "uncertain",
+        ("pending", "reply"): "replied",
+        ("claimed", "reply"): "replied",
+        ("dispatching", "reply"): "replied",
+        ("accepted", "reply"): "replied",
+        ("uncertain", "reply"): "replied",
+    },
+    terminal=frozenset({"replied"}),
+)
+
+# An information record: never runnable work, only made visible.
+INFORMATION = Lifecycle(
+    name="information",
+    initial="admitted",
+    transitions={
+        ("admitted", "provider_visible"): "provider_visible",
+        ("admitted", "provider_uncertain"): "uncertain",
+    },
+    terminal=frozenset({"provider_visible", "uncertain"}),
+)
+
+# A reply record. Explicit replies are published as they are admitted; a reply
+# built from a provider outcome is first captured (terminal evidence persisted)
+# and published afterwards, so a crash between the two loses nothing.
+REPLY = Lifecycle(
+    name="reply",
+    initial="captured",
+    transitions={
+        ("captured", "publish"): "published",
+        ("published", "provider_visible"): "provider_visible",
+        ("published", "provider_uncertain"): "uncertain",
+    },
+    terminal=frozenset({"provider_visible", "uncertain"}),
+)
+
+# A notice from peerwire itself (an uncertain delivery, an interrupted turn).
+NOTICE = Lifecycle(
+    name="notice",
+    initial="published",
+    transitions={
+        ("published", "provider_visible"): "provider_visible",
+        ("published", "provider_uncertain"): "uncertain",
+    },
+    terminal=frozenset({"provider_visible", "uncertain"}),
+)
+
+LIFECYCLES: dict[str, Lifecycle] = {
+    "task": TASK,
+    "information": INFORMATION,
+    "reply": REPLY,
+    "notice": NOTICE,
+}

@@ -1,0 +1,227 @@
+"""What the app does with each control-socket operation.
+
+A tool operation runs as: authenticate the caller, validate the arguments
+against the contract, one store transaction (plus its evidence), then wake the
+recipient's waiters and hand the committed record to the provider adapter.
+The order is the point: nothing is delivered or signalled before it is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from . import contract
+from .errors import Code, PeerwireError
+from .hub import WakeHub
+from .limits import DEFAULT_RECEIVE_LIMIT, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS
+from .providers import Provider, require_known
+from .registry import KNOWN_PROVIDERS, AgentRow, validate_name
+from .store import Store
+
+log = logging.getLogger("peerwire.app")
+
+Handler = Callable[..., Awaitable[dict[str, Any]]]
+
+
+def tool_receipt(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """The caller's own receipt of the call: MCP call id and Codex turn metadata."""
+    meta = meta or {}
+    out: dict[str, Any] = {"via": meta.get("via", "control")}
+    if meta.get("call_id"):
+        out["call_id"] = meta["call_id"]
+    turn = meta.get("turn") or {}
+    for key in ("session_id", "thread_id", "turn_id", "model"):
+        if turn.get(key):
+            out[key] = turn[key]
+    return out
+
+
+class Operations:
+    def __init__(self, store: Store, hub: WakeHub, providers: dict[str, Provider]):
+        self.store = store
+        self.hub = hub
+        self.providers = providers
+        self._tools: dict[str, Handler] = {
+            "send_message": self.send_message,
+            "followup_task": self.followup_task,
+            "receive_messages": self.receive_messages,
+            "reply": self.reply,
+            "wait_agent": self.wait_agent,
+            "interrupt_agent": self.interrupt_agent,
+            "list_agents": self.list_agents,
+        }
+        self._admin: dict[str, Handler] = {
+            "status": self.status,
+            "register_agent": self.register_agent,
+            "agents": self.agents,
+            "set_agent": self.set_agent,
+            "trace": self.trace,
+            "whoami": self.whoami,
+        }
+        self._background: set[asyncio.Task] = set()
+
+    async def call(self, op: str, args: dict[str, Any] | None, token: str | None, meta: dict | None) -> dict:
+        if op in self._tools:
+            caller = self.store.caller(token)
+            arguments = contract.validate_arguments(op, args)
+            return await self._tools[op](caller, arguments, meta or {})
+        if op in self._admin:
+            return await self._admin[op](args or {}, token)
+        raise PeerwireError(Code.INVALID_ARGUMENT, f"unknown operation {op!r}")
+
+    # -- tools ------------------------------------------------------------------
+
+    async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        recipient = self.store.resolve(args["target"])
+        provider = require_known(recipient.provider, self.providers)
+        receipt = self.store.admit_information(caller, recipient, args["message"],
+                                               receipt=tool_receipt(meta), run_id=meta.get("run_id"))
+        self._after_commit(recipient, provider, receipt["interaction_id"])
+        return receipt
+
+    async def followup_task(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        recipient = self.store.resolve(args["target"])
+        provider = require_known(recipient.provider, self.providers)
+        receipt = self.store.admit_task(caller, recipient, args["message"],
+                                        receipt=tool_receipt(meta), run_id=meta.get("run_id"))
+        self.hub.notify(recipient.agent_id)
+        self._spawn(provider.dispatch(recipient), f"dispatch to {recipient.name}")
+        return receipt
+
+    async def reply(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        receipt = self.store.admit_reply(caller, args["request_id"], args["status"], args["message"],
+                                         receipt=tool_receipt(meta))
+        requester = self.store.agent(receipt["recipient"]["agent_id"])
+        self._after_commit(requester, self.providers.get(requester.provider), receipt["interaction_id"])
+        return receipt
+
+    async def receive_messages(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        limit = args.get("limit", DEFAULT_RECEIVE_LIMIT)
+        timeout_ms = args.get("timeout_ms", DEFAULT_RECEIVE_TIMEOUT_MS)
+        deadline = time.monotonic() + timeout_ms / 1000
+        ack = args.get("ack_cursor")
+        woke_by: str | None = None
+        with self.hub.subscribe(caller.agent_id) as sub:
+            while True:
+                page = self.store.receive(caller, cursor=args.get("cursor"), ack_cursor=ack, limit=limit)
+                ack = None  # acknowledged once; a wake re-reads without acknowledging again
+                if page.records:
+                    out = _page(page, timed_out=False)
+                    if woke_by:
+                        out["wake_reason"] = woke_by
+                    return out
+                if not await sub.wait(deadline - time.monotonic()):
+                    return _page(page, timed_out=True)
+                woke_by = sub.reason
+                sub.rearm()
+
+    async def wait_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        timeout_ms = args.get("timeout_ms", DEFAULT_WAIT_TIMEOUT_MS)
+        with self.hub.subscribe(caller.agent_id) as sub:
+            pending = self.store.unacknowledged(caller.agent_id)
+            if pending:
+                return {"woke": True, "timed_out": False, "wake_reason": "unacknowledged_activity",
+                        "pending": pending}
+            if await sub.wait(timeout_ms / 1000):
+                return {"woke": True, "timed_out": False, "wake_reason": sub.reason or "mailbox_activity",
+                        "pending": self.store.unacknowledged(caller.agent_id)}
+            return {"woke": False, "timed_out": True, "wake_reason": "timeout", "pending": 0}
+
+    async def interrupt_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        target = self.store.resolve(args["target"])
+        provider = require_known(target.provider, self.providers)
+        result = await provider.interrupt(target)
+        return {"target": target.ref, "state": "interrupt_requested", **result}
+
+    async def list_agents(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        rows = self.store.agents(include_disabled=bool(args.get("include_disabled")))
+        # Only the newest row of each identity is a peer; older rows are history.
+        newest: dict[str, AgentRow] = {}
+        for row in rows:
+            newest[row.identity_key] = row
+        agents = [
+            r for r in newest.values()
+            if r.name.startswith(args.get("name_prefix", "")) and args.get("provider") in (None, r.provider)
+        ]
+        return {"agents": [a.public(caller.agent_id) for a in agents]}
+
+    # -- operator operations (the socket's file mode is their authentication) ----
+
+    async def status(self, args: dict, token: str | None) -> dict:
+        return {"ok": True, "node_id": self.store.node_id, "schema_version": self.store.schema_version,
+                "providers": sorted(self.providers)}
+
+    async def register_agent(self, args: dict, token: str | None) -> dict:
+        name = validate_name(args.get("name"))
+        aliases = [validate_name(a, "alias") for a in args.get("aliases") or []]
+        provider = args.get("provider") or "manual"
+        if not isinstance(provider, str) or not provider.isidentifier():
+            raise PeerwireError(Code.INVALID_ARGUMENT, "provider must be a short identifier such as manual or codex")
+        row, token_out = self.store.register_agent(
+            name, provider, aliases=aliases, provider_session_id=args.get("provider_session_id"),
+            source=args.get("source") or "control",
+        )
+        out = {"agent": row.public(), "session_token": token_out}
+        if provider not in self.providers:
+            out["warning"] = (f"provider {provider!r} has no delivery adapter in this app "
+                              f"(known: {', '.join(KNOWN_PROVIDERS)}); sends to it fail with unknown_provider")
+        return out
+
+    async def agents(self, args: dict, token: str | None) -> dict:
+        return {"agents": [
+            {**a.public(), "identity_key": a.identity_key, "node_id": a.node_id, "source": a.source,
+             "provider_session_id": a.provider_session_id, "created_at": a.created_at,
+             "updated_at": a.updated_at, "last_error": a.last_error}
+            for a in self.store.agents()
+        ]}
+
+    async def set_agent(self, args: dict, token: str | None) -> dict:
+        agent_id = args.get("agent_id")
+        if not isinstance(agent_id, str):
+            raise PeerwireError(Code.INVALID_ARGUMENT, "set_agent needs the agent_id to change")
+        self.store.agent(agent_id)
+        fields = {k: bool(args[k]) for k in ("enabled", "sendable") if k in args}
+        if not fields:
+            raise PeerwireError(Code.INVALID_ARGUMENT, "set_agent changes enabled and/or sendable")
+        return {"agent": self.store.update_agent(agent_id, **fields).public()}
+
+    async def trace(self, args: dict, token: str | None) -> dict:
+        ident = args.get("id")
+        if not isinstance(ident, str) or not ident:
+            raise PeerwireError(Code.INVALID_ARGUMENT, "trace needs an interaction_id (ix_…) or request_id (rq_…)")
+        return self.store.trace(ident)
+
+    async def whoami(self, args: dict, token: str | None) -> dict:
+        return {"agent": self.store.caller(token).public()}
+
+    # -- delivery -----------------------------------------------------------------
+
+    def _after_commit(self, recipient: AgentRow, provider: Provider | None, interaction_id: str) -> None:
+        self.hub.notify(recipient.agent_id)
+        if provider is not None:
+            record = self.store.interaction(interaction_id)
+            self._spawn(provider.deliver(recipient, record), f"deliver {interaction_id}")
+
+    def _spawn(self, coro: Awaitable[None], what: str) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._background.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("%s failed: %r", what, t.exception())
+
+        task.add_done_callback(done)
+
+    async def drain(self) -> None:
+        """Let admitted deliveries finish (used at shutdown)."""
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=5)
+
+
+def _page(page: Any, *, timed_out: bool) -> dict[str, Any]:
+    return {"records": page.records, "cursor": page.cursor, "has_more": page.has_more,
+            "timed_out": timed_out, "new_work": page.new_work}

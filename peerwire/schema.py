@@ -1,0 +1,116 @@
+"""Versioned SQLite schema. Each migration runs once, in order, in one transaction.
+
+``PRAGMA user_version`` records the applied version. Add a migration by appending
+to :data:`MIGRATIONS`; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1: registry, sessions, interactions, requests, claims, cursors, evidence, bindings
+    """
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE agents (
+        row_order           INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id            TEXT NOT NULL UNIQUE,
+        identity_key        TEXT NOT NULL,
+        name                TEXT NOT NULL,
+        provider            TEXT NOT NULL,
+        provider_session_id TEXT,
+        node_id             TEXT NOT NULL,
+        enabled             INTEGER NOT NULL DEFAULT 1,
+        sendable            INTEGER NOT NULL DEFAULT 1,
+        generation          INTEGER NOT NULL DEFAULT 0,
+        status              TEXT NOT NULL,
+        source              TEXT NOT NULL,
+        created_at          TEXT NOT NULL,
+        updated_at          TEXT NOT NULL,
+        last_error          TEXT
+    );
+    CREATE INDEX agents_name ON agents(name);
+    CREATE TABLE agent_aliases (
+        agent_id TEXT NOT NULL REFERENCES agents(agent_id),
+        alias    TEXT NOT NULL,
+        PRIMARY KEY (agent_id, alias)
+    );
+    CREATE INDEX agent_aliases_alias ON agent_aliases(alias);
+    CREATE TABLE sessions (
+        token_hash TEXT PRIMARY KEY,
+        agent_id   TEXT NOT NULL REFERENCES agents(agent_id),
+        issued_at  TEXT NOT NULL,
+        revoked_at TEXT
+    );
+    CREATE TABLE interactions (
+        seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+        interaction_id TEXT NOT NULL UNIQUE,
+        kind           TEXT NOT NULL CHECK (kind IN ('information', 'task', 'reply', 'notice')),
+        state          TEXT NOT NULL,
+        sender_id      TEXT REFERENCES agents(agent_id),
+        sender_name    TEXT NOT NULL,
+        recipient_id   TEXT NOT NULL REFERENCES agents(agent_id),
+        recipient_name TEXT NOT NULL,
+        body           TEXT NOT NULL,
+        request_id     TEXT,
+        reply_status   TEXT CHECK (reply_status IN ('done', 'blocked', 'failed')),
+        notice_code    TEXT,
+        run_id         TEXT,
+        tool_receipt   TEXT,
+        created_at     TEXT NOT NULL,
+        updated_at     TEXT NOT NULL,
+        received_at    TEXT
+    );
+    CREATE INDEX interactions_mailbox ON interactions(recipient_id, seq);
+    CREATE INDEX interactions_request ON interactions(request_id);
+    CREATE TABLE requests (
+        request_id           TEXT PRIMARY KEY,
+        task_interaction_id  TEXT NOT NULL UNIQUE REFERENCES interactions(interaction_id),
+        requester_id         TEXT NOT NULL REFERENCES agents(agent_id),
+        recipient_id         TEXT NOT NULL REFERENCES agents(agent_id),
+        reply_interaction_id TEXT UNIQUE REFERENCES interactions(interaction_id),
+        reply_source         TEXT CHECK (reply_source IN ('explicit', 'turn_outcome', 'peerwire')),
+        created_at           TEXT NOT NULL
+    );
+    CREATE TABLE claims (
+        claim_id       TEXT PRIMARY KEY,
+        request_id     TEXT NOT NULL REFERENCES requests(request_id),
+        claimant       TEXT NOT NULL CHECK (claimant IN ('receive', 'dispatch')),
+        claimed_at     TEXT NOT NULL,
+        released_at    TEXT,
+        release_reason TEXT
+    );
+    -- The durable claim: at most one live claim per request, whoever asks.
+    CREATE UNIQUE INDEX claims_live ON claims(request_id) WHERE released_at IS NULL;
+    CREATE TABLE cursors (
+        agent_id   TEXT PRIMARY KEY REFERENCES agents(agent_id),
+        acked_seq  INTEGER NOT NULL DEFAULT 0,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE evidence (
+        evidence_id    INTEGER PRIMARY KEY AUTOINCREMENT,
+        interaction_id TEXT NOT NULL REFERENCES interactions(interaction_id),
+        stage          TEXT NOT NULL,
+        at             TEXT NOT NULL,
+        detail         TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX evidence_interaction ON evidence(interaction_id, evidence_id);
+    CREATE TABLE bindings (
+        binding_id  TEXT PRIMARY KEY,
+        request_id  TEXT NOT NULL REFERENCES requests(request_id),
+        claim_id    TEXT NOT NULL REFERENCES claims(claim_id),
+        agent_id    TEXT NOT NULL REFERENCES agents(agent_id),
+        generation  INTEGER NOT NULL,
+        thread_id   TEXT NOT NULL,
+        turn_id     TEXT,
+        state       TEXT NOT NULL,
+        outcome     TEXT,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL
+    );
+    CREATE INDEX bindings_turn ON bindings(thread_id, turn_id);
+    """,
+]
+
+LATEST = len(MIGRATIONS)
