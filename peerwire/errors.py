@@ -28,7 +28,6 @@ class Code(StrEnum):
     CURSOR_INVALID = "cursor_invalid"
     NOT_ACTIVE = "not_active"
     UNSUPPORTED = "unsupported"
-    NAME_TAKEN = "name_taken"
     HOME_LOCKED = "home_locked"
     HOME_MISSING = "home_missing"
     ILLEGAL_TRANSITION = "illegal_transition"

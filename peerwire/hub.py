@@ -61,8 +61,9 @@ class WakeHub:
             sub.wake(reason)
         return len(subs)
 
-    def waiting(self, agent_id: str) -> int:
-        return len(self._waiters.get(agent_id, ()))
+    def waiting(self) -> dict[str, int]:
+        """How many waiters each recipient has right now."""
+        return {agent_id: len(subs) for agent_id, subs in self._waiters.items() if subs}
 
     def _drop(self, sub: Subscription) -> None:
         subs = self._waiters.get(sub.agent_id)

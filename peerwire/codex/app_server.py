@@ -216,7 +216,7 @@ class AppServerClient:
     async def start(
         cls,
         *,
-        codex: str | os.PathLike[str] = "codex",
+        codex: str | os.PathLike[str] | Sequence[str] = "codex",
         codex_home: str | os.PathLike[str],
         cwd: str | os.PathLike[str],
         env: Mapping[str, str] | None = None,
@@ -231,7 +231,8 @@ class AppServerClient:
     ) -> AppServerClient:
         """Spawn `codex app-server` and complete the handshake.
 
-        `env` is the child's whole environment when given (the caller decides
+        `codex` is the executable, or a command prefix such as
+        `["node", "codex.js"]`; `app-server` and `args` are appended. `env` is the child's whole environment when given (the caller decides
         what is inherited); otherwise the current environment is inherited.
         `CODEX_HOME` is always set to `codex_home`. `experimental_api` opts
         into experimental methods such as `thread/inject_items`. The child
@@ -241,8 +242,9 @@ class AppServerClient:
         """
         child_env = dict(os.environ if env is None else env)
         child_env["CODEX_HOME"] = os.fspath(codex_home)
+        prefix = [os.fspath(codex)] if isinstance(codex, (str, os.PathLike)) else list(codex)
         process = await asyncio.create_subprocess_exec(
-            os.fspath(codex),
+            *prefix,
             "app-server",
             *args,
             cwd=os.fspath(cwd),

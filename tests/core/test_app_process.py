@@ -1,0 +1,139 @@
+"""The app as a real process: crash safety, cross-process waking, racing claimants."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from harness.provisioner import AppProcess
+from peerwire.control import ControlClient
+from peerwire.errors import Code, PeerwireError
+from peerwire.home import HOME_ENV, SESSION_ENV
+
+from .conftest import call, cli, cli_json, wait_until
+
+
+def test_home_is_private_and_locked(core):
+    home = core.home
+    assert (home.path.stat().st_mode & 0o777) == 0o700
+    assert (home.socket.stat().st_mode & 0o777) == 0o600
+    assert json.loads(home.lock.read_text())["pid"] == core.app.process.pid
+    second = subprocess.run([sys.executable, "-m", "peerwire", "app", "--home", str(home.path)],
+                            capture_output=True, text=True, timeout=30)
+    assert second.returncode != 0
+    assert f"pid {core.app.process.pid}" in second.stderr
+    # the running app is untouched by the refused second one
+    assert ControlClient(home).call("status")["ok"] is True
+
+
+def test_sigterm_releases_lock_and_socket(core):
+    app = core.app
+    assert app.terminate() == 0
+    assert not core.home.socket.exists()
+    assert core.home.lock.read_text() == ""
+    core.app = AppProcess.start(core.home)  # the home can be owned again at once
+    assert ControlClient(core.home).call("status")["ok"] is True
+
+
+def test_kill_9_after_receipt_loses_nothing(core):
+    a, b = core.register("a"), core.register("b")
+    receipt = cli_json(core, "task", "--to", "b", "--body", "survive a crash", caller=a)
+    core.app.process.send_signal(signal.SIGKILL)  # no chance to flush anything more
+    core.app.process.wait()
+    core.restart()
+    page = call(core, b, "receive_messages")
+    assert [r["record_id"] for r in page["records"]] == [receipt["interaction_id"]]
+    assert page["new_work"] == [receipt["request_id"]]
+    trace = cli_json(core, "trace", receipt["request_id"])
+    assert [s["stage"] for s in trace["interactions"][0]["stages"]][:1] == ["admitted"]
+
+
+def test_waiter_in_one_process_is_woken_by_a_send_from_another(core):
+    a, b = core.register("a"), core.register("b")
+    env = {**os.environ, HOME_ENV: str(core.home.path), SESSION_ENV: b.token}
+    waiter = subprocess.Popen([sys.executable, "-m", "peerwire", "message", "wait", "--timeout-ms", "30000",
+                               "--json"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        status = ControlClient(core.home)
+        wait_until(lambda: status.call("status")["waiting"].get(b.agent_id), 20, "the waiter to subscribe")
+        cli_json(core, "send", "--to", "b", "--body", "wake up", caller=a)
+        out, _ = waiter.communicate(timeout=20)
+    finally:
+        waiter.kill()
+    result = json.loads(out)
+    assert result == {"woke": True, "timed_out": False, "wake_reason": "mailbox_activity", "pending": 1}
+    # waiting acknowledged nothing: the record is still there to receive
+    assert call(core, b, "wait_agent", {"timeout_ms": 0})["wake_reason"] == "unacknowledged_activity"
+    assert len(call(core, b, "receive_messages")["records"]) == 1
+
+
+def test_receive_with_timeout_returns_what_arrives(core):
+    a, b = core.register("a"), core.register("b")
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(call, core, b, "receive_messages", {"timeout_ms": 20000}, 20)
+        wait_until(lambda: ControlClient(core.home).call("status")["waiting"].get(b.agent_id), 20,
+                   "the receive to wait")
+        call(core, a, "send_message", {"target": "b", "message": "arrived"})
+        page = pending.result(timeout=20)
+    assert [r["body"] for r in page["records"]] == ["arrived"]
+    assert page["timed_out"] is False and page["wake_reason"] == "mailbox_activity"
+
+
+def test_empty_wait_times_out_and_cancels_nothing(core):
+    a, b = core.register("a"), core.register("b")
+    receipt = call(core, a, "followup_task", {"target": "b", "message": "keep me"})
+    page = call(core, b, "receive_messages")
+    call(core, b, "receive_messages", {"ack_cursor": page["cursor"]})
+    result = call(core, b, "wait_agent", {"timeout_ms": 50}, wait_s=1)
+    assert result == {"woke": False, "timed_out": True, "wake_reason": "timeout", "pending": 0}
+    assert ControlClient(core.home).call("trace", {"id": receipt["request_id"]})["interactions"][0]["state"] == "claimed"
+
+
+def test_two_claimants_race_and_each_task_is_exposed_once(core):
+    a, b = core.register("a"), core.register("b")
+    tasks = 40
+    env = {**os.environ, HOME_ENV: str(core.home.path), SESSION_ENV: b.token}
+    # Each racer reads from its acknowledgement, collects what it claimed, and
+    # acknowledges each batch with its next read, until the mailbox stays quiet.
+    script = (
+        "import json, sys\n"
+        "from peerwire.control import ControlClient\n"
+        "from peerwire.home import Home\n"
+        "c = ControlClient(Home.from_env(), sys.argv[1])\n"
+        "claimed, ack = [], {}\n"
+        "while True:\n"
+        "    page = c.call('receive_messages', {'limit': 3, 'timeout_ms': 1500, **ack}, wait_s=1.5)\n"
+        "    claimed += page['new_work']\n"
+        "    if page['timed_out']:\n"
+        "        break\n"
+        "    ack = {'ack_cursor': page['cursor']}\n"
+        "print(json.dumps(claimed))\n"
+    )
+    racers = [subprocess.Popen([sys.executable, "-c", script, b.token], env=env,
+                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    sent = [call(core, a, "followup_task", {"target": "b", "message": f"task {i}"})["request_id"]
+            for i in range(tasks)]
+    outs = [json.loads(p.communicate(timeout=60)[0]) for p in racers]
+    assert all(p.returncode == 0 for p in racers)
+    # anything both racers passed over is still unclaimed and goes to the next receive
+    rest = call(core, b, "receive_messages", {"limit": 100})["new_work"]
+    exposures = outs[0] + outs[1] + rest
+    assert sorted(exposures) == sorted(sent), "every task exposed exactly once across all claimants"
+    assert not set(outs[0]) & set(outs[1])
+
+
+def test_app_unavailable_and_unknown_caller(core, tmp_path):
+    a = core.register("a")
+    with pytest.raises(PeerwireError) as info:
+        ControlClient(core.home, "not-a-token").call("list_agents")
+    assert info.value.code is Code.UNKNOWN_CALLER
+    core.stop()
+    done = cli(core, "send", "--to", "a", "--body", "x", caller=a)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["error"]["code"] == "app_unavailable"

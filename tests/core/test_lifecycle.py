@@ -1,0 +1,59 @@
+import pytest
+
+from peerwire.errors import Code, PeerwireError
+from peerwire.lifecycle import INFORMATION, LIFECYCLES, REPLY, TASK, IllegalTransition
+from peerwire.store import Store
+
+
+def test_task_happy_paths():
+    assert TASK.next("pending", "claim_by_receive") == "claimed"
+    assert TASK.next("claimed", "reply") == "replied"
+    state = TASK.next("pending", "claim_by_dispatch")
+    assert TASK.next(state, "release") == "pending"
+    assert TASK.next(TASK.next(state, "provider_accepted"), "observation_lost") == "uncertain"
+
+
+@pytest.mark.parametrize("lifecycle", list(LIFECYCLES.values()), ids=lambda lc: lc.name)
+def test_every_undeclared_pair_is_illegal(lifecycle):
+    for state in lifecycle.states:
+        for event in lifecycle.events:
+            if lifecycle.allows(state, event):
+                assert lifecycle.next(state, event) in lifecycle.states
+            else:
+                with pytest.raises(IllegalTransition) as info:
+                    lifecycle.next(state, event)
+                assert info.value.code is Code.ILLEGAL_TRANSITION
+                assert (info.value.state, info.value.event) == (state, event)
+
+
+@pytest.mark.parametrize("lifecycle", list(LIFECYCLES.values()), ids=lambda lc: lc.name)
+def test_terminal_states_have_no_way_out(lifecycle):
+    for state in lifecycle.terminal:
+        assert not any(lifecycle.allows(state, e) for e in lifecycle.events)
+
+
+def test_uncertain_task_is_never_dispatched_again():
+    # The table itself forbids replay: nothing leads from uncertain back to pending.
+    assert not any(TASK.allows("uncertain", e) for e in ("release", "claim_by_dispatch", "claim_by_receive"))
+    assert not INFORMATION.allows("uncertain", "provider_visible")
+
+
+def test_mermaid_is_generated_from_the_table():
+    diagram = TASK.mermaid()
+    assert diagram.startswith("stateDiagram-v2")
+    assert diagram.count("-->") == len(TASK.transitions) + 1 + len(TASK.terminal)
+    assert "dispatching --> pending: release" in diagram
+    assert REPLY.mermaid().count("captured --> published") == 1
+
+
+def test_illegal_transition_in_the_store_changes_nothing(tmp_path):
+    store = Store(tmp_path / "db")
+    a, _ = store.register_agent("a", "manual")
+    b, _ = store.register_agent("b", "manual")
+    receipt = store.admit_task(a, b, "work")
+    before = store.dump()
+    with pytest.raises(PeerwireError) as info:
+        store.release_claim(receipt["request_id"], "no claim to release")
+    assert info.value.code is Code.ILLEGAL_TRANSITION
+    assert store.dump() == before
+    store.close()

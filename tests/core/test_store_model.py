@@ -1,0 +1,159 @@
+"""Random operation sequences against the real store and a plain in-memory model.
+
+The model is deliberately naive (lists and dicts); the store must agree with it
+on every read: nothing lost, no task exposed as new work twice, a replayed
+cursor returning the same records and claiming nothing.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
+
+from peerwire.errors import Code, PeerwireError
+from peerwire.store import Store
+
+AGENTS = ("ann", "bob", "cy")
+bodies = st.text(min_size=1, max_size=40)
+
+
+class MailboxMachine(RuleBasedStateMachine):
+    cursors = Bundle("cursors")
+
+    def __init__(self) -> None:
+        super().__init__()
+        # tmpfs where there is one: this test is about the rules, not fsync latency.
+        shm = Path("/dev/shm")
+        self.dir = tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None)
+        self.store = Store(Path(self.dir.name) / "db")
+        self.rows = {name: self.store.register_agent(name, "manual")[0] for name in AGENTS}
+        # The model: every mailbox as a list of record ids, acknowledged prefix length, tasks.
+        self.mailbox: dict[str, list[str]] = {n: [] for n in AGENTS}
+        self.bodies: dict[str, str] = {}
+        self.acked: dict[str, int] = {n: 0 for n in AGENTS}
+        self.tasks: dict[str, dict] = {}
+        self.exposed: set[str] = set()
+        self.pages: list[tuple[str, str | None, int, list[dict]]] = []
+
+    def teardown(self) -> None:
+        self.store.close()
+        self.dir.cleanup()
+
+    def _admitted(self, recipient: str, receipt: dict, body: str) -> None:
+        self.mailbox[recipient].append(receipt["interaction_id"])
+        self.bodies[receipt["interaction_id"]] = body
+
+    @rule(sender=st.sampled_from(AGENTS), recipient=st.sampled_from(AGENTS), body=bodies)
+    def send(self, sender, recipient, body):
+        receipt = self.store.admit_information(self.rows[sender], self.rows[recipient], body)
+        assert receipt["kind"] == "information" and "request_id" not in receipt
+        self._admitted(recipient, receipt, body)
+
+    @rule(sender=st.sampled_from(AGENTS), recipient=st.sampled_from(AGENTS), body=bodies)
+    def followup(self, sender, recipient, body):
+        receipt = self.store.admit_task(self.rows[sender], self.rows[recipient], body)
+        self._admitted(recipient, receipt, body)
+        self.tasks[receipt["request_id"]] = {"requester": sender, "recipient": recipient, "replied": False}
+
+    @rule(target=cursors, agent=st.sampled_from(AGENTS), limit=st.integers(1, 5))
+    def receive(self, agent, limit):
+        page = self.store.receive(self.rows[agent], limit=limit)
+        start = self.acked[agent]
+        expected = self.mailbox[agent][start:start + limit]
+        assert [r["record_id"] for r in page.records] == expected
+        assert [r["body"] for r in page.records] == [self.bodies[i] for i in expected]
+        assert page.has_more == (len(self.mailbox[agent]) > start + limit)
+        for request_id in page.new_work:
+            assert request_id not in self.exposed, "a task was exposed as new work twice"
+            assert self.tasks[request_id]["recipient"] == agent
+            self.exposed.add(request_id)
+        for record in page.records:
+            if record["kind"] == "task":
+                rid = record["request_id"]
+                assert rid in self.exposed or self.tasks[rid]["replied"]
+            if record["kind"] == "information":
+                assert "request_id" not in record
+        self.pages.append((agent, None, limit, page.records))
+        return (agent, page.cursor, start + len(page.records))
+
+    @rule(entry=cursors, limit=st.integers(1, 5))
+    def replay(self, entry, limit):
+        agent, cursor, position = entry
+        first = self.store.receive(self.rows[agent], cursor=cursor, limit=limit)
+        again = self.store.receive(self.rows[agent], cursor=cursor, limit=limit)
+        assert again.records == first.records, "replaying a cursor changed the records"
+        assert again.new_work == []
+        assert [r["record_id"] for r in first.records] == self.mailbox[agent][position:position + limit]
+        for request_id in first.new_work:
+            assert request_id not in self.exposed
+            self.exposed.add(request_id)
+
+    @rule(entry=consumes(cursors))
+    def ack(self, entry):
+        agent, cursor, position = entry
+        page = self.store.receive(self.rows[agent], ack_cursor=cursor, limit=1)
+        self.acked[agent] = max(self.acked[agent], position)
+        # Acknowledging is a receive too: whatever it reads next is exposed by it.
+        for request_id in page.new_work:
+            assert request_id not in self.exposed
+            self.exposed.add(request_id)
+
+    @rule(entry=cursors, other=st.sampled_from(AGENTS))
+    def foreign_cursor(self, entry, other):
+        agent, cursor, _ = entry
+        if other == agent:
+            return
+        try:
+            self.store.receive(self.rows[other], cursor=cursor, limit=1)
+        except PeerwireError as exc:
+            assert exc.code is Code.CURSOR_INVALID
+        else:
+            raise AssertionError("a foreign cursor was accepted")
+
+    @rule(data=st.data(), agent=st.sampled_from(AGENTS), status=st.sampled_from(["done", "blocked", "failed"]),
+          body=bodies)
+    def reply(self, data, agent, status, body):
+        if not self.tasks:
+            return
+        # Insertion order, not the (random) ids, so hypothesis can replay the draw.
+        request_id = list(self.tasks)[data.draw(st.integers(0, len(self.tasks) - 1))]
+        task = self.tasks[request_id]
+        try:
+            receipt = self.store.admit_reply(self.rows[agent], request_id, status, body)
+        except PeerwireError as exc:
+            if task["recipient"] != agent:
+                assert exc.code is Code.NOT_AUTHORIZED
+            else:
+                assert task["replied"] and exc.code is Code.ALREADY_REPLIED
+            return
+        assert task["recipient"] == agent and not task["replied"]
+        assert receipt["recipient"]["name"] == task["requester"]
+        task["replied"] = True
+        self._admitted(task["requester"], receipt, body)
+
+    @invariant()
+    def nothing_lost(self):
+        for name in AGENTS:
+            count = self.store.db.execute(
+                "SELECT COUNT(*) FROM interactions WHERE recipient_id = ?", (self.rows[name].agent_id,)
+            ).fetchone()[0]
+            assert count == len(self.mailbox[name])
+            assert self.store.unacknowledged(self.rows[name].agent_id) == len(self.mailbox[name]) - self.acked[name]
+
+    @invariant()
+    def one_live_claim_per_task(self):
+        worst = self.store.db.execute(
+            "SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM claims WHERE released_at IS NULL GROUP BY request_id)"
+        ).fetchone()[0]
+        assert worst in (None, 1)
+
+
+MailboxMachine.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestMailbox = MailboxMachine.TestCase
