@@ -17,6 +17,7 @@ import signal
 import sys
 from typing import Any
 
+from .codex.adapter import CodexProvider
 from .control import encode
 from .errors import Code, PeerwireError
 from .home import Home, HomeLock
@@ -62,6 +63,9 @@ class App:
             _configure_logging(self.home)
             self.store = Store(self.home.db)
             self.ops = Operations(self.store, self.hub, self.providers)
+            codex = CodexProvider(self.store, self.ops.published, self.home.path / "codex")
+            self.providers.setdefault("codex", codex)
+            codex.recover()
             await self._serve()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -100,6 +104,9 @@ class App:
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=5)
         assert self.ops is not None
+        codex = self.providers.get("codex")
+        if isinstance(codex, CodexProvider):
+            await codex.close()
         await self.ops.drain()
         try:
             self.home.socket.unlink()

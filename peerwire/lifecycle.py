@@ -101,18 +101,37 @@ INFORMATION = Lifecycle(
     terminal=frozenset({"provider_visible", "uncertain"}),
 )
 
-# A reply record. Explicit replies are published as they are admitted; a reply
-# built from a provider outcome is first captured (terminal evidence persisted)
-# and published afterwards, so a crash between the two loses nothing.
+# A reply record, explicit or built from a provider turn's outcome. It is published
+# as it is admitted; what happens after is only about making it visible.
 REPLY = Lifecycle(
     name="reply",
-    initial="captured",
+    initial="published",
     transitions={
-        ("captured", "publish"): "published",
         ("published", "provider_visible"): "provider_visible",
         ("published", "provider_uncertain"): "uncertain",
     },
     terminal=frozenset({"provider_visible", "uncertain"}),
+)
+
+# A provider binding: one task admitted into one exact provider turn.
+#
+# accepted   the provider admitted the task into (thread, turn); persisted before
+#            any completion can be observed
+# captured   the turn's terminal evidence is persisted; its reply is not yet
+# published  the reply (or blocked/failed outcome) exists
+# suppressed the recipient replied explicitly first: no automatic result
+# uncertain  observation of the turn was lost (owner died, app restarted)
+BINDING = Lifecycle(
+    name="binding",
+    initial="accepted",
+    transitions={
+        ("accepted", "capture"): "captured",
+        ("accepted", "suppress"): "suppressed",
+        ("accepted", "observation_lost"): "uncertain",
+        ("captured", "publish"): "published",
+        ("captured", "suppress"): "suppressed",
+    },
+    terminal=frozenset({"published", "suppressed", "uncertain"}),
 )
 
 # A notice from peerwire itself (an uncertain delivery, an interrupted turn).
@@ -132,3 +151,4 @@ LIFECYCLES: dict[str, Lifecycle] = {
     "reply": REPLY,
     "notice": NOTICE,
 }
+"""Lifecycles of interaction records, by kind. Bindings use :data:`BINDING`."""

@@ -60,6 +60,10 @@ class Operations:
             "set_agent": self.set_agent,
             "trace": self.trace,
             "whoami": self.whoami,
+            "attach_codex": self.attach_codex,
+            "detach_codex": self.detach_codex,
+            "prompt": self.prompt,
+            "owners": self.owners,
         }
         self._background: set[asyncio.Task] = set()
 
@@ -197,6 +201,41 @@ class Operations:
     async def whoami(self, args: dict, token: str | None) -> dict:
         return {"agent": self.store.caller(token).public()}
 
+    def _codex(self) -> Any:
+        codex = self.providers.get("codex")
+        if codex is None:
+            raise PeerwireError(Code.UNKNOWN_PROVIDER, "this app runs no codex adapter")
+        return codex
+
+    def _agent_arg(self, args: dict) -> AgentRow:
+        agent_id = args.get("agent_id")
+        if not isinstance(agent_id, str):
+            raise PeerwireError(Code.INVALID_ARGUMENT, "this operation needs agent_id")
+        return self.store.agent(agent_id)
+
+    async def attach_codex(self, args: dict, token: str | None) -> dict:
+        """Start an agent's Codex owner (operator): codex, codex_home, cwd, env, resume."""
+        for key in ("codex", "codex_home", "cwd"):
+            if not isinstance(args.get(key), str):
+                raise PeerwireError(Code.INVALID_ARGUMENT, f"attach_codex needs {key}")
+        return await self._codex().attach(self._agent_arg(args), codex=args["codex"],
+                                          codex_home=args["codex_home"], cwd=args["cwd"],
+                                          env=args.get("env") or {}, resume=bool(args.get("resume")))
+
+    async def detach_codex(self, args: dict, token: str | None) -> dict:
+        return await self._codex().detach(self._agent_arg(args).agent_id)
+
+    async def prompt(self, args: dict, token: str | None) -> dict:
+        """An operator's message to an agent: a new turn on its idle owner."""
+        text = args.get("text")
+        if not isinstance(text, str) or not text:
+            raise PeerwireError(Code.INVALID_ARGUMENT, "prompt needs text")
+        return await self._codex().prompt(self._agent_arg(args), text)
+
+    async def owners(self, args: dict, token: str | None) -> dict:
+        codex = self.providers.get("codex")
+        return {"owners": codex.describe() if codex is not None else []}
+
     # -- delivery -----------------------------------------------------------------
 
     def _after_commit(self, recipient: AgentRow, provider: Provider | None, interaction_id: str) -> None:
@@ -204,6 +243,11 @@ class Operations:
         if provider is not None:
             record = self.store.interaction(interaction_id)
             self._spawn(provider.deliver(recipient, record), f"deliver {interaction_id}")
+
+    def published(self, recipient_id: str, interaction_id: str) -> None:
+        """A record the app wrote itself (a turn's reply, a notice): wake and deliver it."""
+        recipient = self.store.agent(recipient_id)
+        self._after_commit(recipient, self.providers.get(recipient.provider), interaction_id)
 
     def _spawn(self, coro: Awaitable[None], what: str) -> None:
         task = asyncio.ensure_future(coro)

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 
 from . import cursor as cursors
 from .errors import Code, PeerwireError
-from .lifecycle import INFORMATION, LIFECYCLES, NOTICE, REPLY, TASK
+from .lifecycle import BINDING, INFORMATION, LIFECYCLES, NOTICE, REPLY, TASK
 from .limits import TOKEN_BYTES
 from .registry import SYSTEM_SENDER, AgentRow, resolve_target
 from .schema import LATEST, MIGRATIONS
@@ -253,14 +253,10 @@ class Store:
         body: str,
         *,
         receipt: dict | None = None,
-        source: str = "explicit",
-        detail: dict | None = None,
     ) -> dict[str, Any]:
-        """Record the one reply to ``request_id``; only its recipient may reply.
+        """Record the explicit reply to ``request_id``; only its recipient may reply, once.
 
-        ``source`` is ``explicit`` (the recipient called reply) or
-        ``turn_outcome`` (a provider turn's result, published by the app). The
-        request decides the destination: the reply goes to the requester.
+        The request decides the destination: the reply goes to the requester.
         """
         if status not in REPLY_STATUSES:
             raise PeerwireError(Code.INVALID_ARGUMENT, f"status must be one of {', '.join(REPLY_STATUSES)}")
@@ -272,34 +268,43 @@ class Store:
                     "only the task's recipient may reply to it",
                     {"request_id": request_id},
                 )
-            if req["reply_interaction_id"] is not None:
-                raise PeerwireError(
-                    Code.ALREADY_REPLIED,
-                    f"request {request_id} already has its reply {req['reply_interaction_id']}",
-                    {"request_id": request_id, "reply_interaction_id": req["reply_interaction_id"]},
-                )
-            task = db.execute(
-                "SELECT * FROM interactions WHERE interaction_id = ?", (req["task_interaction_id"],)
-            ).fetchone()
-            self._transition(db, task, "reply", {"source": source})
-            requester = self.agent(req["requester_id"])
-            state = REPLY.next(REPLY.initial, "publish") if source == "explicit" else REPLY.initial
-            ix = self._insert(db, "reply", state, caller, requester, body, request_id=request_id,
-                              reply_status=status, receipt=receipt, run_id=task["run_id"])
-            db.execute(
-                "UPDATE requests SET reply_interaction_id = ?, reply_source = ? WHERE request_id = ?",
-                (ix["interaction_id"], source, request_id),
-            )
-            self._evidence(db, task["interaction_id"], "replied",
-                           {"reply_interaction_id": ix["interaction_id"], "status": status, "source": source,
-                            **(detail or {})})
+            ix = self._close_request(db, req, caller, status, body, source="explicit", receipt=receipt)
         return self._receipt(ix)
 
-    def publish_reply(self, interaction_id: str) -> None:
-        """Publish a captured reply (built from a provider outcome)."""
-        with self.write() as db:
-            row = self._interaction(db, interaction_id)
-            self._transition(db, row, "publish")
+    def _close_request(
+        self,
+        db: sqlite3.Connection,
+        req: sqlite3.Row,
+        sender: AgentRow | None,
+        status: str,
+        body: str,
+        *,
+        source: str,
+        receipt: dict | None = None,
+        code: str | None = None,
+        detail: dict | None = None,
+    ) -> sqlite3.Row:
+        """Write the one reply of a request (explicit, from a turn, or from peerwire)."""
+        request_id = req["request_id"]
+        if req["reply_interaction_id"] is not None:
+            raise PeerwireError(
+                Code.ALREADY_REPLIED,
+                f"request {request_id} already has its reply {req['reply_interaction_id']}",
+                {"request_id": request_id, "reply_interaction_id": req["reply_interaction_id"]},
+            )
+        task = self._interaction(db, req["task_interaction_id"])
+        self._transition(db, task, "reply", {"source": source})
+        requester = self.agent(req["requester_id"])
+        ix = self._insert(db, "reply", REPLY.initial, sender, requester, body, request_id=request_id,
+                          reply_status=status, notice_code=code, receipt=receipt, run_id=task["run_id"],
+                          evidence_detail={"source": source, **(detail or {})})
+        db.execute(
+            "UPDATE requests SET reply_interaction_id = ?, reply_source = ? WHERE request_id = ?",
+            (ix["interaction_id"], source, request_id),
+        )
+        self._evidence(db, task["interaction_id"], "replied",
+                       {"reply_interaction_id": ix["interaction_id"], "status": status, "source": source})
+        return ix
 
     def add_notice(
         self, recipient: AgentRow, code: str, body: str, *, request_id: str | None = None, detail: dict | None = None
@@ -491,6 +496,104 @@ class Store:
         if seq > newest:
             raise PeerwireError(Code.CURSOR_INVALID, "cursor points past the end of your mailbox")
         return seq
+
+    # -- provider bindings -------------------------------------------------------
+
+    def bind(self, request_id: str, claim_id: str, agent: AgentRow, generation: int, thread_id: str,
+             turn_id: str, *, via: str, detail: dict | None = None) -> str:
+        """The provider admitted the task into an exact turn: persist that before anything else."""
+        binding_id = new_id("bd")
+        stamp = now()
+        with self.write() as db:
+            task = self._task(db, request_id)
+            self._transition(db, task, "provider_accepted",
+                             {"binding_id": binding_id, "generation": generation, "thread_id": thread_id,
+                              "turn_id": turn_id, "via": via, **(detail or {})})
+            db.execute(
+                """INSERT INTO bindings(binding_id, request_id, claim_id, agent_id, generation, thread_id,
+                       turn_id, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (binding_id, request_id, claim_id, agent.agent_id, generation, thread_id, turn_id,
+                 BINDING.initial, stamp, stamp),
+            )
+        return binding_id
+
+    def make_uncertain(self, request_id: str, reason: str, *, binding_id: str | None = None) -> dict[str, Any]:
+        """Delivery may or may not have happened: record it, never replay, tell the requester."""
+        with self.write() as db:
+            task = self._task(db, request_id)
+            req = self._request(db, request_id)
+            event = "observation_lost" if task["state"] == "accepted" else "provider_uncertain"
+            self._transition(db, task, event, {"reason": reason})
+            if binding_id:
+                self._binding_transition(db, binding_id, "observation_lost", {"reason": reason})
+            requester = self.agent(req["requester_id"])
+            body = (f"Delivery of your task {request_id} to {task['recipient_name']} is uncertain ({reason}). "
+                    "peerwire will not send it again; ask the recipient or assign it anew if needed.")
+            ix = self._insert(db, "notice", NOTICE.initial, None, requester, body, request_id=request_id,
+                              notice_code="delivery_uncertain", evidence_detail={"reason": reason})
+        return self._receipt(ix)
+
+    def capture_outcome(self, binding_id: str, outcome: dict[str, Any]) -> str:
+        """Persist a bound turn's terminal evidence; returns the binding's new state.
+
+        When the recipient already replied explicitly, the automatic result is
+        suppressed instead (the explicit reply stands).
+        """
+        with self.write() as db:
+            binding = self._binding(db, binding_id)
+            req = self._request(db, binding["request_id"])
+            if req["reply_interaction_id"] is not None:
+                return self._binding_transition(db, binding_id, "suppress",
+                                                {"reply_interaction_id": req["reply_interaction_id"]})
+            db.execute("UPDATE bindings SET outcome = ? WHERE binding_id = ?",
+                       (json.dumps(outcome, ensure_ascii=False), binding_id))
+            summary = {k: v for k, v in outcome.items() if k != "text"}
+            return self._binding_transition(db, binding_id, "capture", summary)
+
+    def publish_outcome(self, binding_id: str, sender: AgentRow | None, status: str, body: str, *,
+                        code: str | None = None) -> dict[str, Any] | None:
+        """Publish a captured outcome as the request's reply (None if it was replied meanwhile)."""
+        with self.write() as db:
+            binding = self._binding(db, binding_id)
+            req = self._request(db, binding["request_id"])
+            if req["reply_interaction_id"] is not None:
+                self._binding_transition(db, binding_id, "suppress",
+                                         {"reply_interaction_id": req["reply_interaction_id"]})
+                return None
+            source = "turn_outcome" if sender is not None else "peerwire"
+            ix = self._close_request(db, req, sender, status, body, source=source, code=code,
+                                     detail={"binding_id": binding_id, "turn_id": binding["turn_id"]})
+            self._binding_transition(db, binding_id, "publish", {"reply_interaction_id": ix["interaction_id"]})
+        return self._receipt(ix)
+
+    def bindings(self, *, state: str | None = None, turn_id: str | None = None) -> list[dict[str, Any]]:
+        sql, params = "SELECT * FROM bindings WHERE 1 = 1", []
+        if state is not None:
+            sql += " AND state = ?"
+            params.append(state)
+        if turn_id is not None:
+            sql += " AND turn_id = ?"
+            params.append(turn_id)
+        rows = [dict(r) for r in self.db.execute(sql + " ORDER BY created_at", params)]
+        for row in rows:
+            row["outcome"] = _json(row["outcome"])
+        return rows
+
+    def _binding(self, db: sqlite3.Connection, binding_id: str) -> sqlite3.Row:
+        row = db.execute("SELECT * FROM bindings WHERE binding_id = ?", (binding_id,)).fetchone()
+        if row is None:
+            raise PeerwireError(Code.UNKNOWN_REQUEST, f"no binding {binding_id!r}")
+        return row
+
+    def _binding_transition(self, db: sqlite3.Connection, binding_id: str, event: str, detail: dict) -> str:
+        binding = self._binding(db, binding_id)
+        new_state = BINDING.next(binding["state"], event)
+        db.execute("UPDATE bindings SET state = ?, updated_at = ? WHERE binding_id = ?",
+                   (new_state, now(), binding_id))
+        task = self._task(db, binding["request_id"])
+        self._evidence(db, task["interaction_id"], f"binding_{event}",
+                       {"binding_id": binding_id, "from": binding["state"], "to": new_state, **detail})
+        return new_state
 
     # -- lookups ----------------------------------------------------------------
 

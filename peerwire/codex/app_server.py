@@ -30,6 +30,8 @@ DEFAULT_SHUTDOWN_TIMEOUT = 5.0
 # turns), far beyond asyncio's 64 KiB default line limit.
 _LINE_LIMIT = 64 * 1024 * 1024
 _STDERR_TAIL_LINES = 40
+# After stdout closes, how long to wait for stderr and the exit status.
+_EXIT_GRACE_S = 1.0
 
 # JSON-RPC 2.0 reserved codes used when answering server-initiated requests.
 METHOD_NOT_FOUND = -32601
@@ -64,7 +66,9 @@ class AppServerExited(AppServerError):
 
     def __init__(self, returncode: int | None, stderr_tail: Sequence[str]):
         tail = "\n".join(stderr_tail[-10:])
-        super().__init__(f"codex app-server exited (returncode {returncode})" + (f":\n{tail}" if tail else ""))
+        super().__init__(
+            f"codex app-server exited (returncode {returncode})" + (f":\n{tail}" if tail else "")
+        )
         self.returncode = returncode
         self.stderr_tail = list(stderr_tail)
 
@@ -232,8 +236,9 @@ class AppServerClient:
         """Spawn `codex app-server` and complete the handshake.
 
         `codex` is the executable, or a command prefix such as
-        `["node", "codex.js"]`; `app-server` and `args` are appended. `env` is the child's whole environment when given (the caller decides
-        what is inherited); otherwise the current environment is inherited.
+        `["node", "codex.js"]`; `app-server` and `args` are appended. `env` is
+        the child's whole environment when given (the caller decides what is
+        inherited); otherwise the current environment is inherited.
         `CODEX_HOME` is always set to `codex_home`. `experimental_api` opts
         into experimental methods such as `thread/inject_items`. The child
         runs in its own process group so `close()` also reaches the MCP
@@ -294,7 +299,11 @@ class AppServerClient:
     # -- JSON-RPC ---------------------------------------------------------
 
     async def request(
-        self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float = DEFAULT_REQUEST_TIMEOUT
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> Any:
         """Send a request and return its `result`.
 
@@ -342,10 +351,12 @@ class AppServerClient:
         seconds and `AppServerExited` if the server goes away first.
         """
         async with asyncio.timeout(timeout):
-            async for notification in self.notifications(since=since):
-                if notification.method == method and (where is None or where(notification.params)):
-                    return notification
-        raise AssertionError("unreachable: notifications() only ends by raising")
+            index = since
+            while True:
+                for notification in await self._arrivals_from(index):
+                    if notification.method == method and (where is None or where(notification.params)):
+                        return notification
+                    index = notification.index + 1
 
     async def notifications(self, *, since: int = 0) -> AsyncIterator[Notification]:
         """Yield notifications in arrival order from index `since`, waiting for
@@ -354,14 +365,19 @@ class AppServerClient:
         iterate independently."""
         index = since
         while True:
-            async with self._arrival:
-                await self._arrival.wait_for(lambda: index < len(self.received) or self._exited is not None)
-                batch = self.received[index:]
-            for notification in batch:
+            for notification in await self._arrivals_from(index):
                 yield notification
-            index += len(batch)
-            if not batch and self._exited is not None:
-                raise self._exited
+                index = notification.index + 1
+
+    async def _arrivals_from(self, index: int) -> list[Notification]:
+        """The notifications from `index` on, waiting until there is one;
+        raises `AppServerExited` when none will come."""
+        async with self._arrival:
+            await self._arrival.wait_for(lambda: index < len(self.received) or self._exited is not None)
+            if index < len(self.received):
+                return self.received[index:]
+        assert self._exited is not None
+        raise self._exited
 
     # -- typed Codex methods -----------------------------------------------
 
@@ -379,7 +395,11 @@ class AppServerClient:
         return await self.request("thread/start", params, timeout=timeout)
 
     async def thread_resume(
-        self, thread_id: str, *, extra: Mapping[str, Any] | None = None, timeout: float = DEFAULT_REQUEST_TIMEOUT
+        self,
+        thread_id: str,
+        *,
+        extra: Mapping[str, Any] | None = None,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> dict[str, Any]:
         """`thread/resume` of a thread with a recorded rollout (a thread that
         never ran a turn has none and the server answers with an error)."""
@@ -424,7 +444,9 @@ class AppServerClient:
         self, thread_id: str, turn_id: str, *, timeout: float = DEFAULT_REQUEST_TIMEOUT
     ) -> dict[str, Any]:
         """`turn/interrupt`; the turn then completes with status `interrupted`."""
-        return await self.request("turn/interrupt", {"threadId": thread_id, "turnId": turn_id}, timeout=timeout)
+        return await self.request(
+            "turn/interrupt", {"threadId": thread_id, "turnId": turn_id}, timeout=timeout
+        )
 
     async def thread_inject_items(
         self, thread_id: str, items: Sequence[Mapping[str, Any]], *, timeout: float = DEFAULT_REQUEST_TIMEOUT
@@ -432,7 +454,9 @@ class AppServerClient:
         """`thread/inject_items`: append raw Responses items to the thread's
         model-visible history without starting a turn (experimental API)."""
         return await self.request(
-            "thread/inject_items", {"threadId": thread_id, "items": [dict(item) for item in items]}, timeout=timeout
+            "thread/inject_items",
+            {"threadId": thread_id, "items": [dict(item) for item in items]},
+            timeout=timeout,
         )
 
     # -- lifecycle -----------------------------------------------------------
@@ -456,12 +480,12 @@ class AppServerClient:
                 self._signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
                 await self.process.wait()
         self._signal_group(signal.SIGTERM)
-        for task in (self._reader, self._stderr_reader):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for task in list(self._handler_tasks):
+        # A straggler that kept our stdout/stderr open must not hang the close.
+        readers = {self._reader, self._stderr_reader}
+        _, stuck = await asyncio.wait(readers, timeout=timeout)
+        for task in stuck | self._handler_tasks:
             task.cancel()
-        await asyncio.gather(*self._handler_tasks, return_exceptions=True)
+        await asyncio.gather(*stuck, *self._handler_tasks, return_exceptions=True)
         self.transcript.close()
         if self._stderr_file is not None:
             self._stderr_file.close()
@@ -497,7 +521,9 @@ class AppServerClient:
                 stdin.write(line.encode("utf-8") + b"\n")
                 await stdin.drain()
             except (ConnectionError, BrokenPipeError) as error:
-                raise self._exited or AppServerExited(self.process.returncode, list(self._stderr_tail)) from error
+                raise self._exited or AppServerExited(
+                    self.process.returncode, list(self._stderr_tail)
+                ) from error
 
     async def _read_stdout(self) -> None:
         stdout = self.process.stdout
@@ -508,13 +534,12 @@ class AppServerClient:
                 if line:
                     await self._dispatch(line)
         finally:
-            # stderr may still hold the reason for the exit: let it drain first.
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._stderr_reader), 1.0)
+            # stderr may still hold the reason for the exit: give it a moment to drain.
+            await asyncio.wait({self._stderr_reader}, timeout=_EXIT_GRACE_S)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.process.wait(), 1.0)
+                await asyncio.wait_for(self.process.wait(), _EXIT_GRACE_S)
             self._exited = AppServerExited(self.process.returncode, list(self._stderr_tail))
-            for method, future in self._pending.values():
+            for _, future in self._pending.values():
                 if not future.done():
                     future.set_exception(self._exited)
             async with self._arrival:
@@ -554,7 +579,8 @@ class AppServerClient:
                 self._arrival.notify_all()
 
     def _resolve(self, message: dict[str, Any]) -> None:
-        pending = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+        request_id = message.get("id")
+        pending = self._pending.get(request_id) if isinstance(request_id, int) else None
         if pending is None:
             return  # an answer to a request that already timed out
         method, future = pending

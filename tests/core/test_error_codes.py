@@ -16,7 +16,6 @@ from .conftest import cli_json
 ELSEWHERE = {
     Code.INTERNAL: "no input reaches it by design; it is the app's last line against its own bugs",
     Code.ILLEGAL_TRANSITION: "tests/core/test_lifecycle.py drives the store into one directly",
-    Code.NOT_ACTIVE: "needs a provider with turns: the Codex adapter's tests",
 }
 
 
@@ -33,6 +32,7 @@ def test_each_code_is_reached(core, tmp_path):
     a, b = core.register("a"), core.register("b")
     core.register("twin"), core.register("twin")
     core.register("odd", provider="carrier_pigeon")
+    core.register("sleeper", provider="codex")  # no owner attached: nothing to interrupt
     off = core.register("off")
     admin = ControlClient(core.home)
     admin.call("set_agent", {"agent_id": off.agent_id, "enabled": False})
@@ -55,6 +55,7 @@ def test_each_code_is_reached(core, tmp_path):
         _code(lambda: cb.call("reply", {"request_id": task["request_id"], "status": "done", "message": "x"})),
         _code(lambda: ca.call("receive_messages", {"cursor": cursor_b})),
         _code(lambda: ca.call("interrupt_agent", {"target": "b"})),
+        _code(lambda: ca.call("interrupt_agent", {"target": "sleeper"})),
         _code(lambda: admin.call("trace", {"id": "ix_" + "0" * 32})),
     }
     locked = subprocess.run([sys.executable, "-m", "peerwire", "app", "--home", str(core.home.path)],

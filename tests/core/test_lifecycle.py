@@ -1,7 +1,7 @@
 import pytest
 
 from peerwire.errors import Code, PeerwireError
-from peerwire.lifecycle import INFORMATION, LIFECYCLES, REPLY, TASK, IllegalTransition
+from peerwire.lifecycle import BINDING, INFORMATION, LIFECYCLES, TASK, IllegalTransition
 from peerwire.store import Store
 
 
@@ -13,7 +13,10 @@ def test_task_happy_paths():
     assert TASK.next(TASK.next(state, "provider_accepted"), "observation_lost") == "uncertain"
 
 
-@pytest.mark.parametrize("lifecycle", list(LIFECYCLES.values()), ids=lambda lc: lc.name)
+ALL = [*LIFECYCLES.values(), BINDING]
+
+
+@pytest.mark.parametrize("lifecycle", ALL, ids=lambda lc: lc.name)
 def test_every_undeclared_pair_is_illegal(lifecycle):
     for state in lifecycle.states:
         for event in lifecycle.events:
@@ -26,7 +29,7 @@ def test_every_undeclared_pair_is_illegal(lifecycle):
                 assert (info.value.state, info.value.event) == (state, event)
 
 
-@pytest.mark.parametrize("lifecycle", list(LIFECYCLES.values()), ids=lambda lc: lc.name)
+@pytest.mark.parametrize("lifecycle", ALL, ids=lambda lc: lc.name)
 def test_terminal_states_have_no_way_out(lifecycle):
     for state in lifecycle.terminal:
         assert not any(lifecycle.allows(state, e) for e in lifecycle.events)
@@ -43,7 +46,7 @@ def test_mermaid_is_generated_from_the_table():
     assert diagram.startswith("stateDiagram-v2")
     assert diagram.count("-->") == len(TASK.transitions) + 1 + len(TASK.terminal)
     assert "dispatching --> pending: release" in diagram
-    assert REPLY.mermaid().count("captured --> published") == 1
+    assert BINDING.mermaid().count("captured --> published: publish") == 1
 
 
 def test_illegal_transition_in_the_store_changes_nothing(tmp_path):

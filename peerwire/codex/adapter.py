@@ -1,0 +1,317 @@
+"""Automatic delivery into Codex agents through ``codex app-server``.
+
+One owner per agent: the app attaches an agent by starting its app-server
+(a new generation each time), starting or resuming its thread, and watching
+``turn/started``, ``item/completed``, ``turn/completed`` and
+``thread/status/changed`` to know whether a turn is active and which.
+
+Tasks: claim for dispatch (the same durable claim receive uses), then an idle
+owner gets ``turn/start`` and an active one ``turn/steer`` fenced by
+``expectedTurnId``. The binding is persisted before the completion of that turn
+is handled (the owner's lock orders the two). A stale-turn rejection releases
+the claim for the next opportunity; any other failure makes the task uncertain
+and it is never sent again. Information, replies and notices are appended with
+``thread/inject_items`` and start no turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import envelope
+from ..errors import Code, PeerwireError
+from ..registry import AgentRow
+from ..store import Store
+from .app_server import AppServerClient, AppServerError, AppServerExited, JsonRpcError
+from .outcome import outcome_of
+
+log = logging.getLogger("peerwire.codex")
+
+Committed = Callable[[str, str], None]
+"""Called with (recipient agent_id, interaction_id) after a record is committed."""
+
+REQUEST_TIMEOUT_S = 30.0
+STALE_TURN_CODE = -32600
+
+
+def is_stale_turn(error: JsonRpcError) -> bool:
+    """A steer rejected because no turn, or another turn, is active: nothing was admitted."""
+    text = error.message.lower()
+    return error.code == STALE_TURN_CODE and ("active turn" in text or "expected" in text)
+
+
+def inject_item(text: str) -> dict[str, Any]:
+    """A raw Responses item carrying an envelope into the thread's history."""
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+@dataclass
+class Owner:
+    """The attached app-server of one agent, at one generation."""
+
+    agent_id: str
+    name: str
+    generation: int
+    thread_id: str
+    client: AppServerClient
+    active_turn: str | None = None
+    items: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    watcher: asyncio.Task | None = None
+    turns_started: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        return {"agent_id": self.agent_id, "name": self.name, "generation": self.generation,
+                "thread_id": self.thread_id, "active_turn": self.active_turn, "pid": self.client.pid,
+                "transcript": str(self.client.transcript.path) if self.client.transcript.path else None}
+
+
+class CodexProvider:
+    name = "codex"
+
+    def __init__(self, store: Store, committed: Committed, transcripts: Path):
+        self.store = store
+        self.committed = committed
+        self.transcripts = transcripts
+        self.owners: dict[str, Owner] = {}
+
+    # -- attach and detach --------------------------------------------------------
+
+    async def attach(self, agent: AgentRow, *, codex: str, codex_home: str, cwd: str,
+                     env: dict[str, str] | None = None, resume: bool = False) -> dict[str, Any]:
+        """Start the agent's owner; resume its known thread when ``resume`` is set."""
+        if agent.provider != "codex":
+            raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} uses provider {agent.provider!r}")
+        if agent.agent_id in self.owners:
+            raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} already has an owner; detach it first")
+        generation = agent.generation + 1
+        self.transcripts.mkdir(parents=True, exist_ok=True, mode=0o700)
+        stem = self.transcripts / f"{agent.name}.g{generation}"
+        child_env = {**os.environ, **(env or {})}
+        try:
+            client = await AppServerClient.start(
+                codex=codex, codex_home=codex_home, cwd=cwd, env=child_env,
+                transcript_path=f"{stem}.appserver.jsonl", stderr_path=f"{stem}.stderr.log",
+            )
+        except (AppServerError, OSError, TimeoutError) as exc:
+            self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc}")
+            raise PeerwireError(Code.APP_UNAVAILABLE, f"could not start codex app-server for {agent.name}: {exc}")
+        try:
+            if resume:
+                if not agent.provider_session_id:
+                    raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} has no thread to resume")
+                result = await client.thread_resume(agent.provider_session_id, timeout=REQUEST_TIMEOUT_S)
+            else:
+                result = await client.thread_start(cwd=cwd, timeout=REQUEST_TIMEOUT_S)
+        except BaseException as exc:
+            await client.close()
+            if isinstance(exc, PeerwireError):
+                raise
+            raise PeerwireError(Code.APP_UNAVAILABLE, f"codex could not open the thread of {agent.name}: {exc}")
+        thread_id = result["thread"]["id"]
+        owner = Owner(agent.agent_id, agent.name, generation, thread_id, client)
+        self.owners[agent.agent_id] = owner
+        self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=thread_id,
+                                status="idle", last_error=None)
+        owner.watcher = asyncio.ensure_future(self._watch(owner))
+        log.info("attached %s: generation %d, thread %s", agent.name, generation, thread_id)
+        await self.dispatch(self.store.agent(agent.agent_id))
+        return owner.describe()
+
+    async def detach(self, agent_id: str, *, reason: str = "owner detached") -> dict[str, Any]:
+        owner = self.owners.pop(agent_id, None)
+        if owner is None:
+            raise PeerwireError(Code.NOT_ACTIVE, "that agent has no attached owner")
+        await owner.client.close()
+        if owner.watcher is not None:
+            owner.watcher.cancel()
+        self._owner_gone(owner, reason)
+        return owner.describe()
+
+    async def close(self) -> None:
+        for agent_id in list(self.owners):
+            await self.detach(agent_id, reason="app stopping")
+
+    def _owner_gone(self, owner: Owner, reason: str) -> None:
+        """Turns in flight can no longer be observed: their tasks become uncertain."""
+        for binding in self.store.bindings(state="accepted"):
+            if binding["agent_id"] == owner.agent_id and binding["generation"] == owner.generation:
+                receipt = self.store.make_uncertain(binding["request_id"], f"{reason} before turn "
+                                                    f"{binding['turn_id']} completed", binding_id=binding["binding_id"])
+                self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
+        self.store.update_agent(owner.agent_id, status="offline")
+
+    def recover(self) -> None:
+        """At startup: publish captured outcomes, mark lost observations uncertain."""
+        for binding in self.store.bindings(state="captured"):
+            self._publish(binding["binding_id"], binding["outcome"], self.store.agent(binding["agent_id"]))
+        for binding in self.store.bindings(state="accepted"):
+            receipt = self.store.make_uncertain(binding["request_id"], "observation of the turn was lost when "
+                                                "the app stopped", binding_id=binding["binding_id"])
+            self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
+        for agent in self.store.agents():
+            if agent.provider == "codex" and agent.status != "offline":
+                self.store.update_agent(agent.agent_id, status="offline")
+
+    # -- turns -------------------------------------------------------------------------
+
+    async def prompt(self, agent: AgentRow, text: str) -> dict[str, Any]:
+        """An operator's (human) message: starts a turn on an idle owner."""
+        owner = self._owner(agent)
+        async with owner.lock:
+            if owner.active_turn is not None:
+                raise PeerwireError(Code.INVALID_ARGUMENT,
+                                    f"{agent.name} is in turn {owner.active_turn}; prompt it when it is idle")
+            result = await owner.client.turn_start(owner.thread_id, text, timeout=REQUEST_TIMEOUT_S,
+                                                   extra={"turnTrigger": "operator"})
+            owner.active_turn = result["turn"]["id"]
+        return {"turn_id": owner.active_turn, "thread_id": owner.thread_id, "generation": owner.generation}
+
+    async def dispatch(self, recipient: AgentRow) -> None:
+        owner = self.owners.get(recipient.agent_id)
+        if owner is None:
+            return  # pending until an owner attaches
+        async with owner.lock:
+            for request_id in self.store.pending_tasks(recipient.agent_id):
+                if owner.client.exited is not None:
+                    return
+                claim_id = self.store.claim_for_dispatch(request_id)
+                if claim_id is None:
+                    continue  # receive exposed it first
+                await self._submit(owner, recipient, request_id, claim_id)
+
+    async def _submit(self, owner: Owner, recipient: AgentRow, request_id: str, claim_id: str) -> None:
+        req = self.store.request(request_id)
+        record = self.store.interaction(req["task_interaction_id"])
+        text = envelope.render(record)
+        steering = owner.active_turn
+        try:
+            if steering is None:
+                extra = {"clientUserMessageId": request_id, "turnTrigger": "peerwire_task"}
+                parent = (record.get("tool_receipt") or {}).get("turn_id")
+                if parent:
+                    extra["parentTurnId"] = parent
+                result = await owner.client.turn_start(owner.thread_id, text, extra=extra,
+                                                       timeout=REQUEST_TIMEOUT_S)
+                turn_id = result["turn"]["id"]
+                owner.active_turn = turn_id
+            else:
+                result = await owner.client.turn_steer(owner.thread_id, steering, text,
+                                                       extra={"clientUserMessageId": request_id},
+                                                       timeout=REQUEST_TIMEOUT_S)
+                turn_id = result["turnId"]
+        except JsonRpcError as exc:
+            if steering is not None and is_stale_turn(exc):
+                self.store.release_claim(request_id, f"stale turn {steering}: {exc.message}")
+                return  # nothing admitted; the next opportunity dispatches it again
+            self._uncertain(request_id, f"{'turn/steer' if steering else 'turn/start'} error {exc.code}: "
+                                        f"{exc.message}")
+            return
+        except (AppServerExited, TimeoutError, ConnectionError) as exc:
+            self._uncertain(request_id, f"no acknowledgement from codex ({type(exc).__name__})")
+            return
+        self.store.bind(request_id, claim_id, recipient, owner.generation, owner.thread_id, turn_id,
+                        via="turn/steer" if steering else "turn/start")
+
+    def _uncertain(self, request_id: str, reason: str) -> None:
+        receipt = self.store.make_uncertain(request_id, reason)
+        self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
+
+    async def interrupt(self, target: AgentRow) -> dict[str, Any]:
+        owner = self.owners.get(target.agent_id)
+        turn_id = owner.active_turn if owner else None
+        if owner is None or turn_id is None:
+            previous = "offline" if owner is None else "idle"
+            raise PeerwireError(Code.NOT_ACTIVE, f"{target.name} has no active turn to interrupt ({previous})",
+                                {"target": target.ref, "previous_status": previous})
+        try:
+            await owner.client.turn_interrupt(owner.thread_id, turn_id, timeout=REQUEST_TIMEOUT_S)
+        except JsonRpcError as exc:
+            raise PeerwireError(Code.NOT_ACTIVE, f"codex refused to interrupt turn {turn_id}: {exc.message}",
+                                {"target": target.ref, "previous_status": "active", "turn_id": turn_id}) from None
+        return {"previous_status": "active", "turn_id": turn_id}
+
+    # -- information, replies, notices ------------------------------------------------------
+
+    async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> None:
+        owner = self.owners.get(recipient.agent_id)
+        if owner is None:
+            return  # it stays in the mailbox for receive
+        try:
+            await owner.client.thread_inject_items(owner.thread_id, [inject_item(envelope.render(record))],
+                                                   timeout=REQUEST_TIMEOUT_S)
+        except (AppServerError, TimeoutError) as exc:
+            self.store.transition(record["record_id"], "provider_uncertain",
+                                  {"via": "thread/inject_items", "error": str(exc)[:500]})
+            return
+        self.store.transition(record["record_id"], "provider_visible",
+                              {"via": "thread/inject_items", "thread_id": owner.thread_id,
+                               "generation": owner.generation, "active_turn": owner.active_turn})
+
+    # -- observation -------------------------------------------------------------------------
+
+    async def _watch(self, owner: Owner) -> None:
+        try:
+            async for note in owner.client.notifications():
+                params = note.params
+                if params.get("threadId") not in (None, owner.thread_id):
+                    continue
+                ended = None
+                async with owner.lock:
+                    if note.method == "turn/started":
+                        owner.active_turn = params["turn"]["id"]
+                        owner.turns_started.append(owner.active_turn)
+                        self.store.update_agent(owner.agent_id, status="active")
+                    elif note.method == "item/completed":
+                        item = params.get("item") or {}
+                        if item.get("type") == "agentMessage":
+                            owner.items[params.get("turnId", "")].append(item)
+                    elif note.method == "turn/completed":
+                        ended = params["turn"]
+                        if owner.active_turn == ended["id"]:
+                            owner.active_turn = None
+                        self.store.update_agent(owner.agent_id, status="idle")
+                        self._complete(owner, ended)
+                if ended is not None:
+                    await self.dispatch(self.store.agent(owner.agent_id))
+        except AppServerExited:
+            if self.owners.get(owner.agent_id) is owner:
+                del self.owners[owner.agent_id]
+                log.warning("codex app-server of %s exited", owner.name)
+                self._owner_gone(owner, "codex app-server exited")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("watching %s failed", owner.name)
+
+    def _complete(self, owner: Owner, turn: dict[str, Any]) -> None:
+        items = owner.items.pop(turn["id"], []) or [i for i in turn.get("items") or []]
+        agent = self.store.agent(owner.agent_id)
+        for binding in self.store.bindings(state="accepted", turn_id=turn["id"]):
+            outcome = outcome_of(turn, items, agent.name).evidence()
+            outcome["text"] = outcome.pop("body")
+            if self.store.capture_outcome(binding["binding_id"], outcome) == "captured":
+                self._publish(binding["binding_id"], outcome, agent)
+
+    def _publish(self, binding_id: str, outcome: dict[str, Any], agent: AgentRow) -> None:
+        sender = agent if outcome["attributed_to_recipient"] else None
+        receipt = self.store.publish_outcome(binding_id, sender, outcome["reply_status"], outcome["text"],
+                                             code=outcome.get("code"))
+        if receipt is not None:
+            self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
+
+    def _owner(self, agent: AgentRow) -> Owner:
+        owner = self.owners.get(agent.agent_id)
+        if owner is None:
+            raise PeerwireError(Code.NOT_ACTIVE, f"{agent.name} has no attached owner",
+                                {"previous_status": "offline"})
+        return owner
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [o.describe() for o in self.owners.values()]

@@ -1,0 +1,52 @@
+"""The envelope a receiving model sees around a message body.
+
+::
+
+    Message Type: NEW_TASK | MESSAGE | FINAL_ANSWER
+    Request: <request_id>            (tasks and their answers)
+    Sender: <name> (<agent_id>)
+    <Header>: <value>                (how to answer a task, a reply's status, a notice's code)
+    Payload:
+    <body exactly as sent>
+
+The payload is last so the body is never altered or followed by anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MESSAGE_TYPES = {"task": "NEW_TASK", "information": "MESSAGE", "reply": "FINAL_ANSWER", "notice": "MESSAGE"}
+
+
+def render(record: dict[str, Any]) -> str:
+    """The envelope text of a mailbox record (see :func:`peerwire.store.record_view`)."""
+    kind = record["kind"]
+    lines = [f"Message Type: {MESSAGE_TYPES[kind]}"]
+    request_id = record.get("request_id")
+    if request_id:
+        lines.append(f"Request: {request_id}")
+    sender = record["sender"]
+    lines.append(f"Sender: {sender['name']} ({sender['agent_id']})" if sender.get("agent_id")
+                 else f"Sender: {sender['name']}")
+    if kind == "task":
+        lines.append(f"Answer: call the reply tool with request_id {request_id} and status done, blocked or "
+                     "failed; if you finish this turn without it, your final answer is sent as the reply")
+    elif kind == "reply":
+        lines.append(f"Status: {record['status']}")
+    if record.get("code"):
+        lines.append(f"Notice: {record['code']}")
+    lines.append("Payload:")
+    return "\n".join(lines) + "\n" + record["body"]
+
+
+def parse(text: str) -> dict[str, Any]:
+    """Split an envelope into its headers and the exact payload (inverse of :func:`render`)."""
+    head, sep, payload = text.partition("\nPayload:\n")
+    if not sep or not head.startswith("Message Type: "):
+        raise ValueError("not a peerwire envelope")
+    headers = {}
+    for line in head.split("\n"):
+        key, _, value = line.partition(": ")
+        headers[key] = value
+    return {"headers": headers, "payload": payload}
