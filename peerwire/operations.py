@@ -63,6 +63,7 @@ class Operations:
             "attach_codex": self.attach_codex,
             "detach_codex": self.detach_codex,
             "prompt": self.prompt,
+            "await_turn": self.await_turn,
             "owners": self.owners,
         }
         self._background: set[asyncio.Task] = set()
@@ -231,6 +232,13 @@ class Operations:
         if not isinstance(text, str) or not text:
             raise PeerwireError(Code.INVALID_ARGUMENT, "prompt needs text")
         return await self._codex().prompt(self._agent_arg(args), text)
+
+    async def await_turn(self, args: dict, token: str | None) -> dict:
+        """Wait for one turn of an attached agent to complete: turn_id, timeout_ms."""
+        turn_id, timeout_ms = args.get("turn_id"), args.get("timeout_ms", 60_000)
+        if not isinstance(turn_id, str) or not isinstance(timeout_ms, int) or not 0 <= timeout_ms <= 600_000:
+            raise PeerwireError(Code.INVALID_ARGUMENT, "await_turn needs turn_id and timeout_ms (0-600000)")
+        return await self._codex().await_turn(self._agent_arg(args), turn_id, timeout_ms / 1000)
 
     async def owners(self, args: dict, token: str | None) -> dict:
         codex = self.providers.get("codex")

@@ -64,11 +64,14 @@ class Owner:
     items: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     watcher: asyncio.Task | None = None
-    turns_started: list[str] = field(default_factory=list)
+    completed: dict[str, dict] = field(default_factory=dict)
+    """Finished turns of this generation: turn id -> {turn_id, status}."""
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     def describe(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "name": self.name, "generation": self.generation,
                 "thread_id": self.thread_id, "active_turn": self.active_turn, "pid": self.client.pid,
+                "completed_turns": list(self.completed.values()),
                 "transcript": str(self.client.transcript.path) if self.client.transcript.path else None}
 
 
@@ -266,7 +269,6 @@ class CodexProvider:
                 async with owner.lock:
                     if note.method == "turn/started":
                         owner.active_turn = params["turn"]["id"]
-                        owner.turns_started.append(owner.active_turn)
                         self.store.update_agent(owner.agent_id, status="active")
                     elif note.method == "item/completed":
                         item = params.get("item") or {}
@@ -279,6 +281,9 @@ class CodexProvider:
                         self.store.update_agent(owner.agent_id, status="idle")
                         self._complete(owner, ended)
                 if ended is not None:
+                    async with owner.changed:
+                        owner.completed[ended["id"]] = {"turn_id": ended["id"], "status": ended.get("status")}
+                        owner.changed.notify_all()
                     await self.dispatch(self.store.agent(owner.agent_id))
         except AppServerExited:
             if self.owners.get(owner.agent_id) is owner:
@@ -305,6 +310,18 @@ class CodexProvider:
                                              code=outcome.get("code"))
         if receipt is not None:
             self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
+
+    async def await_turn(self, agent: AgentRow, turn_id: str, timeout_s: float) -> dict[str, Any]:
+        """Wait until ``turn_id`` of the agent's current owner has completed (operator use)."""
+        owner = self._owner(agent)
+        try:
+            async with asyncio.timeout(timeout_s):
+                async with owner.changed:
+                    await owner.changed.wait_for(lambda: turn_id in owner.completed)
+        except TimeoutError:
+            raise PeerwireError(Code.NOT_ACTIVE, f"turn {turn_id} of {agent.name} did not complete within "
+                                f"{timeout_s:.0f}s", {"turn_id": turn_id, "active_turn": owner.active_turn}) from None
+        return owner.completed[turn_id]
 
     def _owner(self, agent: AgentRow) -> Owner:
         owner = self.owners.get(agent.agent_id)

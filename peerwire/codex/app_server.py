@@ -240,7 +240,7 @@ class AppServerClient:
         the child's whole environment when given (the caller decides what is
         inherited); otherwise the current environment is inherited.
         `CODEX_HOME` is always set to `codex_home`. `experimental_api` opts
-        into experimental methods such as `thread/inject_items`. The child
+        into the protocol's experimental methods and fields. The child
         runs in its own process group so `close()` also reaches the MCP
         servers it launched. If the handshake fails the child is closed and
         the error re-raised.
@@ -452,7 +452,7 @@ class AppServerClient:
         self, thread_id: str, items: Sequence[Mapping[str, Any]], *, timeout: float = DEFAULT_REQUEST_TIMEOUT
     ) -> dict[str, Any]:
         """`thread/inject_items`: append raw Responses items to the thread's
-        model-visible history without starting a turn (experimental API)."""
+        model-visible history without starting a turn or calling the model."""
         return await self.request(
             "thread/inject_items",
             {"threadId": thread_id, "items": [dict(item) for item in items]},
