@@ -1,0 +1,351 @@
+"""Project a run's settings into an agent's `$CODEX_HOME/config.toml`, then undo it.
+
+The projection adds what a run needs — the model provider (the scripted model
+unless the user's own provider is opted into), the peerwire MCP server with
+its tool approvals, trust for the agent's fixture workspace and a no-prompt
+approval policy — and keeps every other entry, comment and format of the
+user's file (tomlkit round-trip). Afterwards the original file is put back
+byte for byte.
+
+Crash safety: before the projected file is written, the original is copied
+to `config.toml.peerwire-backup` and a marker `config.toml.peerwire-projection`
+(JSON: owner process, whether an original existed, its SHA-256) is written
+beside it. The marker is removed last on restore, so a marker found later
+means a projection whose process died before restoring; the next projection
+(or `recover_interrupted`) restores the original first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+from tomlkit.items import Table
+
+CONFIG_NAME = "config.toml"
+BACKUP_SUFFIX = ".peerwire-backup"
+MARKER_SUFFIX = ".peerwire-projection"
+PEERWIRE_SERVER_NAME = "peerwire"
+
+
+class ProjectionError(Exception):
+    """The projection cannot be applied or an interrupted one cannot be recovered."""
+
+
+class PeerwireEntryConflict(ProjectionError):
+    """`[mcp_servers.peerwire]` already exists and launches something else.
+
+    Nothing was written. `existing` is the user's entry as plain data,
+    `wanted` the launch this run needs (command, args, env).
+    """
+
+    def __init__(self, config_path: Path, existing: Mapping[str, Any], wanted: Mapping[str, Any]):
+        super().__init__(
+            f"{config_path}: [mcp_servers.{PEERWIRE_SERVER_NAME}] already launches something else "
+            f"({json.dumps(existing, sort_keys=True)}); "
+            f"refusing to replace it with {json.dumps(wanted, sort_keys=True)}"
+        )
+        self.config_path = config_path
+        self.existing = dict(existing)
+        self.wanted = dict(wanted)
+
+
+class ProjectionInUse(ProjectionError):
+    """Another live process holds a projection of this CODEX_HOME."""
+
+
+@dataclass(frozen=True)
+class ScriptedProvider:
+    """Codex talks to the scripted model at `base_url` (the agent's route).
+
+    Retries are off so a failed or unexpected request fails the turn once.
+    `env_key` names the environment variable Codex reads the API key from;
+    the runner sets it to a dummy value. `reasoning_effort` is sent as
+    `model_reasoning_effort` so rollouts record an effort.
+    """
+
+    base_url: str
+    model: str = "peerwire-scripted"
+    provider_id: str = "scripted"
+    env_key: str = "PEERWIRE_SCRIPTED_MODEL_KEY"
+    reasoning_effort: str | None = "low"
+
+
+@dataclass(frozen=True)
+class PeerwireServer:
+    """The `peerwire mcp serve` launch registered as `[mcp_servers.peerwire]`.
+
+    `approve_tools`: when set, exactly these tools get
+    `approval_mode = "approve"` (without it Codex 0.171.0 refuses MCP calls
+    under approval policy `never`).
+    """
+
+    command: str
+    home: str | os.PathLike[str]
+    session_id: str
+    args: tuple[str, ...] = ("mcp", "serve")
+    tool_timeout_sec: int = 70
+    approve_tools: tuple[str, ...] | None = None
+
+    def launch(self) -> dict[str, Any]:
+        """The fields that say where the server points (compared on conflict)."""
+        return {
+            "command": self.command,
+            "args": list(self.args),
+            "env": {"PEERWIRE_HOME": os.fspath(self.home), "PEERWIRE_SESSION_ID": self.session_id},
+        }
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """Everything projected for one agent.
+
+    `provider=None` is the opt-in real-provider mode: `model`,
+    `model_provider` and `[model_providers]` stay exactly as the user set them.
+    """
+
+    workspace: str | os.PathLike[str]
+    peerwire: PeerwireServer
+    provider: ScriptedProvider | None = None
+
+
+def render_config(original: str, settings: AgentSettings, *, config_path: Path = Path(CONFIG_NAME)) -> str:
+    """The projected config text for `original` (empty string: no file).
+
+    Raises `PeerwireEntryConflict` when the user's `[mcp_servers.peerwire]`
+    launches something else, `ProjectionError` when `original` is not TOML.
+    """
+    try:
+        document = tomlkit.parse(original)
+    except TOMLKitError as error:
+        raise ProjectionError(f"{config_path}: not valid TOML: {error}") from error
+
+    wanted = settings.peerwire.launch()
+    servers = document.get("mcp_servers")
+    existing = servers.get(PEERWIRE_SERVER_NAME) if servers is not None else None
+    if existing is not None:
+        entry = existing.unwrap() if hasattr(existing, "unwrap") else existing
+        if not isinstance(entry, dict):
+            entry = {"value": entry}
+        # Only where it points matters; timeouts and tool approvals are ours to set.
+        launch = {key: entry[key] for key in ("command", "args", "env", "url") if key in entry}
+        if launch != wanted:
+            raise PeerwireEntryConflict(config_path, entry, wanted)
+
+    if settings.provider is not None:
+        _project_provider(document, settings.provider)
+    # The run has no one to answer prompts: never ask. Shell commands of a
+    # real model stay confined to the agent's own workspace.
+    document["approval_policy"] = "never"
+    document["sandbox_mode"] = "workspace-write"
+
+    _put_table(document, "mcp_servers", PEERWIRE_SERVER_NAME, _peerwire_table(settings.peerwire))
+    workspace = os.fspath(Path(settings.workspace).resolve())
+    _put_table(document, "projects", workspace, _table({"trust_level": "trusted"}))
+    return tomlkit.dumps(document)
+
+
+def _project_provider(document: tomlkit.TOMLDocument, provider: ScriptedProvider) -> None:
+    document["model"] = provider.model
+    document["model_provider"] = provider.provider_id
+    if provider.reasoning_effort is not None:
+        document["model_reasoning_effort"] = provider.reasoning_effort
+    provider_table = _table(
+        {
+            "name": "peerwire scripted model",
+            "base_url": provider.base_url,
+            "wire_api": "responses",
+            "env_key": provider.env_key,
+            "request_max_retries": 0,
+            "stream_max_retries": 0,
+        }
+    )
+    _put_table(document, "model_providers", provider.provider_id, provider_table)
+
+
+def _peerwire_table(server: PeerwireServer) -> Table:
+    launch = server.launch()
+    entry = _table({"command": launch["command"], "args": launch["args"]})
+    env = tomlkit.inline_table()
+    env.update(launch["env"])
+    entry["env"] = env
+    entry["tool_timeout_sec"] = server.tool_timeout_sec
+    if server.approve_tools is not None:
+        tools = tomlkit.table(is_super_table=True)
+        for tool in server.approve_tools:
+            tools[tool] = _table({"approval_mode": "approve"})
+        entry["tools"] = tools
+    return entry
+
+
+def _put_table(document: tomlkit.TOMLDocument, parent_name: str, key: str, table: Table) -> None:
+    if parent_name not in document:
+        # A super table renders only its children's [parent.key] headers.
+        document[parent_name] = tomlkit.table(is_super_table=True)
+    elif isinstance(document[parent_name], Table):
+        # Added inside a user's table, ours may be followed by the user's
+        # next table: end it with a blank line like the user's file has.
+        last = table
+        while nested := [value for value in last.values() if isinstance(value, Table)]:
+            last = nested[-1]
+        last.add(tomlkit.nl())
+    parent = document[parent_name]
+    if not isinstance(parent, Table):
+        raise ProjectionError(f"`{parent_name}` in config.toml is not a table")
+    parent[key] = table
+
+
+def _table(values: Mapping[str, Any]) -> Table:
+    table = tomlkit.table()
+    table.update(values)
+    return table
+
+
+# -- applying and undoing --------------------------------------------------------
+
+
+class Projection:
+    """The projection of `settings` into `codex_home`, as a context manager.
+
+    `apply()` (or entering the context) first recovers an interrupted earlier
+    projection, then backs up the original `config.toml` and writes the
+    projected one; `restore()` (or leaving the context, also on error) puts
+    the original back byte for byte — or removes the file if there was none —
+    and then removes backup and marker. `recovered` tells whether an
+    interrupted projection was undone first. Nothing is written when
+    `render_config` refuses (conflict, invalid TOML).
+    """
+
+    def __init__(self, codex_home: str | os.PathLike[str], settings: AgentSettings):
+        self.codex_home = Path(codex_home)
+        self.settings = settings
+        self.config_path = self.codex_home / CONFIG_NAME
+        self.recovered = False
+        self._applied = False
+
+    def __enter__(self) -> Projection:
+        return self.apply()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.restore()
+
+    def apply(self) -> Projection:
+        if self._applied:
+            raise ProjectionError(f"{self.config_path}: projection already applied")
+        self.codex_home.mkdir(parents=True, exist_ok=True)
+        self.recovered = recover_interrupted(self.codex_home)
+        original = self.config_path.read_bytes() if self.config_path.exists() else None
+        try:
+            original_text = original.decode("utf-8") if original is not None else ""
+        except UnicodeDecodeError as error:
+            raise ProjectionError(f"{self.config_path}: not UTF-8: {error}") from error
+        projected = render_config(original_text, self.settings, config_path=self.config_path)
+
+        backup, marker = _sidecars(self.config_path)
+        if original is not None:
+            _write_atomic(backup, original)
+        _write_atomic(
+            marker,
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "process_started_at": psutil.Process().create_time(),
+                    "projected_at": time.time(),
+                    "original": "present" if original is not None else "absent",
+                    "sha256": hashlib.sha256(original).hexdigest() if original is not None else None,
+                }
+            ).encode("utf-8"),
+        )
+        _write_atomic(self.config_path, projected.encode("utf-8"), like=self.config_path)
+        self._applied = True
+        return self
+
+    def restore(self) -> None:
+        """Undo `apply()`; a no-op when nothing is applied."""
+        if not self._applied:
+            return
+        _restore_from_sidecars(self.config_path)
+        self._applied = False
+
+
+def recover_interrupted(codex_home: str | os.PathLike[str]) -> bool:
+    """Restore the original config of a projection whose process died before
+    restoring it; returns whether there was one.
+
+    Raises `ProjectionInUse` if the marker's process is still alive and
+    `ProjectionError` if the backup is missing or does not match the marker
+    (then nothing is touched: the files are left for a human to inspect).
+    """
+    config_path = Path(codex_home) / CONFIG_NAME
+    _, marker = _sidecars(config_path)
+    if not marker.exists():
+        return False
+    record = json.loads(marker.read_text(encoding="utf-8"))
+    if _alive(record):
+        raise ProjectionInUse(f"{config_path}: projected by live process {record.get('pid')}")
+    _restore_from_sidecars(config_path, record)
+    return True
+
+
+def _restore_from_sidecars(config_path: Path, record: Mapping[str, Any] | None = None) -> None:
+    backup, marker = _sidecars(config_path)
+    if record is None:
+        record = json.loads(marker.read_text(encoding="utf-8"))
+    if record.get("original") == "present":
+        if not backup.exists():
+            raise ProjectionError(
+                f"{config_path}: projection marker present but backup {backup.name} is missing"
+            )
+        original = backup.read_bytes()
+        if hashlib.sha256(original).hexdigest() != record.get("sha256"):
+            raise ProjectionError(f"{config_path}: backup {backup.name} does not match the projection marker")
+        _write_atomic(config_path, original, like=config_path)
+        backup.unlink()
+    else:
+        config_path.unlink(missing_ok=True)
+    # Last: while the marker exists, a crash here is still recoverable.
+    marker.unlink()
+
+
+def _sidecars(config_path: Path) -> tuple[Path, Path]:
+    return (
+        config_path.with_name(config_path.name + BACKUP_SUFFIX),
+        config_path.with_name(config_path.name + MARKER_SUFFIX),
+    )
+
+
+def _alive(record: Mapping[str, Any]) -> bool:
+    pid = record.get("pid")
+    if not isinstance(pid, int) or not psutil.pid_exists(pid):
+        return False
+    try:
+        # Same pid but a later start time: the pid was reused by another process.
+        return abs(psutil.Process(pid).create_time() - float(record.get("process_started_at", 0))) < 0.01
+    except psutil.Error:
+        return False
+
+
+def _write_atomic(path: Path, data: bytes, *, like: Path | None = None) -> None:
+    mode = like.stat().st_mode & 0o7777 if like is not None and like.exists() else None
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,283 @@
+"""The Codex CLI the acceptance runner drives: where it is, which version it is.
+
+Selection order: an explicit path (the runner's ``--codex PATH``), then the
+``PEERWIRE_CODEX`` environment variable, then the project's pinned install,
+``node_modules/.bin/codex`` under the project root, which ``npm ci`` creates
+from ``package.json`` / ``package-lock.json``.
+
+The selected executable must report the expected version, by default the one
+``package.json`` pins: scenarios and recorded fixtures assume that version's
+protocol, so a mismatch stops the run before any agent starts.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "ENV_VAR",
+    "PINNED",
+    "CodexInstallError",
+    "CodexInstallation",
+    "CodexNotFoundError",
+    "CodexVersionError",
+    "CodexVersionMismatchError",
+    "locate_codex",
+    "parse_codex_version",
+    "pinned_executable",
+    "pinned_version",
+    "project_root",
+    "read_codex_version",
+]
+
+ENV_VAR = "PEERWIRE_CODEX"
+PACKAGE = "@openai/codex"
+VERSION_TIMEOUT = 30.0
+
+# `codex --version` prints e.g. "codex-cli 0.171.0" or "codex-cli 0.154.0-alpha.6".
+_VERSION_LINE = re.compile(r"^codex-cli\s+(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?)\s*$", re.MULTILINE)
+_EXACT_VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?")
+
+
+class CodexInstallError(Exception):
+    """The Codex CLI cannot be used as selected."""
+
+
+class CodexNotFoundError(CodexInstallError):
+    """No Codex executable where the selection points."""
+
+
+class CodexVersionError(CodexInstallError):
+    """The version of the Codex executable cannot be determined."""
+
+
+class CodexVersionMismatchError(CodexVersionError):
+    """The Codex executable reports another version than expected."""
+
+    def __init__(self, executable: Path, found: str, expected: str) -> None:
+        self.executable = executable
+        self.found = found
+        self.expected = expected
+        super().__init__(
+            f"Codex at {executable} is version {found}, but {expected} is expected. "
+            f"Select a Codex {expected} (--codex PATH or {ENV_VAR}), or run `npm ci` to restore "
+            f"the pinned install."
+        )
+
+
+class _Pinned(enum.Enum):
+    VERSION = "the version package.json pins"
+
+    def __repr__(self) -> str:
+        return "PINNED"
+
+
+#: Default of ``locate_codex(expected_version=...)``: the version package.json pins.
+PINNED = _Pinned.VERSION
+
+
+@dataclass(frozen=True)
+class CodexInstallation:
+    """A located, version-checked Codex CLI.
+
+    ``executable`` is absolute but not symlink-resolved: npm's ``.bin/codex``
+    is a link whose directory, not its target's, is the one meant for PATH.
+    ``source`` says what selected it: ``--codex``, ``PEERWIRE_CODEX`` or
+    ``pinned install``.
+    """
+
+    executable: Path
+    version: str
+    source: str
+
+    @property
+    def bin_dir(self) -> Path:
+        """The directory to put first on children's PATH: it holds the selected ``codex``."""
+        return self.executable.parent
+
+    def child_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """A copy of ``base`` (default: our environment) with :attr:`bin_dir` first on PATH.
+
+        Other occurrences of that directory are dropped from PATH; the rest
+        keeps its order. ``base`` is not modified.
+        """
+        return _with_path_first(os.environ if base is None else base, self.bin_dir)
+
+
+def project_root() -> Path:
+    """The project's root directory: the parent of the ``harness`` package."""
+    return Path(__file__).resolve().parent.parent
+
+
+def pinned_version(root: str | os.PathLike[str] | None = None) -> str:
+    """The Codex version ``package.json`` under ``root`` (default: the project root) pins.
+
+    Raises :class:`CodexInstallError` if the file is missing or unreadable, or
+    names a range instead of one exact version.
+    """
+    manifest = Path(root if root is not None else project_root()) / "package.json"
+    try:
+        spec = json.loads(manifest.read_text(encoding="utf-8"))["dependencies"][PACKAGE]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CodexInstallError(
+            f"cannot read the pinned Codex version ({PACKAGE} in the dependencies of {manifest}): {exc!r}"
+        ) from exc
+    if not isinstance(spec, str) or not _EXACT_VERSION.fullmatch(spec):
+        raise CodexInstallError(f"{manifest} must pin one exact {PACKAGE} version, not {spec!r}")
+    return spec
+
+
+def pinned_executable(root: str | os.PathLike[str] | None = None) -> Path:
+    """Where ``npm ci`` puts the pinned Codex under ``root`` (default: the project root).
+
+    The path is returned whether or not it exists.
+    """
+    bin_dir = Path(root if root is not None else project_root()).absolute() / "node_modules" / ".bin"
+    if sys.platform == "win32":
+        # npm writes a .cmd shim there (and a shell script for POSIX shells).
+        for name in ("codex.cmd", "codex.exe"):
+            if (bin_dir / name).is_file():
+                return bin_dir / name
+        return bin_dir / "codex.cmd"
+    return bin_dir / "codex"
+
+
+def parse_codex_version(output: str) -> str:
+    """The version in ``codex --version`` output (``codex-cli 0.171.0`` -> ``0.171.0``).
+
+    Other lines (warnings) are skipped. Raises :class:`CodexVersionError`,
+    quoting the output, if no line has that form.
+    """
+    match = _VERSION_LINE.search(output)
+    if match is None:
+        raise CodexVersionError(f"no 'codex-cli <version>' line in the output of `codex --version`: {output!r}")
+    return match.group(1)
+
+
+def read_codex_version(executable: str | os.PathLike[str], *, timeout: float = VERSION_TIMEOUT) -> str:
+    """Run ``executable --version`` and return the version it reports.
+
+    Codex writes helper links into its home even for ``--version``, so it runs
+    with a scratch ``CODEX_HOME``, never the user's. Raises
+    :class:`CodexVersionError` if it cannot run, fails, hangs past ``timeout``
+    seconds or prints something else.
+    """
+    path = Path(executable)
+    # Its directory first on PATH, as for the agents: npm's shims find their
+    # neighbours through it on some platforms.
+    env = _with_path_first(os.environ, path.parent)
+    with tempfile.TemporaryDirectory(prefix="peerwire-codex-probe-") as scratch_home:
+        env["CODEX_HOME"] = scratch_home
+        try:
+            result = subprocess.run(
+                [str(path), "--version"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CodexVersionError(f"`{path} --version` did not finish within {timeout:.0f} s") from exc
+        except OSError as exc:
+            raise CodexVersionError(f"cannot run {path}: {exc.strerror or exc}") from exc
+    if result.returncode != 0:
+        raise CodexVersionError(
+            f"`{path} --version` failed with status {result.returncode}: {result.stderr.strip()}"
+        )
+    return parse_codex_version(result.stdout)
+
+
+def locate_codex(
+    explicit: str | os.PathLike[str] | None = None,
+    *,
+    expected_version: str | None | _Pinned = PINNED,
+    environ: Mapping[str, str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> CodexInstallation:
+    """Select the Codex CLI, check its version, and describe it.
+
+    ``explicit`` (``--codex PATH``) wins over ``PEERWIRE_CODEX`` in
+    ``environ`` (default: our environment), which wins over the pinned install
+    under ``root`` (default: the project root). An explicit value or variable
+    without a directory part is also looked up on PATH. An empty variable
+    counts as unset.
+
+    ``expected_version`` is the version the executable must report: by
+    default the one ``package.json`` pins; None accepts any version (the one
+    found is still recorded). Raises :class:`CodexNotFoundError` when the
+    selection points at nothing executable, :class:`CodexVersionMismatchError`
+    on another version, and :class:`CodexVersionError` when the version cannot
+    be read.
+    """
+    environ = os.environ if environ is None else environ
+    if explicit is not None:
+        source, candidate = "--codex", os.fspath(explicit)
+        executable = _find_executable(candidate)
+        if executable is None:
+            raise CodexNotFoundError(f"--codex {candidate}: no executable Codex there")
+    elif environ.get(ENV_VAR):
+        source, candidate = ENV_VAR, environ[ENV_VAR]
+        executable = _find_executable(candidate)
+        if executable is None:
+            raise CodexNotFoundError(
+                f"{ENV_VAR}={candidate}: no executable Codex there. Fix or unset {ENV_VAR} "
+                f"to use the pinned install."
+            )
+    else:
+        source, candidate = "pinned install", str(pinned_executable(root))
+        executable = _find_executable(candidate)
+        if executable is None:
+            where = Path(root if root is not None else project_root()).absolute()
+            raise CodexNotFoundError(
+                f"the pinned Codex CLI is not installed (no {candidate}). Run `npm ci` (or `make setup`) "
+                f"in {where} to install the version package.json pins, or select another Codex "
+                f"with --codex PATH or {ENV_VAR}."
+            )
+
+    version = read_codex_version(executable)
+    expected = pinned_version(root) if expected_version is PINNED else expected_version
+    if expected is not None and version != expected:
+        raise CodexVersionMismatchError(executable, found=version, expected=str(expected))
+    return CodexInstallation(executable=executable, version=version, source=source)
+
+
+def _find_executable(candidate: str) -> Path | None:
+    path = Path(candidate)
+    if path.is_file() and os.access(path, os.X_OK):
+        return Path(os.path.abspath(path))
+    if not any(separator and separator in candidate for separator in (os.sep, os.altsep)):
+        # A bare name ("codex"): whatever PATH offers.
+        found = shutil.which(candidate)
+        if found is not None:
+            return Path(os.path.abspath(found))
+    return None
+
+
+def _with_path_first(base: Mapping[str, str], directory: Path) -> dict[str, str]:
+    env = dict(base)
+    key = _path_key(env)
+    first = str(directory)
+    # Empty entries are dropped too: POSIX reads one as the current directory.
+    rest = [entry for entry in env.get(key, "").split(os.pathsep) if entry and entry != first]
+    env[key] = os.pathsep.join([first, *rest])
+    return env
+
+
+def _path_key(env: Mapping[str, str]) -> str:
+    if sys.platform == "win32":
+        # Environment names are case-insensitive there; keep the spelling in use.
+        for key in env:
+            if key.upper() == "PATH":
+                return key
+    return "PATH"

@@ -1,0 +1,244 @@
+"""Locating the Codex CLI: selection order, version checks, the children's PATH.
+
+Tests marked ``codex`` run the real pinned binary. The others use tiny
+executables written to tmp_path that print a version line: they test our
+selection and parsing, not Codex.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.codex_install import (
+    ENV_VAR,
+    CodexInstallError,
+    CodexNotFoundError,
+    CodexVersionError,
+    CodexVersionMismatchError,
+    locate_codex,
+    parse_codex_version,
+    pinned_executable,
+    pinned_version,
+    project_root,
+)
+
+posix_scripts = pytest.mark.skipif(
+    sys.platform == "win32", reason="the stand-in executables are POSIX shell scripts"
+)
+
+
+def write_executable(path: Path, *, stdout: str = "", stderr: str = "", status: int = 0) -> Path:
+    """A stand-in ``codex`` that prints the given output and exits with ``status``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "#!/bin/sh\n"
+        f"printf '%s' '{stdout}'\n"
+        f"printf '%s' '{stderr}' >&2\n"
+        f"exit {status}\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def fake_project(root: Path, *, pinned: str, installed: str | None) -> Path:
+    """A project root pinning ``pinned``, with a pinned install reporting ``installed`` (None: not installed)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "package.json").write_text(json.dumps({"dependencies": {"@openai/codex": pinned}}))
+    if installed is not None:
+        write_executable(root / "node_modules" / ".bin" / "codex", stdout=f"codex-cli {installed}\n")
+    return root
+
+
+# -- parsing -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "version"),
+    [
+        ("codex-cli 0.171.0\n", "0.171.0"),
+        ("codex-cli 0.154.0-alpha.6\n", "0.154.0-alpha.6"),
+        ("WARNING: proceeding anyway\ncodex-cli 1.2.3\n", "1.2.3"),
+        ("codex-cli 1.2.3", "1.2.3"),
+    ],
+)
+def test_the_version_is_read_from_the_codex_cli_line(output: str, version: str) -> None:
+    assert parse_codex_version(output) == version
+
+
+@pytest.mark.parametrize(
+    "output", ["", "codex 0.171.0\n", "codex-cli\n", "codex-cli latest\n", "xcodex-cli 1.2.3\n"]
+)
+def test_output_without_a_version_line_is_an_error_quoting_it(output: str) -> None:
+    with pytest.raises(CodexVersionError) as failure:
+        parse_codex_version(output)
+    assert repr(output) in str(failure.value)
+
+
+# -- the pinned version --------------------------------------------------------------
+
+
+def test_the_pinned_version_comes_from_package_json(tmp_path: Path) -> None:
+    fake_project(tmp_path, pinned="1.4.2", installed=None)
+    assert pinned_version(tmp_path) == "1.4.2"
+
+
+@pytest.mark.parametrize("spec", ["^0.171.0", "latest", "~1.0.0", None])
+def test_a_version_range_is_not_a_pin(tmp_path: Path, spec: str | None) -> None:
+    (tmp_path / "package.json").write_text(json.dumps({"dependencies": {"@openai/codex": spec}}))
+    with pytest.raises(CodexInstallError, match="exact"):
+        pinned_version(tmp_path)
+
+
+def test_a_missing_package_json_is_reported_with_its_path(tmp_path: Path) -> None:
+    with pytest.raises(CodexInstallError) as failure:
+        pinned_version(tmp_path)
+    assert str(tmp_path / "package.json") in str(failure.value)
+
+
+def test_the_project_root_is_the_parent_of_the_harness_package() -> None:
+    import harness
+
+    assert project_root() == Path(harness.__file__).resolve().parent.parent
+    assert pinned_executable() == project_root() / "node_modules" / ".bin" / (
+        "codex.cmd" if sys.platform == "win32" else "codex"
+    )
+
+
+# -- selection -----------------------------------------------------------------------
+
+
+@posix_scripts
+def test_an_explicit_path_wins_over_the_variable_and_the_pinned_install(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "project", pinned="1.0.0", installed="1.0.0")
+    from_env = write_executable(tmp_path / "env-bin" / "codex", stdout="codex-cli 2.0.0\n")
+    explicit = write_executable(tmp_path / "explicit-bin" / "codex", stdout="codex-cli 3.0.0\n")
+    environ = {ENV_VAR: str(from_env)}
+
+    chosen = locate_codex(explicit, environ=environ, root=root, expected_version=None)
+    assert (chosen.executable, chosen.version, chosen.source) == (explicit, "3.0.0", "--codex")
+
+    chosen = locate_codex(environ=environ, root=root, expected_version=None)
+    assert (chosen.executable, chosen.version, chosen.source) == (from_env, "2.0.0", ENV_VAR)
+
+    chosen = locate_codex(environ={ENV_VAR: ""}, root=root, expected_version=None)
+    assert chosen.executable == root / "node_modules" / ".bin" / "codex"
+    assert (chosen.version, chosen.source) == ("1.0.0", "pinned install")
+
+
+@posix_scripts
+def test_by_default_the_version_must_be_the_pinned_one(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "project", pinned="1.0.0", installed="1.0.0")
+    assert locate_codex(environ={}, root=root).version == "1.0.0"
+
+    other = write_executable(tmp_path / "bin" / "codex", stdout="codex-cli 9.9.9\n")
+    with pytest.raises(CodexVersionMismatchError) as mismatch:
+        locate_codex(other, environ={}, root=root)
+    assert (mismatch.value.found, mismatch.value.expected) == ("9.9.9", "1.0.0")
+    assert "9.9.9" in str(mismatch.value) and "1.0.0" in str(mismatch.value)
+    assert str(other) in str(mismatch.value)
+
+
+@posix_scripts
+def test_an_explicit_expected_version_is_checked(tmp_path: Path) -> None:
+    fake = write_executable(tmp_path / "bin" / "codex", stdout="codex-cli 0.170.9\n")
+    with pytest.raises(CodexVersionMismatchError, match=r"0\.170\.9.*0\.171\.0"):
+        locate_codex(fake, expected_version="0.171.0", environ={})
+    assert locate_codex(fake, expected_version="0.170.9", environ={}).version == "0.170.9"
+
+
+def test_a_missing_pinned_install_says_to_run_npm_ci(tmp_path: Path) -> None:
+    root = fake_project(tmp_path / "project", pinned="1.0.0", installed=None)
+    with pytest.raises(CodexNotFoundError) as failure:
+        locate_codex(environ={}, root=root)
+    message = str(failure.value)
+    assert "npm ci" in message and "make setup" in message
+    assert str(pinned_executable(root)) in message
+
+
+def test_a_missing_explicit_path_names_the_option_and_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "codex"
+    with pytest.raises(CodexNotFoundError, match="--codex") as failure:
+        locate_codex(missing, environ={})
+    assert str(missing) in str(failure.value)
+
+
+def test_a_variable_pointing_nowhere_names_the_variable(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "codex"
+    with pytest.raises(CodexNotFoundError, match=ENV_VAR) as failure:
+        locate_codex(environ={ENV_VAR: str(missing)})
+    assert str(missing) in str(failure.value)
+
+
+@posix_scripts
+def test_a_codex_that_fails_reports_its_status_and_stderr(tmp_path: Path) -> None:
+    broken = write_executable(tmp_path / "bin" / "codex", stderr="cannot load native binary", status=3)
+    with pytest.raises(CodexVersionError, match="status 3: cannot load native binary"):
+        locate_codex(broken, environ={}, expected_version=None)
+
+
+@posix_scripts
+def test_a_bare_name_is_looked_up_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = write_executable(tmp_path / "bin" / "codex-nightly", stdout="codex-cli 5.0.0\n")
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)  # nothing of that name here
+    chosen = locate_codex("codex-nightly", environ={}, expected_version=None)
+    assert chosen.executable == fake
+
+
+# -- the children's PATH ---------------------------------------------------------------
+
+
+@posix_scripts
+def test_children_find_the_selected_codex_first_on_path(tmp_path: Path) -> None:
+    selected = write_executable(tmp_path / "selected" / "codex", stdout="codex-cli 7.0.0\n")
+    shadowing = write_executable(tmp_path / "shadowing" / "codex", stdout="codex-cli 6.0.0\n")
+    base = {"PATH": os.pathsep.join([str(shadowing.parent), str(selected.parent), "/usr/bin", "/bin"]),
+            "KEEP": "me"}
+    installation = locate_codex(selected, environ={}, expected_version=None)
+
+    env = installation.child_env(base)
+
+    assert env["PATH"].split(os.pathsep) == [str(selected.parent), str(shadowing.parent), "/usr/bin", "/bin"]
+    assert env["KEEP"] == "me"
+    assert base["PATH"].split(os.pathsep)[0] == str(shadowing.parent)  # base untouched
+    assert installation.bin_dir == selected.parent
+    # A child resolving `codex` by name gets the selected one.
+    result = subprocess.run(["sh", "-c", "codex --version"], env=env, capture_output=True, text=True, timeout=30)
+    assert result.stdout == "codex-cli 7.0.0\n"
+
+
+# -- the real pinned binary ---------------------------------------------------------------
+
+
+@pytest.mark.codex
+def test_the_pinned_install_reports_the_pinned_version() -> None:
+    installation = locate_codex(environ={})
+
+    assert installation.source == "pinned install"
+    assert installation.executable == project_root() / "node_modules" / ".bin" / (
+        "codex.cmd" if sys.platform == "win32" else "codex"
+    )
+    assert installation.version == pinned_version()
+
+
+@pytest.mark.codex
+def test_a_child_started_elsewhere_runs_the_pinned_codex_by_name(tmp_path: Path) -> None:
+    installation = locate_codex(environ={})
+    env = installation.child_env()
+    env["CODEX_HOME"] = str(tmp_path / "codex-home")
+    (tmp_path / "codex-home").mkdir()
+
+    assert shutil.which("codex", path=env["PATH"]) == str(installation.executable)
+    result = subprocess.run(
+        ["codex", "--version"] if sys.platform != "win32" else [str(installation.executable), "--version"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert parse_codex_version(result.stdout) == pinned_version()
