@@ -1,0 +1,170 @@
+"""The Codex adapter's delivery paths, each driven against a live lab.
+
+One model script (agent B's rules, keyed by a marker in the task text) and one
+driver per path. The live adapter tests and the fixture recorder both use
+these, so a recorded fixture is exactly what the live test exercised.
+
+Agent A has no owner here: it is the requester, calling tools through the
+core like its MCP server would, and reading its replies with receive.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from peerwire.limits import MAX_BODY_BYTES
+
+from .lab import CodexLab
+
+TURN_TIMEOUT_S = 60.0
+OVERSIZE_CHARS = MAX_BODY_BYTES + 1024
+
+
+def _task_rule(rule_id: str, marker: str, emit: list[dict], **extra: Any) -> dict:
+    return {"id": rule_id,
+            "when": [{"envelope": {"type": "NEW_TASK", "last": True, "contains": marker,
+                                   "matches": r"Request: (?P<request_id>rq_[0-9a-f]+)"}}],
+            "emit": emit, **extra}
+
+
+def model_document() -> dict[str, Any]:
+    final = lambda text: {"message": {"phase": "final_answer", "text": text}}  # noqa: E731
+    return {
+        "scenario": {"name": "adapter-paths", "description": "Agent B's model for every adapter path."},
+        "rules": {
+            "B": [
+                {"id": "after-explicit-reply",
+                 "when": [{"tool_output": {"tool": "reply", "namespace": "mcp__peerwire", "last": True}}],
+                 "emit": [final("I replied to that request explicitly.")]},
+                _task_rule("explicit-reply", "[explicit]", [
+                    {"message": {"phase": "commentary", "text": "Answering with the reply tool."}},
+                    {"function_call": {"namespace": "mcp__peerwire", "name": "reply", "arguments": {
+                        "request_id": "${request_id}", "status": "done", "message": "explicit answer ✓"}}}]),
+                _task_rule("steered", "[steer]", [final("one answer for both tasks")]),
+                _task_rule("held", "[hold]", [final("the held turn's answer")], hold="busy"),
+                _task_rule("oversize", "[oversize]", [final("x" * OVERSIZE_CHARS)]),
+                _task_rule("recall", "[recall]", [final("recalled from my history")]),
+                _task_rule("idle", "[idle]", [
+                    {"message": {"phase": "commentary", "text": "thinking out loud"}},
+                    final("Answer: 42 — “quoted”\nsecond line")]),
+                {"id": "check-messages",
+                 "when": [{"user_text": {"last": True, "contains": "check your messages"}}],
+                 "emit": [final("checked")]},
+            ]
+        },
+    }
+
+
+# -- drivers ---------------------------------------------------------------------------------
+# Each returns what the test needs to find its records; the lab is already up with B attached.
+
+
+def _task(lab: CodexLab, text: str) -> dict[str, Any]:
+    return lab.as_agent("A").call("followup_task", {"target": "B", "message": text})
+
+
+def await_reply(lab: CodexLab, request_id: str, timeout_s: float = TURN_TIMEOUT_S) -> dict[str, Any]:
+    """Block (on the mailbox, not a sleep) until A holds the reply to ``request_id``."""
+    deadline = time.monotonic() + timeout_s
+    cursor = None
+    client = lab.as_agent("A")
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"no reply to {request_id} within {timeout_s}s")
+        page = client.call("receive_messages", {"timeout_ms": int(min(remaining, 60) * 1000),
+                                                **({"cursor": cursor} if cursor else {})}, wait_s=min(remaining, 60))
+        for record in page["records"]:
+            if record["kind"] == "reply" and record.get("request_id") == request_id:
+                return record
+        cursor = page["cursor"]
+
+
+def await_active(lab: CodexLab, name: str, timeout_s: float = TURN_TIMEOUT_S) -> str:
+    """The turn id once the agent's owner has an active turn (held by the model)."""
+    lab.model.wait_for_hold("busy", timeout=timeout_s)
+    owner = lab.owner(name)
+    assert owner and owner["active_turn"], owner
+    return owner["active_turn"]
+
+
+def idle_start(lab: CodexLab) -> dict[str, Any]:
+    receipt = _task(lab, "[idle] What is six times seven?")
+    return {"request_id": receipt["request_id"], "reply": await_reply(lab, receipt["request_id"])}
+
+
+def explicit_reply(lab: CodexLab) -> dict[str, Any]:
+    receipt = _task(lab, "[explicit] Please confirm.")
+    reply = await_reply(lab, receipt["request_id"])
+    # The explicit reply lands mid-turn; the bound turn's end decides the automatic result.
+    (binding,) = lab.trace(receipt["request_id"])["bindings"]
+    lab.await_turn("B", binding["turn_id"], TURN_TIMEOUT_S)
+    return {"request_id": receipt["request_id"], "reply": reply}
+
+
+def steer(lab: CodexLab) -> dict[str, Any]:
+    first = _task(lab, "[hold] first task")
+    turn_id = await_active(lab, "B")
+    second = _task(lab, "[steer] second task")
+    replies = [await_reply(lab, first["request_id"]), await_reply(lab, second["request_id"])]
+    return {"request_ids": [first["request_id"], second["request_id"]], "turn_id": turn_id, "replies": replies}
+
+
+def interrupt(lab: CodexLab) -> dict[str, Any]:
+    held = _task(lab, "[hold] keep me busy")
+    turn_id = await_active(lab, "B")
+    result = lab.as_agent("A").call("interrupt_agent", {"target": "B"})
+    reply = await_reply(lab, held["request_id"])
+    after = _task(lab, "[idle] still there?")
+    return {"request_id": held["request_id"], "turn_id": turn_id, "interrupt": result, "reply": reply,
+            "after_request_id": after["request_id"], "after_reply": await_reply(lab, after["request_id"])}
+
+
+def failed_turn(lab: CodexLab) -> dict[str, Any]:
+    receipt = _task(lab, "[fail] no rule answers this")
+    return {"request_id": receipt["request_id"], "reply": await_reply(lab, receipt["request_id"])}
+
+
+def oversized_final(lab: CodexLab) -> dict[str, Any]:
+    receipt = _task(lab, "[oversize] write a lot")
+    return {"request_id": receipt["request_id"], "reply": await_reply(lab, receipt["request_id"])}
+
+
+def inject(lab: CodexLab) -> dict[str, Any]:
+    receipt = lab.as_agent("A").call("send_message", {"target": "B", "message": "FYI: the build is green ✓\nno action"})
+    # the injection is delivered after the receipt; its evidence row says when it is visible
+    deadline = time.monotonic() + TURN_TIMEOUT_S
+    while lab.trace(receipt["interaction_id"])["interactions"][0]["state"] == "admitted":
+        if time.monotonic() > deadline:
+            raise TimeoutError("information was never injected")
+        time.sleep(0.01)
+    turns_before = len(lab.owner("B")["completed_turns"])
+    turn_id = lab.prompt("B", "Please check your messages.")
+    lab.await_turn("B", turn_id, TURN_TIMEOUT_S)
+    return {"interaction_id": receipt["interaction_id"], "turns_before_prompt": turns_before, "turn_id": turn_id}
+
+
+def resume(lab: CodexLab) -> dict[str, Any]:
+    first = _task(lab, "[idle] remember this answer")
+    first_reply = await_reply(lab, first["request_id"])
+    thread_before = lab.owner("B")["thread_id"]
+    lab.detach("B")
+    second = _task(lab, "[recall] what did you answer before?")  # pending: B has no owner now
+    pending_state = lab.trace(second["request_id"])["interactions"][0]["state"]
+    owner = lab.attach("B", resume=True)
+    return {"first_request_id": first["request_id"], "first_reply": first_reply, "thread_before": thread_before,
+            "owner": owner, "pending_state": pending_state, "request_id": second["request_id"],
+            "reply": await_reply(lab, second["request_id"])}
+
+
+PATHS: dict[str, Callable[[CodexLab], dict[str, Any]]] = {
+    "idle_start": idle_start,
+    "explicit_reply": explicit_reply,
+    "steer": steer,
+    "interrupt": interrupt,
+    "failed_turn": failed_turn,
+    "oversized_final": oversized_final,
+    "inject": inject,
+    "resume": resume,
+}

@@ -1,0 +1,148 @@
+"""Every Codex delivery path, live: the real pinned Codex, the scripted model, the real app.
+
+Each test reads the core's records, evidence rows and bindings, the app-server
+transcript and the model request log: a reply text alone proves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import adapter_paths
+from harness.lab import CodexLab
+from harness.model_rules import script_from_document
+
+pytestmark = pytest.mark.codex
+
+
+@pytest.fixture
+def lab(tmp_path: Path):
+    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+    with CodexLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
+        lab.attach("B")
+        yield lab
+
+
+def transcript(lab: CodexLab, generation: int = 1) -> list[dict]:
+    return [json.loads(line) for line in lab.transcript("B", generation).read_text().splitlines()]
+
+
+def sent(lines: list[dict], method: str) -> list[dict]:
+    return [l["message"] for l in lines if l["dir"] == "sent" and l["message"].get("method") == method]
+
+
+def notes(lines: list[dict], method: str) -> list[dict]:
+    return [l["message"]["params"] for l in lines
+            if l["dir"] == "received" and l["message"].get("method") == method]
+
+
+def stages(lab: CodexLab, request_id: str) -> list[str]:
+    return [s["stage"] for s in lab.trace(request_id)["interactions"][0]["stages"]]
+
+
+def bindings(lab: CodexLab, request_id: str) -> list[dict]:
+    return lab.trace(request_id)["bindings"]
+
+
+def test_idle_start(lab):
+    out = adapter_paths.idle_start(lab)
+    rid = out["request_id"]
+    lines = transcript(lab)
+    (start,) = sent(lines, "turn/start")
+    assert start["params"]["clientUserMessageId"] == rid
+    assert f"Request: {rid}" in start["params"]["input"][0]["text"]
+    (binding,) = bindings(lab, rid)
+    (completed,) = notes(lines, "turn/completed")
+    assert binding["turn_id"] == completed["turn"]["id"] and binding["state"] == "published"
+    # the final answer, not the commentary, is the reply; from B itself
+    assert out["reply"]["status"] == "done" and out["reply"]["body"] == "Answer: 42 — “quoted”\nsecond line"
+    assert out["reply"]["sender"]["name"] == "B"
+    assert stages(lab, rid)[:4] == ["admitted", "claim_by_dispatch", "provider_accepted", "binding_capture"]
+
+
+def test_explicit_reply_suppresses_the_automatic_one(lab):
+    out = adapter_paths.explicit_reply(lab)
+    rid = out["request_id"]
+    assert out["reply"]["body"] == "explicit answer ✓"
+    trace = lab.trace(rid)
+    (binding,) = trace["bindings"]
+    assert binding["state"] == "suppressed"
+    replies = [i for i in trace["interactions"] if i["kind"] == "reply"]
+    assert len(replies) == 1 and replies[0]["tool_receipt"]["turn_id"] == binding["turn_id"]
+
+
+def test_steer_binds_both_tasks_to_one_turn(lab):
+    out = adapter_paths.steer(lab)
+    first, second = out["request_ids"]
+    lines = transcript(lab)
+    (steer,) = sent(lines, "turn/steer")
+    assert steer["params"]["expectedTurnId"] == out["turn_id"]
+    assert [b["turn_id"] for b in bindings(lab, first) + bindings(lab, second)] == [out["turn_id"]] * 2
+    assert [r["body"] for r in out["replies"]] == ["one answer for both tasks"] * 2
+    assert len(sent(lines, "turn/start")) == 1
+
+
+def test_interrupt_ends_exactly_the_active_turn(lab):
+    out = adapter_paths.interrupt(lab)
+    lines = transcript(lab)
+    (request,) = sent(lines, "turn/interrupt")
+    assert request["params"]["turnId"] == out["turn_id"] == out["interrupt"]["turn_id"]
+    assert out["interrupt"]["previous_status"] == "active"
+    statuses = {n["turn"]["id"]: n["turn"]["status"] for n in notes(lines, "turn/completed")}
+    assert statuses[out["turn_id"]] == "interrupted"
+    assert [s for t, s in statuses.items() if t != out["turn_id"]] == ["completed"]  # the later task's turn
+    reply = out["reply"]
+    assert (reply["status"], reply["code"], reply["sender"]) == (
+        "blocked", "turn_interrupted", {"agent_id": None, "name": "peerwire"})
+    assert out["after_reply"]["status"] == "done"  # B stays available
+
+
+def test_failed_turn_becomes_a_failed_reply(lab):
+    out = adapter_paths.failed_turn(lab)
+    assert (out["reply"]["status"], out["reply"]["code"]) == ("failed", "turn_failed")
+    assert "scripted_model_unexpected_request" in out["reply"]["body"]
+    assert [e.outcome for e in lab.model.exchanges] == ["unexpected"]
+
+
+def test_oversized_final_is_not_forwarded(lab):
+    out = adapter_paths.oversized_final(lab)
+    assert (out["reply"]["status"], out["reply"]["code"]) == ("blocked", "final_too_large")
+    (binding,) = bindings(lab, out["request_id"])
+    outcome = lab.control().call("trace", {"id": out["request_id"]})["bindings"][0]
+    assert binding["state"] == "published" and outcome["outcome"]
+    evidence = json.loads(outcome["outcome"]) if isinstance(outcome["outcome"], str) else outcome["outcome"]
+    assert evidence["text_chars"] == adapter_paths.OVERSIZE_CHARS and len(evidence["text_sha256"]) == 64
+
+
+def test_inject_starts_no_turn_and_reaches_the_next_model_input(lab):
+    out = adapter_paths.inject(lab)
+    lines = transcript(lab)
+    (injected,) = sent(lines, "thread/inject_items")
+    assert "FYI: the build is green ✓\nno action" in injected["params"]["items"][0]["content"][0]["text"]
+    assert out["turns_before_prompt"] == 0
+    assert len(notes(lines, "turn/started")) == 1  # only the prompted turn
+    (request,) = [e for e in lab.model.exchanges if e.agent == "B"]
+    texts = json.dumps(request.input_items(), ensure_ascii=False)
+    assert "Message Type: MESSAGE" in texts and "FYI: the build is green ✓\\nno action" in texts
+    assert lab.trace(out["interaction_id"])["interactions"][0]["state"] == "provider_visible"
+    # and it stays readable through receive
+    page = lab.as_agent("B").call("receive_messages", {})
+    assert [r["record_id"] for r in page["records"]] == [out["interaction_id"]]
+
+
+def test_resume_gives_a_new_generation_the_same_thread(lab):
+    out = adapter_paths.resume(lab)
+    assert out["pending_state"] == "pending"
+    assert out["owner"]["generation"] == 2 and out["owner"]["thread_id"] == out["thread_before"]
+    (binding,) = bindings(lab, out["request_id"])
+    assert (binding["generation"], binding["thread_id"]) == (2, out["thread_before"])
+    assert out["reply"]["body"] == "recalled from my history"
+    # the resumed model input holds the first task's answer from history, not re-sent
+    last = [e for e in lab.model.exchanges if e.agent == "B"][-1]
+    history = json.dumps(last.input_items(), ensure_ascii=False)
+    assert out["first_reply"]["body"].split("\n")[0] in history
+    assert len(sent(transcript(lab, 2), "turn/start")) == 1
+    assert sent(transcript(lab, 2), "thread/resume")[0]["params"]["threadId"] == out["thread_before"]
