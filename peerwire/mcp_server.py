@@ -108,6 +108,9 @@ class McpServer:
         except (ValueError, UnicodeDecodeError) as exc:
             self._error(None, PARSE_ERROR, f"Parse error: {exc}")
             return
+        except RecursionError:  # deeply nested input must not take the server down
+            self._error(None, PARSE_ERROR, "Parse error: nested too deeply")
+            return
         if isinstance(message, list):
             self._error(None, INVALID_REQUEST, "Invalid Request: batches are not supported")
             return

@@ -504,16 +504,23 @@ class Store:
         """The provider admitted the task into an exact turn: persist that before anything else."""
         binding_id = new_id("bd")
         stamp = now()
+        facts = {"binding_id": binding_id, "generation": generation, "thread_id": thread_id, "turn_id": turn_id,
+                 "via": via, **(detail or {})}
         with self.write() as db:
             task = self._task(db, request_id)
-            self._transition(db, task, "provider_accepted",
-                             {"binding_id": binding_id, "generation": generation, "thread_id": thread_id,
-                              "turn_id": turn_id, "via": via, **(detail or {})})
+            state = BINDING.initial
+            if task["state"] == "replied":
+                # The recipient's explicit reply landed before the provider's acknowledgement
+                # did: the turn is still bound (evidence), but it owes no automatic result.
+                state = BINDING.next(state, "suppress")
+                self._evidence(db, task["interaction_id"], "provider_accepted_after_reply", facts)
+            else:
+                self._transition(db, task, "provider_accepted", facts)
             db.execute(
                 """INSERT INTO bindings(binding_id, request_id, claim_id, agent_id, generation, thread_id,
                        turn_id, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (binding_id, request_id, claim_id, agent.agent_id, generation, thread_id, turn_id,
-                 BINDING.initial, stamp, stamp),
+                 state, stamp, stamp),
             )
         return binding_id
 

@@ -22,7 +22,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from .. import envelope
 from ..errors import Code, PeerwireError
@@ -78,10 +78,13 @@ class Owner:
 class CodexProvider:
     name = "codex"
 
-    def __init__(self, store: Store, committed: Committed, transcripts: Path):
+    def __init__(self, store: Store, committed: Committed, transcripts: Path,
+                 start_client: Callable[..., Awaitable[AppServerClient]] = AppServerClient.start):
         self.store = store
         self.committed = committed
         self.transcripts = transcripts
+        # The transport: a real app-server, or a recorded exchange replayed in tests.
+        self.start_client = start_client
         self.owners: dict[str, Owner] = {}
 
     # -- attach and detach --------------------------------------------------------
@@ -98,7 +101,7 @@ class CodexProvider:
         stem = self.transcripts / f"{agent.name}.g{generation}"
         child_env = {**os.environ, **(env or {})}
         try:
-            client = await AppServerClient.start(
+            client = await self.start_client(
                 codex=codex, codex_home=codex_home, cwd=cwd, env=child_env,
                 transcript_path=f"{stem}.appserver.jsonl", stderr_path=f"{stem}.stderr.log",
             )

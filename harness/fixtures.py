@@ -1,0 +1,142 @@
+"""Recorded app-server exchanges: regression fixtures for the Codex adapter.
+
+``python runner.py record [PATH ...]`` runs each adapter path
+(:mod:`harness.adapter_paths`) live against the pinned Codex and the scripted
+model, then writes agent B's app-server exchange, both directions in order,
+to ``fixtures/appserver/<path>.jsonl``. Ids, timestamps and machine paths are
+replaced with stable placeholders (``<thread:1>``, ``<turn:2>``, ``<path:workspace>``,
+``<time>``) so a fixture only changes when the protocol does; nothing secret
+is in them (the recorder refuses to write a fixture that contains a session
+token or the model key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from . import adapter_paths
+from .codex_install import project_root
+from .lab import MODEL_KEY_VALUE, CodexLab
+from .model_rules import script_from_document
+
+FIXTURE_DIR = project_root() / "fixtures" / "appserver"
+
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+_PEERWIRE_ID = re.compile(r"\b(rq|ix|cl|bd)_[0-9a-f]{32}\b")
+_CALL_ID = re.compile(r"\bcall_[A-Za-z0-9_-]+\b")
+_ITEM_ID = re.compile(r"\b(msg|fc|rs|item)_[A-Za-z0-9]+\b")
+_TIME_KEYS = {"createdAt", "updatedAt", "startedAt", "completedAt", "completedAtMs", "startedAtMs",
+              "emittedAtMs", "durationMs", "timestamp", "wall", "mono", "recordedAt"}
+# Values that describe the recording machine, not the protocol.
+_MACHINE_KEYS = {"serverName": "<host>", "userAgent": "<user-agent>"}
+
+
+class Normaliser:
+    """Replaces run-specific values with placeholders, consistently within one fixture."""
+
+    def __init__(self, paths: dict[str, str]):
+        # Longest first so a workspace inside the root is named, not half-replaced.
+        self.paths = sorted(paths.items(), key=lambda kv: -len(kv[1]))
+        self.seen: dict[str, str] = {}
+        self.counts: dict[str, int] = {}
+
+    def _name(self, kind: str, value: str) -> str:
+        if value not in self.seen:
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            self.seen[value] = f"<{kind}:{self.counts[kind]}>"
+        return self.seen[value]
+
+    def text(self, value: str) -> str:
+        for name, path in self.paths:
+            value = value.replace(path, f"<path:{name}>")
+        value = _PEERWIRE_ID.sub(lambda m: self._name(m.group(1), m.group(0)), value)
+        value = _UUID.sub(lambda m: self._name("id", m.group(0)), value)
+        value = _CALL_ID.sub(lambda m: self._name("call", m.group(0)), value)
+        value = _ITEM_ID.sub(lambda m: self._name("item", m.group(0)), value)
+        return value
+
+    def value(self, value: Any, key: str | None = None) -> Any:
+        if key in _TIME_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return 0
+        if key in _TIME_KEYS and isinstance(value, str):
+            return "<time>"
+        if key in _MACHINE_KEYS and isinstance(value, str):
+            return _MACHINE_KEYS[key]
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.value(v, k) for k, v in value.items()}
+        return value
+
+
+def normalise(entries: Iterable[dict[str, Any]], normaliser: Normaliser) -> list[dict[str, Any]]:
+    """Fixture lines: ``{"dir", "message"}`` (or ``{"dir": "session", "generation"}`` markers)."""
+    out = []
+    for entry in entries:
+        if entry.get("dir") == "session":
+            out.append(entry)
+        elif "message" in entry:
+            out.append({"dir": entry["dir"], "message": normaliser.value(entry["message"])})
+    return out
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def record(path_name: str, out_dir: Path = FIXTURE_DIR) -> Path:
+    """Run one adapter path live and write its normalised fixture."""
+    driver = adapter_paths.PATHS[path_name]
+    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+    with tempfile.TemporaryDirectory(prefix="peerwire-record-") as tmp:
+        root = Path(tmp)
+        with CodexLab(root, script, agents=("A", "B"), attach=False) as lab:
+            lab.attach("B")
+            driver(lab)
+            secrets = [a.token for a in lab.agents.values()] + [MODEL_KEY_VALUE]
+            normaliser = Normaliser({"workspace": str(lab.agents["B"].workspace),
+                                     "codex_home": str(lab.agents["B"].codex_home), "root": str(root),
+                                     "codex": str(lab.codex.executable.parent)})
+        entries: list[dict[str, Any]] = []
+        for generation in (1, 2):
+            transcript = lab.home.path / "codex" / f"B.g{generation}.appserver.jsonl"
+            if transcript.exists():
+                entries.append({"dir": "session", "generation": generation})
+                entries += [json.loads(line) for line in transcript.read_text("utf-8").splitlines()]
+        lines = normalise(entries, normaliser)
+    text = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
+    leaked = [s for s in secrets if s in text]
+    if leaked:
+        raise RuntimeError(f"refusing to write {path_name}: {len(leaked)} secret value(s) in the exchange")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{path_name}.jsonl"
+    target.write_text(text, "utf-8")
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="runner.py record",
+                                     description="Refresh the adapter fixtures from the pinned Codex.")
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help=f"paths to record (default: all of {', '.join(adapter_paths.PATHS)})")
+    parser.add_argument("--out", type=Path, default=FIXTURE_DIR)
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.paths) - set(adapter_paths.PATHS))
+    if unknown:
+        parser.error(f"unknown path(s): {', '.join(unknown)}")
+    for name in args.paths or adapter_paths.PATHS:
+        target = record(name, args.out)
+        print(f"recorded {name}: {target} ({sum(1 for _ in target.open())} lines)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
