@@ -168,3 +168,40 @@ PATHS: dict[str, Callable[[CodexLab], dict[str, Any]]] = {
     "inject": inject,
     "resume": resume,
 }
+
+
+async def stale_steer(provider: Any, store: Any, requester: Any, recipient: Any) -> dict[str, Any]:
+    """A steer fenced by a turn that already ended is refused and admits nothing.
+
+    Driven in-process (the adapter beside the test) because the race it stands
+    for — a turn ending between the adapter's last observation and its steer —
+    cannot be timed from outside: the adapter is told the finished turn is still
+    active, exactly the belief it would hold in that race. Codex must refuse the
+    steer, the claim must be released, and the next opportunity must start a turn.
+    """
+    import asyncio
+
+    agent = store.agent(recipient.agent_id)
+    owner = provider.owners[agent.agent_id]
+    first = store.admit_task(requester, agent, "[idle] first, to have a finished turn")
+    await provider.dispatch(agent)
+    finished = owner.active_turn
+    async with asyncio.timeout(TURN_TIMEOUT_S):
+        async with owner.changed:
+            await owner.changed.wait_for(lambda: finished in owner.completed)
+    owner.active_turn = finished  # the stale belief
+    second = store.admit_task(requester, agent, "[idle] second, steered at a finished turn")
+    await provider.dispatch(agent)
+    after_stale = store.request(second["request_id"])["state"]
+    owner.active_turn = None  # what the missed turn/completed would have said
+    await provider.dispatch(agent)  # the next opportunity
+    started = owner.active_turn
+    async with asyncio.timeout(TURN_TIMEOUT_S):
+        async with owner.changed:
+            await owner.changed.wait_for(lambda: started in owner.completed)
+    return {"first": first["request_id"], "second": second["request_id"], "stale_turn": finished,
+            "state_after_stale": after_stale, "started": started}
+
+
+INPROCESS_PATHS = {"stale_steer": stale_steer}
+"""Paths driven with the adapter in this process (:mod:`harness.inprocess`)."""

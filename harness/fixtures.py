@@ -92,22 +92,46 @@ def load(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
+def _run_lab_path(path_name: str, root: Path) -> tuple[Path, list[str], Normaliser]:
+    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+    with CodexLab(root, script, agents=("A", "B"), attach=False) as lab:
+        lab.attach("B")
+        adapter_paths.PATHS[path_name](lab)
+        secrets = [a.token for a in lab.agents.values()]
+        normaliser = Normaliser({"workspace": str(lab.agents["B"].workspace),
+                                 "codex_home": str(lab.agents["B"].codex_home), "root": str(root),
+                                 "codex": str(lab.codex.executable.parent)})
+    return lab.home.path / "codex", secrets, normaliser
+
+
+def _run_inprocess_path(path_name: str, root: Path) -> tuple[Path, list[str], Normaliser]:
+    import asyncio
+
+    from .inprocess import inprocess_adapter
+
+    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+
+    async def run() -> tuple[list[str], Normaliser]:
+        async with inprocess_adapter(root, script) as (provider, store, a, b, codex_home, workspace):
+            await adapter_paths.INPROCESS_PATHS[path_name](provider, store, a, b)
+            tokens = [row["token_hash"] for row in store.db.execute("SELECT token_hash FROM sessions")]
+            return tokens, Normaliser({"workspace": str(workspace), "codex_home": str(codex_home),
+                                       "root": str(root)})
+
+    secrets, normaliser = asyncio.run(run())
+    return root / "core" / "codex", secrets, normaliser
+
+
 def record(path_name: str, out_dir: Path = FIXTURE_DIR) -> Path:
     """Run one adapter path live and write its normalised fixture."""
-    driver = adapter_paths.PATHS[path_name]
-    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+    runner = _run_inprocess_path if path_name in adapter_paths.INPROCESS_PATHS else _run_lab_path
     with tempfile.TemporaryDirectory(prefix="peerwire-record-") as tmp:
         root = Path(tmp)
-        with CodexLab(root, script, agents=("A", "B"), attach=False) as lab:
-            lab.attach("B")
-            driver(lab)
-            secrets = [a.token for a in lab.agents.values()] + [MODEL_KEY_VALUE]
-            normaliser = Normaliser({"workspace": str(lab.agents["B"].workspace),
-                                     "codex_home": str(lab.agents["B"].codex_home), "root": str(root),
-                                     "codex": str(lab.codex.executable.parent)})
+        transcripts, secrets, normaliser = runner(path_name, root)
+        secrets.append(MODEL_KEY_VALUE)
         entries: list[dict[str, Any]] = []
         for generation in (1, 2):
-            transcript = lab.home.path / "codex" / f"B.g{generation}.appserver.jsonl"
+            transcript = transcripts / f"B.g{generation}.appserver.jsonl"
             if transcript.exists():
                 entries.append({"dir": "session", "generation": generation})
                 entries += [json.loads(line) for line in transcript.read_text("utf-8").splitlines()]
@@ -126,13 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runner.py record",
                                      description="Refresh the adapter fixtures from the pinned Codex.")
     parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help=f"paths to record (default: all of {', '.join(adapter_paths.PATHS)})")
+                        help="paths to record (default: all; see harness.adapter_paths)")
     parser.add_argument("--out", type=Path, default=FIXTURE_DIR)
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.paths) - set(adapter_paths.PATHS))
+    every = [*adapter_paths.PATHS, *adapter_paths.INPROCESS_PATHS]
+    unknown = sorted(set(args.paths) - set(every))
     if unknown:
         parser.error(f"unknown path(s): {', '.join(unknown)}")
-    for name in args.paths or adapter_paths.PATHS:
+    for name in args.paths or every:
         target = record(name, args.out)
         print(f"recorded {name}: {target} ({sum(1 for _ in target.open())} lines)", file=sys.stderr)
     return 0

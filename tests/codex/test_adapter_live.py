@@ -6,12 +6,14 @@ transcript and the model request log: a reply text alone proves nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from harness import adapter_paths
+from harness.inprocess import inprocess_adapter
 from harness.lab import CodexLab
 from harness.model_rules import script_from_document
 
@@ -146,3 +148,26 @@ def test_resume_gives_a_new_generation_the_same_thread(lab):
     assert out["first_reply"]["body"].split("\n")[0] in history
     assert len(sent(transcript(lab, 2), "turn/start")) == 1
     assert sent(transcript(lab, 2), "thread/resume")[0]["params"]["threadId"] == out["thread_before"]
+
+
+def test_stale_steer_releases_the_claim_and_a_later_turn_takes_the_task(tmp_path):
+    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+
+    async def run():
+        async with inprocess_adapter(tmp_path, script) as (provider, store, a, b, *_):
+            out = await adapter_paths.stale_steer(provider, store, a, b)
+            return out, store.trace(out["second"])
+
+    out, trace = asyncio.run(run())
+    assert out["state_after_stale"] == "pending"  # nothing was admitted: the claim is back
+    task = trace["interactions"][0]
+    stages = [(s["stage"], s["detail"].get("reason", "")) for s in task["stages"]]
+    assert [s for s, _ in stages][:4] == ["admitted", "claim_by_dispatch", "release", "claim_by_dispatch"]
+    assert "stale turn" in stages[2][1]
+    (binding,) = trace["bindings"]
+    assert binding["turn_id"] == out["started"] != out["stale_turn"]
+    lines = [json.loads(l) for l in (tmp_path / "core" / "codex" / "B.g1.appserver.jsonl").read_text().splitlines()]
+    (steer,) = [l["message"] for l in lines if l["dir"] == "sent" and l["message"].get("method") == "turn/steer"]
+    assert steer["params"]["expectedTurnId"] == out["stale_turn"]
+    (refusal,) = [l["message"] for l in lines if l["dir"] == "received" and l["message"].get("id") == steer["id"]]
+    assert refusal["error"]["code"] == -32600

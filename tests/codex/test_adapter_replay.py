@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.adapter_paths import PATHS
+from harness.adapter_paths import INPROCESS_PATHS, PATHS, stale_steer
 from harness.fixtures import FIXTURE_DIR
 from harness.replay import ReplayTransport
 from peerwire.codex.adapter import CodexProvider
@@ -150,12 +150,18 @@ async def resume(core: Core) -> None:
     await core.reply_to(request_id)
 
 
+async def stale_steer_path(core: Core) -> None:
+    await core.attach()
+    await stale_steer(core.codex, core.store, core.a, core.b)
+
+
 REPLAYS = {f.__name__: f for f in (idle_start, explicit_reply, steer, interrupt, failed_turn, oversized_final,
                                    inject, resume)}
+REPLAYS["stale_steer"] = stale_steer_path
 
 
 def test_every_path_has_a_fixture_and_a_replay():
-    assert set(REPLAYS) == set(PATHS) == {p.stem for p in FIXTURE_DIR.glob("*.jsonl")}
+    assert set(REPLAYS) == set(PATHS) | set(INPROCESS_PATHS) == {p.stem for p in FIXTURE_DIR.glob("*.jsonl")}
 
 
 @pytest.mark.parametrize("path", sorted(REPLAYS))

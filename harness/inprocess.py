@@ -1,0 +1,52 @@
+"""The Codex adapter in this process, against a real ``codex app-server``.
+
+For paths that need the adapter's state in reach (see
+:func:`harness.adapter_paths.stale_steer`). The agent's Codex home gets the
+scripted provider; its MCP server entry points at this store's home, where no
+app runs (the scripted rules of these paths call no tools).
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+from peerwire.codex.adapter import CodexProvider
+from peerwire.store import Store
+
+from .codex_home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
+from .codex_install import locate_codex
+from .lab import MODEL_KEY_VALUE, peerwire_command
+from .model_rules import ModelScript
+from .scripted_model import ScriptedModel
+from .workspace import FixtureWorkspace
+
+
+@asynccontextmanager
+async def inprocess_adapter(root: Path, script: ModelScript) -> AsyncIterator[tuple]:
+    codex = locate_codex()
+    model = ScriptedModel(script, log_path=root / "model-requests.jsonl").start()
+    (root / "core").mkdir(parents=True, exist_ok=True)
+    store = Store(root / "core" / "peerwire.db")
+    requester, _ = store.register_agent("A", "codex")
+    recipient, token = store.register_agent("B", "codex")
+    codex_home = root / "B" / "codex_home"
+    codex_home.mkdir(parents=True)
+    workspace = FixtureWorkspace.create(root / "B" / "workspace", agent="B")
+    command = peerwire_command()
+    projection = Projection(codex_home, AgentSettings(
+        workspace=workspace.path,
+        peerwire=PeerwireServer(command=command[0], args=(*command[1:], "mcp", "serve"), home=root / "core",
+                                session_id=token),
+        provider=ScriptedProvider(base_url=model.base_url("B")))).apply()
+    provider = CodexProvider(store, lambda *_: None, root / "core" / "codex")
+    try:
+        await provider.attach(recipient, codex=str(codex.executable), codex_home=str(codex_home),
+                              cwd=str(workspace.path), env={**codex.child_env(), ScriptedProvider.env_key: MODEL_KEY_VALUE})
+        yield provider, store, requester, recipient, codex_home, workspace.path
+    finally:
+        await provider.close()
+        projection.restore()
+        model.stop()
+        store.close()
