@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     reg.add_argument("--alias", action="append", default=[], dest="aliases")
     reg.add_argument("--provider-session", dest="provider_session_id",
                      help="the provider's session id (registering it again is a re-registration)")
+    reg.add_argument("--collab-root", action="store_true",
+                     help="make this agent the root (/root) of the collaboration tree")
     agent.add_parser("list", parents=[common], help="every registered agent")
     for verb, enable in (("enable", True), ("disable", False)):
         sp = agent.add_parser(verb, parents=[common], help=f"{verb} an agent by agent_id")
@@ -84,7 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("id")
 
     mcp = sub.add_parser("mcp", help="the MCP server").add_subparsers(dest="mcp_command", required=True)
-    mcp.add_parser("serve", help="serve the messaging tools on stdio (reads PEERWIRE_HOME, PEERWIRE_SESSION_ID)")
+    serve = mcp.add_parser("serve", help="serve the messaging tools on stdio (reads PEERWIRE_HOME, PEERWIRE_SESSION_ID)")
+    serve.add_argument("--profile", choices=["messaging", "collab"], default="messaging",
+                       help="messaging: the peer contract (default); collab: the parent/child tree")
     return p
 
 
@@ -106,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "mcp":
         from .mcp_server import serve_stdio
 
-        return serve_stdio()
+        return serve_stdio(args.profile)
     if args.command == "app":
         from .app import run_app
 
@@ -128,6 +132,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.agent_command == "register":
             out = admin.call("register_agent", {"name": args.name, "provider": args.provider,
                                                 "aliases": args.aliases, "source": "cli",
+                                                "collab_root": args.collab_root,
                                                 "provider_session_id": args.provider_session_id})
             if out.get("warning"):
                 print(f"peerwire: warning: {out['warning']}", file=sys.stderr)

@@ -31,6 +31,10 @@ TOOL_ORDER = (
     "interrupt_agent",
     "list_agents",
 )
+COLLAB_ORDER = ("spawn_agent", "send_message", "followup_task", "wait_agent", "list_agents", "interrupt_agent")
+
+PROFILES = {"messaging": ("tools", TOOL_ORDER), "collab": ("collab", COLLAB_ORDER)}
+"""Tool profiles: ``messaging`` (contract v1) and ``collab`` (the parent/child tree)."""
 _EXTERNAL = "definitions.json#/$defs/"
 
 
@@ -101,11 +105,12 @@ def bundle(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def tools() -> tuple[dict[str, Any], ...]:
+def tools(profile: str = "messaging") -> tuple[dict[str, Any], ...]:
     """The tool definitions as ``tools/list`` advertises them, in contract order."""
+    folder, order = PROFILES[profile]
     out = []
-    for name in TOOL_ORDER:
-        raw = json.loads((contracts_dir() / "tools" / f"{name}.json").read_text("utf-8"))
+    for name in order:
+        raw = json.loads((contracts_dir() / folder / f"{name}.json").read_text("utf-8"))
         out.append({
             "name": raw["name"],
             "title": raw["title"],
@@ -116,16 +121,16 @@ def tools() -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-def tool(name: str) -> dict[str, Any]:
-    for t in tools():
+def tool(name: str, profile: str = "messaging") -> dict[str, Any]:
+    for t in tools(profile):
         if t["name"] == name:
             return t
     raise KeyError(name)
 
 
 @lru_cache(maxsize=None)
-def _validator(name: str, which: str) -> Draft202012Validator:
-    return Draft202012Validator(tool(name)[which])
+def _validator(name: str, which: str, profile: str = "messaging") -> Draft202012Validator:
+    return Draft202012Validator(tool(name, profile)[which])
 
 
 @lru_cache(maxsize=None)
@@ -133,7 +138,7 @@ def definition_validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(bundle({"$ref": _EXTERNAL + name}))
 
 
-def validate_arguments(name: str, arguments: Any) -> dict[str, Any]:
+def validate_arguments(name: str, arguments: Any, profile: str = "messaging") -> dict[str, Any]:
     """Check a tool call's arguments; raise a specific, actionable error otherwise.
 
     Order matters for the error a caller sees: a broadcast target is named as
@@ -151,7 +156,7 @@ def validate_arguments(name: str, arguments: Any) -> dict[str, Any]:
             "broadcast targets are not supported: name exactly one agent (see list_agents)",
             {"target": target if isinstance(target, str) else list(target) if not isinstance(target, dict) else target},
         )
-    errors = sorted(_validator(name, "inputSchema").iter_errors(arguments), key=lambda e: list(e.path))
+    errors = sorted(_validator(name, "inputSchema", profile).iter_errors(arguments), key=lambda e: list(e.path))
     if errors:
         raise PeerwireError(Code.INVALID_ARGUMENT, f"{name}: {_describe(errors[0])}",
                             {"violations": [_describe(e) for e in errors[:5]]})
@@ -171,9 +176,9 @@ def validate_arguments(name: str, arguments: Any) -> dict[str, Any]:
     return arguments
 
 
-def validate_output(name: str, result: Any) -> list[str]:
+def validate_output(name: str, result: Any, profile: str = "messaging") -> list[str]:
     """Schema violations of a tool's structured result (empty when it conforms)."""
-    return [_describe(e) for e in _validator(name, "outputSchema").iter_errors(result)]
+    return [_describe(e) for e in _validator(name, "outputSchema", profile).iter_errors(result)]
 
 
 def _describe(error: ValidationError) -> str:

@@ -28,6 +28,7 @@ class Code(StrEnum):
     CURSOR_INVALID = "cursor_invalid"
     NOT_ACTIVE = "not_active"
     UNSUPPORTED = "unsupported"
+    LIMIT_EXCEEDED = "limit_exceeded"
     HOME_LOCKED = "home_locked"
     HOME_MISSING = "home_missing"
     ILLEGAL_TRANSITION = "illegal_transition"

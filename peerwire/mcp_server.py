@@ -17,7 +17,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
-from . import __version__, contract
+from . import __version__, collab, contract
 from .control import ControlClient
 from .errors import Code, PeerwireError
 from .home import HOME_ENV, SESSION_ENV, Home
@@ -45,7 +45,8 @@ class ProtocolError(Exception):
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:
     return {
-        "content": [{"type": "text", "text": json.dumps(result, ensure_ascii=False)}],
+        # An empty result (collab send_message/followup_task) is an empty output.
+        "content": [{"type": "text", "text": json.dumps(result, ensure_ascii=False)}] if result else [],
         "structuredContent": result,
         "isError": False,
     }
@@ -82,7 +83,10 @@ def call_meta(params: dict[str, Any]) -> dict[str, Any]:
 class McpServer:
     """One MCP session on a pair of byte streams."""
 
-    def __init__(self, stdin: IO[bytes], stdout: IO[bytes], env: dict[str, str] | None = None):
+    def __init__(self, stdin: IO[bytes], stdout: IO[bytes], env: dict[str, str] | None = None,
+                 profile: str = "messaging"):
+        self.profile = profile
+        self.order = contract.PROFILES[profile][1]
         self.stdin = stdin
         self.stdout = stdout
         self.env = dict(os.environ if env is None else env)
@@ -175,7 +179,7 @@ class McpServer:
         if method == "ping":
             return {}
         if method == "tools/list":
-            return {"tools": list(contract.tools())}
+            return {"tools": list(contract.tools(self.profile))}
         if method == "tools/call":
             return self.call_tool(params)
         raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -198,7 +202,7 @@ class McpServer:
         name = params.get("name")
         if not isinstance(name, str):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: tools/call needs a tool name")
-        if name not in contract.TOOL_ORDER:
+        if name not in self.order:
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
         arguments = params.get("arguments", {})
         if arguments is None:
@@ -206,11 +210,16 @@ class McpServer:
         if not isinstance(arguments, dict):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: arguments must be an object")
         try:
-            contract.validate_arguments(name, arguments)
+            contract.validate_arguments(name, arguments, self.profile)
             client = self._client()
-            wait_s = arguments.get("timeout_ms", 60_000 if name == "wait_agent" else 0) / 1000 \
-                if name in _WAITING_TOOLS else 0.0
-            result = client.call(name, arguments, meta=call_meta(params), wait_s=wait_s)
+            if self.profile == "collab":
+                wait_s = collab.wait_timeout_ms(arguments.get("timeout_ms")) / 1000 if name == "wait_agent" else 0.0
+                op = f"collab.{name}"
+            else:
+                wait_s = arguments.get("timeout_ms", 60_000 if name == "wait_agent" else 0) / 1000 \
+                    if name in _WAITING_TOOLS else 0.0
+                op = name
+            result = client.call(op, arguments, meta=call_meta(params), wait_s=wait_s)
         except PeerwireError as exc:
             return tool_error(exc)
         return tool_result(result)
@@ -232,7 +241,7 @@ class McpServer:
         return ControlClient(Home.from_env(home), token)
 
 
-def serve_stdio() -> int:
+def serve_stdio(profile: str = "messaging") -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="peerwire mcp: %(levelname)s %(message)s")
-    return McpServer(sys.stdin.buffer, sys.stdout.buffer).serve()
+    return McpServer(sys.stdin.buffer, sys.stdout.buffer, profile=profile).serve()

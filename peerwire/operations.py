@@ -14,6 +14,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from . import contract
+from .collab_ops import CollabOperations
 from .errors import Code, PeerwireError
 from .hub import WakeHub
 from .limits import DEFAULT_RECEIVE_LIMIT, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS
@@ -67,8 +68,17 @@ class Operations:
             "owners": self.owners,
         }
         self._background: set[asyncio.Task] = set()
+        self.collab = CollabOperations(self)
+        self._collab = self.collab.handlers()
+
+    def receipt(self, meta: dict | None) -> dict[str, Any]:
+        return tool_receipt(meta)
 
     async def call(self, op: str, args: dict[str, Any] | None, token: str | None, meta: dict | None) -> dict:
+        if op in self._collab:
+            caller = self.collab.caller(token, meta)
+            arguments = contract.validate_arguments(op.split(".", 1)[1], args, profile="collab")
+            return await self._collab[op](caller, arguments, meta or {})
         if op in self._tools:
             caller = self.store.caller(token)
             arguments = contract.validate_arguments(op, args)
@@ -167,7 +177,7 @@ class Operations:
             raise PeerwireError(Code.INVALID_ARGUMENT, "provider must be a short identifier such as manual or codex")
         row, token_out = self.store.register_agent(
             name, provider, aliases=aliases, provider_session_id=args.get("provider_session_id"),
-            source=args.get("source") or "control",
+            source=args.get("source") or "control", path="/root" if args.get("collab_root") else None,
         )
         out = {"agent": row.public(), "session_token": token_out}
         if provider not in self.providers:

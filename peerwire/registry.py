@@ -41,6 +41,8 @@ class AgentRow:
     updated_at: str
     last_error: str | None
     row_order: int
+    path: str | None = None
+    parent_agent_id: str | None = None
 
     @property
     def ref(self) -> dict[str, str]:
@@ -58,6 +60,7 @@ class AgentRow:
             "enabled": self.enabled,
             "generation": self.generation,
             "is_caller": self.agent_id == caller_id,
+            **({"path": self.path} if self.path else {}),
         }
 
 

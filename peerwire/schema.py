@@ -111,6 +111,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX bindings_turn ON bindings(thread_id, turn_id);
     """,
+    # 2: the collaboration profile's tree (a path per agent, its direct parent)
+    """
+    ALTER TABLE agents ADD COLUMN path TEXT;
+    ALTER TABLE agents ADD COLUMN parent_agent_id TEXT REFERENCES agents(agent_id);
+    CREATE UNIQUE INDEX agents_path ON agents(path) WHERE path IS NOT NULL;
+    """,
 ]
 
 LATEST = len(MIGRATIONS)

@@ -131,6 +131,8 @@ class Store:
         provider_session_id: str | None = None,
         source: str = "cli",
         status: str = "registered",
+        path: str | None = None,
+        parent_agent_id: str | None = None,
     ) -> tuple[AgentRow, str]:
         """Register an agent and issue its session credential (returned once).
 
@@ -150,12 +152,15 @@ class Store:
                 ).fetchone()[0]
                 if prior is not None:
                     generation = prior + 1
+            if path is not None and db.execute("SELECT 1 FROM agents WHERE path = ?", (path,)).fetchone():
+                raise PeerwireError(Code.INVALID_ARGUMENT, f"{path} already exists in this home",
+                                    {"path": path})
             db.execute(
                 """INSERT INTO agents(agent_id, identity_key, name, provider, provider_session_id,
-                       node_id, generation, status, source, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       node_id, generation, status, source, created_at, updated_at, path, parent_agent_id)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (agent_id, identity_key, name, provider, provider_session_id, self.node_id,
-                 generation, status, source, stamp, stamp),
+                 generation, status, source, stamp, stamp, path, parent_agent_id),
             )
             for alias in dict.fromkeys(aliases):
                 db.execute("INSERT INTO agent_aliases(agent_id, alias) VALUES (?, ?)", (agent_id, alias))
@@ -211,6 +216,22 @@ class Store:
                 "this session credential is unknown or revoked in this home; register the agent again",
             )
         return self.agent(row["agent_id"])
+
+    def agent_by_path(self, path: str) -> AgentRow:
+        row = self.db.execute("SELECT agent_id FROM agents WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            raise PeerwireError(Code.UNKNOWN_TARGET, f"no agent has the path {path!r}; list_agents shows the tree",
+                                {"target": path})
+        return self.agent(row[0])
+
+    def agent_by_thread(self, thread_id: str) -> AgentRow | None:
+        row = self.db.execute(
+            "SELECT agent_id FROM agents WHERE provider_session_id = ? ORDER BY row_order DESC", (thread_id,)
+        ).fetchone()
+        return self.agent(row[0]) if row else None
+
+    def descendants(self, path: str) -> list[AgentRow]:
+        return [a for a in self.agents() if a.path and a.path.startswith(path + "/")]
 
     def revoke_sessions(self, agent_id: str) -> int:
         with self.write() as db:
@@ -524,6 +545,13 @@ class Store:
             )
         return binding_id
 
+    def fail_request(self, request_id: str, body: str, *, code: str) -> dict[str, Any]:
+        """A definite failure before anything was submitted: the failed reply, from peerwire."""
+        with self.write() as db:
+            ix = self._close_request(db, self._request(db, request_id), None, "failed", body, source="peerwire",
+                                     code=code)
+        return self._receipt(ix)
+
     def make_uncertain(self, request_id: str, reason: str, *, binding_id: str | None = None) -> dict[str, Any]:
         """Delivery may or may not have happened: record it, never replay, tell the requester."""
         with self.write() as db:
@@ -715,6 +743,8 @@ def _agent_row(row: sqlite3.Row, aliases: Sequence[str]) -> AgentRow:
         updated_at=row["updated_at"],
         last_error=row["last_error"],
         row_order=row["row_order"],
+        path=row["path"],
+        parent_agent_id=row["parent_agent_id"],
     )
 
 

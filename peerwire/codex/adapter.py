@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from .. import envelope
+from .. import collab, envelope
 from ..errors import Code, PeerwireError
 from ..registry import AgentRow
 from ..store import Store
@@ -67,6 +67,10 @@ class Owner:
     completed: dict[str, dict] = field(default_factory=dict)
     """Finished turns of this generation: turn id -> {turn_id, status}."""
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    cwd: str = ""
+    shared: bool = False
+    """A collaboration child: a thread in its root's app-server, which it does not own."""
+    turn_limit: asyncio.TimerHandle | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "name": self.name, "generation": self.generation,
@@ -121,7 +125,7 @@ class CodexProvider:
                 raise
             raise PeerwireError(Code.APP_UNAVAILABLE, f"codex could not open the thread of {agent.name}: {exc}")
         thread_id = result["thread"]["id"]
-        owner = Owner(agent.agent_id, agent.name, generation, thread_id, client)
+        owner = Owner(agent.agent_id, agent.name, generation, thread_id, client, cwd=cwd)
         self.owners[agent.agent_id] = owner
         self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=thread_id,
                                 status="idle", last_error=None)
@@ -134,15 +138,78 @@ class CodexProvider:
         owner = self.owners.pop(agent_id, None)
         if owner is None:
             raise PeerwireError(Code.NOT_ACTIVE, "that agent has no attached owner")
-        await owner.client.close()
+        if not owner.shared:
+            # Threads hosted in this app-server (collaboration children) go with it.
+            for other in [o for o in self.owners.values() if o.client is owner.client]:
+                await self.detach(other.agent_id, reason=reason)
+            await owner.client.close()
         if owner.watcher is not None:
             owner.watcher.cancel()
+        if owner.turn_limit is not None:
+            owner.turn_limit.cancel()
         self._owner_gone(owner, reason)
         return owner.describe()
 
     async def close(self) -> None:
         for agent_id in list(self.owners):
-            await self.detach(agent_id, reason="app stopping")
+            if agent_id in self.owners:
+                await self.detach(agent_id, reason="app stopping")
+
+    # -- collaboration children ----------------------------------------------------------
+
+    async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int) -> None:
+        """Start a child as a new thread in its tree's app-server and give it its first task.
+
+        ``fork``: ``all`` forks the parent's thread (Codex keeps the finished
+        history and cuts the turn in progress); ``none`` starts an empty thread;
+        N starts one and appends the parent's latest N user turns, completed tool
+        calls only (:func:`peerwire.collab.history_items`).
+        """
+        parent_owner = self.owners.get(parent.agent_id)
+        if parent_owner is None:
+            self.store.update_agent(child.agent_id, last_error="its parent has no live owner; it starts when one "
+                                    "attaches")
+            return
+        client = parent_owner.client
+        try:
+            if fork == "all":
+                result = await client.request("thread/fork", {"threadId": parent_owner.thread_id},
+                                              timeout=REQUEST_TIMEOUT_S)
+            else:
+                result = await client.thread_start(cwd=parent_owner.cwd, timeout=REQUEST_TIMEOUT_S)
+                if isinstance(fork, int):
+                    read = await client.request("thread/read", {"threadId": parent_owner.thread_id,
+                                                                "includeTurns": True}, timeout=REQUEST_TIMEOUT_S)
+                    items = collab.history_items(read["thread"].get("turns") or [], fork)
+                    if items:
+                        await client.thread_inject_items(result["thread"]["id"], items, timeout=REQUEST_TIMEOUT_S)
+        except (AppServerError, TimeoutError) as exc:
+            # Nothing was submitted to the child: its first task fails, attributed to peerwire.
+            self.store.update_agent(child.agent_id, status="failed", last_error=f"spawn failed: {exc}")
+            for request_id in self.store.pending_tasks(child.agent_id):
+                receipt = self.store.fail_request(request_id, f"{child.name} could not be started: {exc}",
+                                                  code="spawn_failed")
+                self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
+            return
+        thread_id = result["thread"]["id"]
+        owner = Owner(child.agent_id, child.name, 1, thread_id, client, cwd=parent_owner.cwd, shared=True)
+        self.owners[child.agent_id] = owner
+        self.store.update_agent(child.agent_id, generation=1, provider_session_id=thread_id, status="idle")
+        owner.watcher = asyncio.ensure_future(self._watch(owner, since=len(client.received)))
+        log.info("spawned %s: thread %s (fork %s)", child.name, thread_id, fork)
+        await self.dispatch(self.store.agent(child.agent_id))
+
+    def _limit_turn(self, owner: Owner, turn_id: str) -> None:
+        """A child's turn may run collab.CHILD_TURN_LIMIT_S; then it is interrupted."""
+        if owner.turn_limit is not None:
+            owner.turn_limit.cancel()
+
+        def expire() -> None:
+            if owner.active_turn == turn_id:
+                log.warning("%s: turn %s hit the %.0fs limit", owner.name, turn_id, collab.CHILD_TURN_LIMIT_S)
+                asyncio.ensure_future(owner.client.turn_interrupt(owner.thread_id, turn_id))
+
+        owner.turn_limit = asyncio.get_running_loop().call_later(collab.CHILD_TURN_LIMIT_S, expire)
 
     def _owner_gone(self, owner: Owner, reason: str) -> None:
         """Turns in flight can no longer be observed: their tasks become uncertain."""
@@ -195,7 +262,7 @@ class CodexProvider:
     async def _submit(self, owner: Owner, recipient: AgentRow, request_id: str, claim_id: str) -> None:
         req = self.store.request(request_id)
         record = self.store.interaction(req["task_interaction_id"])
-        text = envelope.render(record)
+        text = self._render(record)
         steering = owner.active_turn
         try:
             if steering is None:
@@ -250,7 +317,7 @@ class CodexProvider:
         if owner is None:
             return  # it stays in the mailbox for receive
         try:
-            await owner.client.thread_inject_items(owner.thread_id, [inject_item(envelope.render(record))],
+            await owner.client.thread_inject_items(owner.thread_id, [inject_item(self._render(record))],
                                                    timeout=REQUEST_TIMEOUT_S)
         except (AppServerError, TimeoutError) as exc:
             self.store.transition(record["record_id"], "provider_uncertain",
@@ -262,9 +329,9 @@ class CodexProvider:
 
     # -- observation -------------------------------------------------------------------------
 
-    async def _watch(self, owner: Owner) -> None:
+    async def _watch(self, owner: Owner, since: int = 0) -> None:
         try:
-            async for note in owner.client.notifications():
+            async for note in owner.client.notifications(since=since):
                 params = note.params
                 if params.get("threadId") not in (None, owner.thread_id):
                     continue
@@ -273,6 +340,8 @@ class CodexProvider:
                     if note.method == "turn/started":
                         owner.active_turn = params["turn"]["id"]
                         self.store.update_agent(owner.agent_id, status="active")
+                        if owner.shared:
+                            self._limit_turn(owner, owner.active_turn)
                     elif note.method == "item/completed":
                         item = params.get("item") or {}
                         if item.get("type") == "agentMessage":
@@ -281,6 +350,8 @@ class CodexProvider:
                         ended = params["turn"]
                         if owner.active_turn == ended["id"]:
                             owner.active_turn = None
+                            if owner.turn_limit is not None:
+                                owner.turn_limit.cancel()
                         self.store.update_agent(owner.agent_id, status="idle")
                         self._complete(owner, ended)
                 if ended is not None:
@@ -325,6 +396,16 @@ class CodexProvider:
             raise PeerwireError(Code.NOT_ACTIVE, f"turn {turn_id} of {agent.name} did not complete within "
                                 f"{timeout_s:.0f}s", {"turn_id": turn_id, "active_turn": owner.active_turn}) from None
         return owner.completed[turn_id]
+
+    def _render(self, record: dict[str, Any]) -> str:
+        """The envelope for a record: the collaboration form (paths) between agents of a tree."""
+        recipient = self.store.agent(record["recipient"]["agent_id"])
+        if recipient.path:
+            sender_id = record["sender"]["agent_id"]
+            sender = (self.store.agent(sender_id).path or record["sender"]["name"]) if sender_id else "peerwire"
+            kind = {"task": "NEW_TASK", "reply": "FINAL_ANSWER"}.get(record["kind"], "MESSAGE")
+            return collab.render(kind, recipient.path, sender, record["body"])
+        return envelope.render(record)
 
     def _owner(self, agent: AgentRow) -> Owner:
         owner = self.owners.get(agent.agent_id)

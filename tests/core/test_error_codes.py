@@ -33,8 +33,12 @@ def test_each_code_is_reached(core, tmp_path):
     core.register("twin"), core.register("twin")
     core.register("odd", provider="carrier_pigeon")
     core.register("sleeper", provider="codex")  # no owner attached: nothing to interrupt
-    off = core.register("off")
     admin = ControlClient(core.home)
+    lead = admin.call("register_agent", {"name": "lead", "provider": "codex", "collab_root": True})
+    tree = ControlClient(core.home, lead["session_token"])
+    for i in range(4):
+        tree.call("collab.spawn_agent", {"task_name": f"w{i}", "message": "go"})
+    off = core.register("off")
     admin.call("set_agent", {"agent_id": off.agent_id, "enabled": False})
     ca, cb = ControlClient(core.home, a.token), ControlClient(core.home, b.token)
     task = ca.call("followup_task", {"target": "b", "message": "t"})
@@ -57,6 +61,7 @@ def test_each_code_is_reached(core, tmp_path):
         _code(lambda: ca.call("interrupt_agent", {"target": "b"})),
         _code(lambda: ca.call("interrupt_agent", {"target": "sleeper"})),
         _code(lambda: admin.call("trace", {"id": "ix_" + "0" * 32})),
+        _code(lambda: tree.call("collab.spawn_agent", {"task_name": "w4", "message": "one too many"})),
     }
     locked = subprocess.run([sys.executable, "-m", "peerwire", "app", "--home", str(core.home.path)],
                             capture_output=True, text=True, timeout=30)

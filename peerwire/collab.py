@@ -1,0 +1,135 @@
+"""Rules of the collaboration profile: a parent/child tree of agents (no I/O here).
+
+The root agent is ``/root``; a child spawned with task name ``review`` is
+``/root/review``, and its child ``tests`` is ``/root/review/tests``. Any agent
+in the tree addresses any other by its path; the sender is always the calling
+session. Capacity is deliberate and visible: 4 active children, 32 retained,
+3 levels below the root, and a child turn may run 10 minutes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from .errors import Code, PeerwireError
+
+ROOT = "/root"
+MAX_ACTIVE_CHILDREN = 4
+MAX_RETAINED_CHILDREN = 32
+MAX_DEPTH = 3
+CHILD_TURN_LIMIT_S = 600.0
+
+WAIT_DEFAULT_MS = 30_000
+WAIT_MIN_MS = 10_000
+WAIT_MAX_MS = 3_600_000
+
+ACTIVE_STATUSES = ("starting", "active")
+
+_TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+def child_path(parent_path: str, task_name: str) -> str:
+    if not isinstance(task_name, str) or not _TASK_NAME.match(task_name):
+        raise PeerwireError(Code.INVALID_ARGUMENT,
+                            "task_name must be 1-32 lowercase letters, digits, '_' or '-', starting with a "
+                            "letter or digit (it becomes the child's path segment)")
+    path = f"{parent_path}/{task_name}"
+    if depth(path) > MAX_DEPTH:
+        raise PeerwireError(Code.LIMIT_EXCEEDED,
+                            f"{path} would be {depth(path)} levels below {ROOT}; the limit is {MAX_DEPTH}",
+                            {"limit": "depth", "max": MAX_DEPTH})
+    return path
+
+
+def depth(path: str) -> int:
+    """Levels below the root: ``/root`` is 0, ``/root/a`` is 1."""
+    return path.count("/") - 1
+
+
+def is_path(target: Any) -> bool:
+    return isinstance(target, str) and (target == ROOT or target.startswith(ROOT + "/"))
+
+
+def check_capacity(children: Iterable[dict[str, Any]]) -> None:
+    """Refuse a spawn when the tree is at its active or retained capacity."""
+    children = list(children)
+    active = [c for c in children if c["status"] in ACTIVE_STATUSES]
+    if len(active) >= MAX_ACTIVE_CHILDREN:
+        raise PeerwireError(Code.LIMIT_EXCEEDED,
+                            f"{len(active)} children are active; the limit is {MAX_ACTIVE_CHILDREN}: wait for one "
+                            "to finish", {"limit": "active_children", "max": MAX_ACTIVE_CHILDREN})
+    if len(children) >= MAX_RETAINED_CHILDREN:
+        raise PeerwireError(Code.LIMIT_EXCEEDED,
+                            f"{len(children)} children are retained; the limit is {MAX_RETAINED_CHILDREN}",
+                            {"limit": "retained_children", "max": MAX_RETAINED_CHILDREN})
+
+
+def wait_timeout_ms(value: Any) -> int:
+    """wait_agent's timeout: default 30 s, raised to at least 10 s, above one hour refused."""
+    if value is None:
+        return WAIT_DEFAULT_MS
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise PeerwireError(Code.INVALID_ARGUMENT, "timeout_ms must be a number of milliseconds")
+    if value > WAIT_MAX_MS:
+        raise PeerwireError(Code.INVALID_ARGUMENT, f"timeout_ms {value} is above the maximum of {WAIT_MAX_MS} "
+                            "(one hour)")
+    return max(int(value), WAIT_MIN_MS)
+
+
+def fork_turns(value: Any) -> str | int:
+    """``all`` (default), ``none``, or a positive number of latest user turns."""
+    if value is None or value == "all":
+        return "all"
+    if value == "none":
+        return "none"
+    if isinstance(value, str) and value.isdigit() and int(value) > 0:
+        return int(value)
+    raise PeerwireError(Code.INVALID_ARGUMENT,
+                        "fork_turns is 'all', 'none' or a positive integer string such as '2'")
+
+
+def render(kind: str, recipient_path: str, sender_path: str, body: str) -> str:
+    """The collaboration envelope: message type, task name, sender, payload."""
+    return f"Message Type: {kind}\nTask name: {recipient_path}\nSender: {sender_path}\nPayload:\n{body}"
+
+
+def history_items(turns: list[dict[str, Any]], keep: str | int) -> list[dict[str, Any]]:
+    """Raw Responses items for a child's inherited history.
+
+    ``keep`` is ``all`` or the number of latest turns that began with user input.
+    Only completed tool calls are kept, each with its result; a call still in
+    flight (the parent's own spawn_agent call, typically) and a result without
+    its call are dropped, so a fork never claims an unfinished call completed.
+    """
+    if keep == "none":
+        return []
+    selected = turns
+    if isinstance(keep, int):
+        with_user = [t for t in turns if any(i.get("type") == "userMessage" for i in t.get("items") or [])]
+        selected = with_user[-keep:]
+    items: list[dict[str, Any]] = []
+    for turn in selected:
+        for item in turn.get("items") or []:
+            kind = item.get("type")
+            if kind == "userMessage":
+                text = "\n".join(c.get("text", "") for c in item.get("content") or [] if c.get("type") == "text")
+                if text:
+                    items.append({"type": "message", "role": "user",
+                                  "content": [{"type": "input_text", "text": text}]})
+            elif kind == "agentMessage" and item.get("text"):
+                items.append({"type": "message", "role": "assistant",
+                              "content": [{"type": "output_text", "text": item["text"]}]})
+            elif kind == "mcpToolCall" and item.get("status") == "completed" and item.get("result") is not None:
+                call_id = item["id"]
+                items.append({"type": "function_call", "call_id": call_id, "name": item["tool"],
+                              "namespace": f"mcp__{item['server']}", "arguments": _json_text(item.get("arguments"))})
+                items.append({"type": "function_call_output", "call_id": call_id,
+                              "output": _json_text(item["result"])})
+    return items
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,154 @@
+"""The collaboration profile's operations (``collab.*`` on the control socket).
+
+The same store, claims and adapter as the messaging contract; what differs is
+the surface: agents are named by tree paths, ``spawn_agent`` creates a child,
+successful calls return empty output, and ``wait_agent`` answers with a short
+``message`` naming what arrived, never its contents (the contents reach the
+model through its thread, injected by the adapter).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from . import collab
+from .errors import Code, PeerwireError
+from .registry import AgentRow
+
+if TYPE_CHECKING:
+    from .operations import Operations
+
+KIND_NAMES = {"task": "NEW_TASK", "information": "MESSAGE", "reply": "FINAL_ANSWER", "notice": "MESSAGE"}
+
+
+class CollabOperations:
+    def __init__(self, ops: "Operations"):
+        self.ops = ops
+        self.store = ops.store
+
+    def handlers(self) -> dict[str, Any]:
+        return {
+            "collab.spawn_agent": self.spawn_agent,
+            "collab.send_message": self.send_message,
+            "collab.followup_task": self.followup_task,
+            "collab.wait_agent": self.wait_agent,
+            "collab.list_agents": self.list_agents,
+            "collab.interrupt_agent": self.interrupt_agent,
+        }
+
+    # -- identity ---------------------------------------------------------------------
+
+    def caller(self, token: str | None, meta: dict | None) -> AgentRow:
+        """The calling session: the token's agent, or the descendant whose thread made the call.
+
+        Children run as threads of their root's app-server, so they share its MCP
+        server and token; Codex's turn metadata names the exact thread. Only a
+        descendant of the token's own agent can be selected this way.
+        """
+        holder = self.store.caller(token)
+        if not holder.path:
+            raise PeerwireError(Code.NOT_AUTHORIZED,
+                                f"{holder.name} is not in a collaboration tree; register the root with "
+                                "`peerwire agent register NAME --provider codex --collab-root`")
+        thread_id = ((meta or {}).get("turn") or {}).get("thread_id")
+        if thread_id and thread_id != holder.provider_session_id:
+            agent = self.store.agent_by_thread(thread_id)
+            if agent is not None and agent.path and agent.path.startswith(holder.path + "/"):
+                return agent
+        return holder
+
+    def _target(self, caller: AgentRow, target: Any) -> AgentRow:
+        if not collab.is_path(target):
+            raise PeerwireError(Code.INVALID_ARGUMENT,
+                                f"target must be a path such as {collab.ROOT} or {collab.ROOT}/review",
+                                {"target": target})
+        return self.store.agent_by_path(target)
+
+    # -- tools --------------------------------------------------------------------------------
+
+    async def spawn_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        path = collab.child_path(caller.path, args.get("task_name"))
+        fork = collab.fork_turns(args.get("fork_turns"))
+        message = args.get("message")
+        if not isinstance(message, str) or not message:
+            raise PeerwireError(Code.INVALID_ARGUMENT, "message is the child's first task and must not be empty")
+        collab.check_capacity({"status": c.status} for c in self.store.descendants(collab.ROOT))
+        # Capacity is reserved here, synchronously: the row exists before the child starts.
+        child, _ = self.store.register_agent(path, "codex", source="spawn_agent", status="starting", path=path,
+                                             parent_agent_id=caller.agent_id)
+        self.store.admit_task(caller, child, message, receipt=self.ops.receipt(meta))
+        codex = self.ops.providers.get("codex")
+        if codex is not None:
+            self.ops._spawn(codex.spawn_child(caller, child, fork), f"spawn {path}")
+        return {"task_name": path}
+
+    async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        recipient = self._target(caller, args.get("target"))
+        receipt = self.store.admit_information(caller, recipient, self._body(args), receipt=self.ops.receipt(meta))
+        self.ops._after_commit(recipient, self.ops.providers.get(recipient.provider), receipt["interaction_id"])
+        return {}
+
+    async def followup_task(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        recipient = self._target(caller, args.get("target"))
+        if recipient.agent_id == caller.agent_id:
+            raise PeerwireError(Code.INVALID_ARGUMENT, "an agent cannot assign a task to itself")
+        self.store.admit_task(caller, recipient, self._body(args), receipt=self.ops.receipt(meta))
+        self.ops.hub.notify(recipient.agent_id)
+        provider = self.ops.providers.get(recipient.provider)
+        if provider is not None:
+            self.ops._spawn(provider.dispatch(recipient), f"dispatch to {recipient.name}")
+        return {}
+
+    async def wait_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        timeout_ms = collab.wait_timeout_ms(args.get("timeout_ms"))
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self.ops.hub.subscribe(caller.agent_id) as sub:
+            while True:
+                arrived = self._take_arrivals(caller)
+                if arrived:
+                    return {"message": arrived, "timed_out": False}
+                if not await sub.wait(deadline - time.monotonic()):
+                    return {"message": "", "timed_out": True}
+                sub.rearm()
+
+    def _take_arrivals(self, caller: AgentRow) -> str:
+        """Name what arrived since the last wait, and mark it seen (its contents are in the thread)."""
+        page = self.store.receive(caller, limit=100)
+        if not page.records:
+            return ""
+        self.store.receive(caller, ack_cursor=page.cursor, limit=1)
+        # A task the adapter delivered as a turn's input is that turn, not news.
+        news = [r for r in page.records
+                if not (r["kind"] == "task" and self.store.interaction(r["record_id"])["state"] != "pending")]
+        return "; ".join(f"{KIND_NAMES[r['kind']]} from {self._path(r['sender'])}" for r in news)
+
+    def _path(self, ref: dict) -> str:
+        if not ref.get("agent_id"):
+            return ref["name"]
+        return self.store.agent(ref["agent_id"]).path or ref["name"]
+
+    async def list_agents(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        prefix = args.get("path_prefix") or collab.ROOT
+        rows = [a for a in self.store.agents() if a.path and (a.path == prefix or a.path.startswith(
+            prefix.rstrip("/") + "/"))]
+        return {"agents": [{"name": a.path, "status": a.status} for a in sorted(rows, key=lambda a: a.path)]}
+
+    async def interrupt_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        target = self._target(caller, args.get("target"))
+        if target.path == collab.ROOT:
+            raise PeerwireError(Code.NOT_AUTHORIZED, "the root cannot be interrupted through the tree")
+        if target.agent_id == caller.agent_id:
+            raise PeerwireError(Code.NOT_AUTHORIZED, "an agent cannot interrupt itself")
+        provider = self.ops.providers.get(target.provider)
+        if provider is None:
+            raise PeerwireError(Code.UNSUPPORTED, f"{target.path} has no provider that can be interrupted")
+        result = await provider.interrupt(target)
+        return {"previous_status": result["previous_status"]}
+
+    @staticmethod
+    def _body(args: dict) -> str:
+        message = args.get("message")
+        if not isinstance(message, str) or not message:
+            raise PeerwireError(Code.INVALID_ARGUMENT, "message must be a non-empty string")
+        return message

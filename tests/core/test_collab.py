@@ -1,0 +1,126 @@
+"""The collaboration profile over ``peerwire mcp serve --profile collab``, inert (no Codex).
+
+Spawning reserves capacity synchronously, so every limit is reachable without a
+provider: the children are reserved rows whose threads would start once the
+root has a live owner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from peerwire import collab
+from peerwire.contract import COLLAB_ORDER
+from peerwire.control import ControlClient
+from peerwire.home import HOME_ENV, SESSION_ENV
+
+SERVE = [sys.executable, "-m", "peerwire", "mcp", "serve", "--profile", "collab"]
+
+
+def _root(core):
+    out = ControlClient(core.home).call("register_agent", {"name": "lead", "provider": "codex",
+                                                           "collab_root": True})
+    return out["session_token"]
+
+
+def _calls(core, token, calls: list[tuple[str, dict]]) -> list[dict]:
+    env = {**os.environ, HOME_ENV: str(core.home.path), SESSION_ENV: token}
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}]
+    lines += [{"jsonrpc": "2.0", "id": i + 2, "method": "tools/call", "params": {"name": n, "arguments": a}}
+              for i, (n, a) in enumerate(calls)]
+    data = b"".join(json.dumps(l).encode() + b"\n" for l in lines)
+    done = subprocess.run(SERVE, input=data, env=env, capture_output=True, timeout=60)
+    by_id = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
+    return [by_id[i + 2]["result"] for i in range(len(calls))]
+
+
+def _error(result: dict) -> str | None:
+    return result["structuredContent"]["error"]["code"] if result["isError"] else None
+
+
+def test_tools_listed_are_the_collab_profile():
+    done = subprocess.run(SERVE, input=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n', capture_output=True,
+                          timeout=60, env={k: v for k, v in os.environ.items() if k != HOME_ENV})
+    tools = json.loads(done.stdout)["result"]["tools"]
+    assert [t["name"] for t in tools] == list(COLLAB_ORDER) == [
+        "spawn_agent", "send_message", "followup_task", "wait_agent", "list_agents", "interrupt_agent"]
+    wait = next(t for t in tools if t["name"] == "wait_agent")
+    assert wait["inputSchema"]["properties"]["timeout_ms"]["type"] == "number"
+
+
+def test_spawn_paths_and_capacity(core):
+    token = _root(core)
+    results = _calls(core, token, [("spawn_agent", {"task_name": f"w{i}", "message": "go"}) for i in range(5)]
+                     + [("list_agents", {}), ("list_agents", {"path_prefix": "/root/w1"})])
+    assert [r["structuredContent"] for r in results[:4]] == [{"task_name": f"/root/w{i}"} for i in range(4)]
+    assert _error(results[4]) == "limit_exceeded"  # 4 active children
+    assert "4 children are active" in results[4]["structuredContent"]["error"]["message"]
+    listed = results[5]["structuredContent"]["agents"]
+    assert [a["name"] for a in listed] == ["/root", "/root/w0", "/root/w1", "/root/w2", "/root/w3"]
+    assert all(a["status"] == "starting" for a in listed[1:])
+    assert [a["name"] for a in results[6]["structuredContent"]["agents"]] == ["/root/w1"]
+
+
+def test_depth_and_names(core):
+    token = _root(core)
+    # depth is checked on the path alone: a child of /root/a/b/c would be 4 levels down
+    assert collab.depth("/root/a/b/c") == collab.MAX_DEPTH
+    with pytest.raises(Exception) as info:
+        collab.child_path("/root/a/b/c", "d")
+    assert info.value.code.value == "limit_exceeded"
+    (bad_name, bad_fork) = _calls(core, token, [
+        ("spawn_agent", {"task_name": "Bad Name", "message": "x"}),
+        ("spawn_agent", {"task_name": "x", "message": "x", "fork_turns": "0"})])
+    assert _error(bad_name) == "invalid_argument" and _error(bad_fork) == "invalid_argument"
+
+
+def test_interrupt_refuses_root_and_self_and_wait_bounds(core):
+    token = _root(core)
+    out = _calls(core, token, [
+        ("interrupt_agent", {"target": "/root"}),
+        ("wait_agent", {"timeout_ms": 3_600_001}),
+        ("send_message", {"target": "/root/nobody", "message": "x"}),
+        ("send_message", {"target": "lead", "message": "x"}),
+        ("send_message", {"target": "/root", "message": "note to self"}),
+    ])
+    assert _error(out[0]) == "not_authorized"
+    assert _error(out[1]) == "invalid_argument"
+    assert _error(out[2]) == "unknown_target"
+    assert _error(out[3]) == "invalid_argument"
+    assert out[4]["isError"] is False and out[4]["structuredContent"] == {} and out[4]["content"] == []
+
+
+def test_wait_is_clamped_up_to_ten_seconds():
+    assert collab.wait_timeout_ms(None) == 30_000
+    assert collab.wait_timeout_ms(0) == 10_000
+    assert collab.wait_timeout_ms(12_345.6) == 12_345
+    with pytest.raises(Exception):
+        collab.wait_timeout_ms(3_600_001)
+
+
+def test_non_tree_agent_is_refused(core):
+    plain = core.register("plain")
+    (out,) = _calls(core, plain.token, [("list_agents", {})])
+    assert _error(out) == "not_authorized"
+
+
+def test_history_keeps_only_completed_call_pairs():
+    turns = [
+        {"items": [{"type": "userMessage", "content": [{"type": "text", "text": "first"}]},
+                   {"type": "agentMessage", "text": "ok"}]},
+        {"items": [{"type": "userMessage", "content": [{"type": "text", "text": "second"}]},
+                   {"type": "mcpToolCall", "id": "c1", "server": "peerwire", "tool": "list_agents",
+                    "arguments": {}, "status": "completed", "result": {"agents": []}},
+                   {"type": "mcpToolCall", "id": "c2", "server": "peerwire", "tool": "spawn_agent",
+                    "arguments": {"task_name": "x"}, "status": "inProgress", "result": None}]},
+    ]
+    items = collab.history_items(turns, 1)
+    assert [i.get("role") or i["type"] for i in items] == ["user", "function_call", "function_call_output"]
+    assert [i["call_id"] for i in items if "call_id" in i] == ["c1", "c1"]
+    assert len(collab.history_items(turns, "all")) == 5
+    assert collab.history_items(turns, "none") == []
