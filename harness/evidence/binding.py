@@ -1,0 +1,308 @@
+"""Binding the core's interaction records to the Codex rollouts that produced them.
+
+A record an agent created through a tool (``send_message``, ``followup_task``,
+``reply``) carries the tool receipt peerwire took from Codex's ``tools/call``
+metadata: ``call_id``, ``thread_id``, ``turn_id``, ``model``. Its binding is the
+``function_call`` with that ``call_id`` in the sender's rollout, checked against the
+receipt: same thread, same turn, the tool its kind implies.
+
+A record peerwire published itself — a reply built from a bound turn's outcome, a
+blocked/failed notice — has no receipt. It binds to the provider binding row
+(request, claim, generation, thread, turn) named by its evidence, and through it
+to the turn in the recipient's rollout.
+
+A task additionally lists its deliveries: every provider binding of its request.
+Whatever cannot be matched is returned with an explicit ``unbound`` reason; nothing
+is guessed from similar text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from peerwire import envelope
+
+from .rollouts import UNVERIFIED, Location, RolloutIndex, Turn
+
+TOOL_OF_KIND = {"information": "send_message", "task": "followup_task", "reply": "reply"}
+"""The messaging tool that creates each kind of record."""
+
+
+@dataclass(frozen=True)
+class TurnBinding:
+    """A provider binding row of a request, resolved to a rollout turn.
+
+    ``via`` is how the provider admitted the task (``turn/start`` or
+    ``turn/steer``) as the ``provider_accepted`` evidence row records it.
+    ``unbound`` says why the turn could not be found in any rollout.
+    """
+
+    binding_id: str
+    request_id: str
+    agent: str | None
+    agent_id: str
+    generation: int | None
+    thread_id: str
+    turn_id: str | None
+    state: str
+    via: str | None = None
+    model: str = UNVERIFIED
+    effort: str = UNVERIFIED
+    turn_status: str | None = None
+    started: str | None = None
+    ended: str | None = None
+    final: str | None = None
+    unbound: str | None = None
+
+
+@dataclass(frozen=True)
+class EvidenceBinding:
+    """One interaction record bound to an agent, thread, turn and rollout lines.
+
+    ``source`` is ``tool_call`` (bound through the record's tool receipt),
+    ``provider_binding`` (bound through a binding row) or ``None`` when unbound.
+    ``call``/``output`` are the ``function_call`` and ``function_call_output``
+    lines (``file:line``); ``final`` is, for records published from a turn
+    outcome, the line of the turn's final answer, or where the turn ended when it
+    has none (interrupted, failed). ``delivered`` lists where the record surfaced
+    in the recipient's rollouts: its envelope in a message item (inject, turn
+    start or steer) or its record id in a tool output (``receive_messages``).
+    ``notes`` list disagreements that do not break the binding (e.g. the
+    receipt's model differs from the rollout's).
+    """
+
+    interaction_id: str
+    kind: str
+    request_id: str | None
+    sender: str
+    recipient: str
+    source: str | None
+    agent: str | None = None
+    agent_id: str | None = None
+    thread_id: str | None = None
+    turn_id: str | None = None
+    call_id: str | None = None
+    tool: str | None = None
+    call: str | None = None
+    output: str | None = None
+    final: str | None = None
+    binding_id: str | None = None
+    model: str = UNVERIFIED
+    effort: str = UNVERIFIED
+    turn_status: str | None = None
+    deliveries: tuple[TurnBinding, ...] = ()
+    delivered: tuple[str, ...] = ()
+    unbound: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def bound(self) -> bool:
+        return self.unbound is None
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["deliveries"] = [asdict(d) for d in self.deliveries]
+        out["delivered"] = list(self.delivered)
+        out["notes"] = list(self.notes)
+        return out
+
+
+@dataclass
+class _Core:
+    """The parts of a core dump binding needs, with JSON columns decoded."""
+
+    agents: dict[str, dict[str, Any]]
+    interactions: list[dict[str, Any]]
+    evidence: dict[str, list[dict[str, Any]]]
+    bindings: list[dict[str, Any]]
+    thread_agents: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, dump: Mapping[str, Any], thread_agents: Mapping[str, str]) -> "_Core":
+        agents = {a["agent_id"]: dict(a) for a in dump.get("agents", [])}
+        interactions = sorted((dict(r) for r in dump.get("interactions", [])), key=lambda r: r.get("seq") or 0)
+        for row in interactions:
+            row["tool_receipt"] = decode(row.get("tool_receipt"))
+        evidence: dict[str, list[dict[str, Any]]] = {}
+        for row in sorted(dump.get("evidence", []), key=lambda r: r.get("evidence_id") or 0):
+            evidence.setdefault(row["interaction_id"], []).append({**row, "detail": decode(row.get("detail")) or {}})
+        bindings = sorted((dict(b) for b in dump.get("bindings", [])), key=lambda b: b.get("created_at") or "")
+        threads: dict[str, str] = {}
+        for agent in agents.values():
+            if agent.get("provider_session_id"):
+                threads[agent["provider_session_id"]] = agent["name"]
+        for binding in bindings:
+            if binding["agent_id"] in agents:
+                threads.setdefault(binding["thread_id"], agents[binding["agent_id"]]["name"])
+        for row in interactions:
+            receipt = row["tool_receipt"] or {}
+            if receipt.get("thread_id") and row.get("sender_name"):
+                threads.setdefault(receipt["thread_id"], row["sender_name"])
+        threads.update(thread_agents)
+        return cls(agents, interactions, evidence, bindings, threads)
+
+    def name(self, agent_id: str | None) -> str | None:
+        agent = self.agents.get(agent_id or "")
+        return agent["name"] if agent else None
+
+    def stage(self, interaction_id: str, stage: str) -> list[dict[str, Any]]:
+        return [e for e in self.evidence.get(interaction_id, []) if e["stage"] == stage]
+
+
+def decode(value: Any) -> Any:
+    """A JSON column as stored (text) or already decoded; ``None`` stays ``None``."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def bind_records(dump: Mapping[str, Any], index: RolloutIndex, *,
+                 thread_agents: Mapping[str, str] | None = None) -> list[EvidenceBinding]:
+    """Bind every interaction of a core dump (``Store.dump()``), in ``seq`` order.
+
+    ``thread_agents`` (thread id -> agent name) adds what the dump cannot know,
+    e.g. threads of earlier generations; it wins over what the dump implies. A
+    record whose receipt names a thread of another agent than its sender is
+    unbound, as is a receipt whose call is missing from the rollouts or recorded
+    in another thread or turn than the receipt says.
+    """
+    core = _Core.of(dump, thread_agents or {})
+    return [replace(_bind(row, core, index), delivered=_delivered(row, core, index)) for row in core.interactions]
+
+
+def _delivered(row: dict[str, Any], core: _Core, index: RolloutIndex) -> tuple[str, ...]:
+    threads = [t for t, name in core.thread_agents.items() if name == row.get("recipient_name")]
+    envelope_text = envelope.render(_record_view(row))
+    found: set[Location] = set()
+    for thread_id in threads:
+        found.update(o.at for o in index.occurrences(envelope_text, thread_id=thread_id,
+                                                     record_types=("response_item",))
+                     if o.payload_type == "message")
+        found.update(o.at for o in index.occurrences(row["interaction_id"], thread_id=thread_id,
+                                                     record_types=("response_item",))
+                     if o.payload_type == "function_call_output")
+    return tuple(str(at) for at in sorted(found))
+
+
+def _record_view(row: dict[str, Any]) -> dict[str, Any]:
+    # The fields envelope.render reads, as peerwire.store.record_view names them.
+    view: dict[str, Any] = {"kind": row["kind"], "body": row.get("body") or "",
+                            "sender": {"agent_id": row.get("sender_id"), "name": row.get("sender_name")}}
+    for column, key in (("request_id", "request_id"), ("reply_status", "status"), ("notice_code", "code")):
+        if row.get(column):
+            view[key] = row[column]
+    return view
+
+
+def _bind(row: dict[str, Any], core: _Core, index: RolloutIndex) -> EvidenceBinding:
+    base = dict(interaction_id=row["interaction_id"], kind=row["kind"], request_id=row.get("request_id"),
+                sender=row.get("sender_name") or "", recipient=row.get("recipient_name") or "")
+    deliveries = _deliveries(row, core, index) if row["kind"] == "task" else ()
+    if row.get("tool_receipt"):
+        return _bind_tool_call(row, core, index, base, deliveries)
+    admitted = (core.stage(row["interaction_id"], "admitted") or [{"detail": {}}])[0]["detail"]
+    binding_id = admitted.get("binding_id")
+    if binding_id is None and row["kind"] == "notice" and row.get("request_id"):
+        candidates = [b for b in core.bindings if b["request_id"] == row["request_id"]]
+        binding_id = candidates[-1]["binding_id"] if candidates else None
+    if binding_id is not None:
+        return _bind_provider(row, core, index, base, deliveries, binding_id)
+    if row["kind"] == "notice":
+        reason = (f"peerwire notice about {row['request_id']} with no provider binding (nothing reached a turn)"
+                  if row.get("request_id") else "peerwire notice not tied to a tool call or a provider turn")
+    else:
+        reason = "no tool receipt: created outside an MCP tool call (operator or CLI)"
+    return EvidenceBinding(**base, source=None, deliveries=deliveries, unbound=reason)
+
+
+def _bind_tool_call(row: dict[str, Any], core: _Core, index: RolloutIndex, base: dict[str, Any],
+                    deliveries: tuple[TurnBinding, ...]) -> EvidenceBinding:
+    receipt = row["tool_receipt"]
+    call_id, thread_id, turn_id = receipt.get("call_id"), receipt.get("thread_id"), receipt.get("turn_id")
+    known = dict(base, source=None, agent=row.get("sender_name"), agent_id=row.get("sender_id"),
+                 thread_id=thread_id, turn_id=turn_id, call_id=call_id, deliveries=deliveries)
+    if not call_id:
+        return EvidenceBinding(**known, unbound="tool receipt has no call_id")
+    owner = core.thread_agents.get(thread_id or "")
+    if owner is not None and owner != row.get("sender_name"):
+        return EvidenceBinding(**known, unbound=f"receipt thread {thread_id} belongs to {owner}, "
+                                                f"not the sender {row.get('sender_name')}")
+    call = index.call(call_id)
+    if call is None:
+        return EvidenceBinding(**known, unbound=f"no rollout records call {call_id}")
+    if thread_id and call.thread_id != thread_id:
+        return EvidenceBinding(**known, unbound=f"call {call_id} is in thread {call.thread_id}, "
+                                                f"the receipt says {thread_id}")
+    if turn_id and call.turn_id != turn_id:
+        return EvidenceBinding(**known, unbound=f"call {call_id} is in turn {call.turn_id}, "
+                                                f"the receipt says {turn_id}")
+    expected = TOOL_OF_KIND.get(row["kind"])
+    if expected and call.name != expected:
+        return EvidenceBinding(**known, unbound=f"call {call_id} is {call.tool}, a {row['kind']} comes "
+                                                f"from {expected}")
+    turn = index.turn(call.thread_id, call.turn_id) if call.turn_id else None
+    notes = []
+    model = turn.model if turn else UNVERIFIED
+    if receipt.get("model") and model != UNVERIFIED and receipt["model"] != model:
+        notes.append(f"receipt model {receipt['model']} differs from the rollout's {model}")
+    if call.output_at is None:
+        notes.append("the rollout has no output for this call")
+    known.update(source="tool_call", thread_id=call.thread_id, turn_id=call.turn_id, tool=call.tool,
+                 call=str(call.call), output=_loc(call.output_at), model=model,
+                 effort=turn.effort if turn else UNVERIFIED, turn_status=turn.status if turn else None)
+    return EvidenceBinding(**known, notes=tuple(notes))
+
+
+def _bind_provider(row: dict[str, Any], core: _Core, index: RolloutIndex, base: dict[str, Any],
+                   deliveries: tuple[TurnBinding, ...], binding_id: str) -> EvidenceBinding:
+    binding = next((b for b in core.bindings if b["binding_id"] == binding_id), None)
+    if binding is None:
+        return EvidenceBinding(**base, source=None, binding_id=binding_id, deliveries=deliveries,
+                               unbound=f"evidence names binding {binding_id}, which the dump does not have")
+    resolved = _turn_binding(binding, core, index)
+    fields = dict(base, binding_id=binding_id, agent=resolved.agent, agent_id=resolved.agent_id,
+                  thread_id=resolved.thread_id, turn_id=resolved.turn_id, model=resolved.model,
+                  effort=resolved.effort, turn_status=resolved.turn_status, final=resolved.final or resolved.ended,
+                  deliveries=deliveries)
+    if resolved.unbound:
+        return EvidenceBinding(**fields, source=None, unbound=resolved.unbound)
+    return EvidenceBinding(**fields, source="provider_binding")
+
+
+def _deliveries(row: dict[str, Any], core: _Core, index: RolloutIndex) -> tuple[TurnBinding, ...]:
+    return tuple(_turn_binding(b, core, index) for b in core.bindings if b["request_id"] == row.get("request_id"))
+
+
+def _turn_binding(binding: dict[str, Any], core: _Core, index: RolloutIndex) -> TurnBinding:
+    task = next((r for r in core.interactions
+                 if r["kind"] == "task" and r.get("request_id") == binding["request_id"]), None)
+    via = None
+    if task is not None:
+        for accepted in core.stage(task["interaction_id"], "provider_accepted"):
+            if accepted["detail"].get("binding_id") == binding["binding_id"]:
+                via = accepted["detail"].get("via")
+    outcome = decode(binding.get("outcome")) or {}
+    fields: dict[str, Any] = dict(
+        binding_id=binding["binding_id"], request_id=binding["request_id"], agent=core.name(binding["agent_id"]),
+        agent_id=binding["agent_id"], generation=binding.get("generation"), thread_id=binding["thread_id"],
+        turn_id=binding.get("turn_id"), state=binding["state"], via=via)
+    turn: Turn | None = index.turn(binding["thread_id"], binding["turn_id"]) if binding.get("turn_id") else None
+    if turn is None:
+        where = "no turn id" if not binding.get("turn_id") else f"turn {binding['turn_id']} is in no rollout"
+        return TurnBinding(**fields, unbound=f"binding {binding['binding_id']}: {where}")
+    final = None
+    if isinstance(outcome, dict) and outcome.get("final_item_id"):
+        message = index.message(outcome["final_item_id"])
+        final = str(message.at) if message else None
+    return TurnBinding(**fields, model=turn.model, effort=turn.effort, turn_status=turn.status,
+                       started=_loc(turn.started), ended=_loc(turn.ended), final=final)
+
+
+def _loc(at: Location | None) -> str | None:
+    return str(at) if at is not None else None

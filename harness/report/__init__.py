@@ -1,0 +1,26 @@
+"""Private run reports: ``write_report(out_dir, run, artifacts_root)`` and ``load_report(path)``.
+
+``run`` is what the acceptance runner hands over::
+
+    {"run_id", "started_at", "finished_at", "codex_version", "provider",
+     "scenarios": [{"name", "mode", "description", "passed", "wall_s",
+                    "phases": [{"name", "s"}],
+                    "agents": {name: {"agent_id", "thread_ids": [...], "generations": [...]}},
+                    "inputs": {"prompts": {agent: [text, ...]}},
+                    "outputs": {agent: [final text, ...]},
+                    "checks": [{"id", "verdict": "pass" | "fail", "summary",
+                                "evidence": {"records": [ids], "rollout": ["rollouts/B/<file>:<line>"],
+                                             "model_requests": [seq, ...],
+                                             "appserver": ["appserver/<file>:<line>"]}}],
+                    "artifacts_dir": "<scenario>/"}]}
+
+and ``artifacts_root/<artifacts_dir>`` holds ``core-dump.json``,
+``model-requests.jsonl``, ``appserver/*.jsonl`` and ``rollouts/<agent>/*.jsonl``.
+"""
+
+from .secrets import Finding, SecretScan
+from .sequence import SequenceDiagram
+from .writer import ReportError, load_report, report_schema, validate_report, write_report
+
+__all__ = ["Finding", "ReportError", "SecretScan", "SequenceDiagram", "load_report", "report_schema", "validate_report",
+           "write_report"]

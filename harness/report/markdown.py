@@ -1,0 +1,123 @@
+"""``report.md``: the human-readable face of ``report.json`` (rendered from it alone)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_BACKTICKS = re.compile(r"`+")
+
+
+def render(report: dict[str, Any]) -> str:
+    """Markdown for a validated report dict. Texts are shown verbatim inside fences."""
+    run = report["run"]
+    totals = run["totals"]
+    out = [
+        f"# peerwire acceptance report {run['run_id']}",
+        "",
+        f"- Result: **{'PASSED' if run['passed'] else 'FAILED'}** — {totals['scenarios']} scenarios "
+        f"({totals['scenarios_failed']} failed), {totals['checks']} checks ({totals['checks_failed']} failed)",
+        f"- Started {run['started_at']}, finished {run['finished_at']}",
+        f"- Codex version: {run['codex_version']}; provider: {_provider(run['provider'])}",
+        f"- {report['counting']}",
+        "",
+    ]
+    for scenario in report["scenarios"]:
+        out.extend(_scenario(scenario))
+    out.extend(_artifacts(report))
+    out.extend(_secret_scan(report["secret_scan"]))
+    return "\n".join(out) + "\n"
+
+
+def _provider(provider: Any) -> str:
+    if isinstance(provider, dict):
+        return ", ".join(f"{k}={v}" for k, v in provider.items())
+    return str(provider)
+
+
+def _scenario(s: dict[str, Any]) -> list[str]:
+    out = [f"## Scenario `{s['name']}` — {'pass' if s['passed'] else 'FAIL'}", ""]
+    if s.get("description"):
+        out += [s["description"], ""]
+    phases = ", ".join(f"{p['name']} {p['s']:.2f}s" for p in s["phases"])
+    wall = f"{s['wall_s']:.2f}s" if isinstance(s.get("wall_s"), (int, float)) else "n/a"
+    out += [f"Mode: {s.get('mode')}; wall time {wall}" + (f" ({phases})" if phases else ""),
+            f"Artifacts: `{s['artifacts_dir']}`", ""]
+    out += ["### Checks", "", "| check | verdict | summary | evidence |", "|---|---|---|---|"]
+    for check in s["checks"]:
+        evidence = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in check["evidence"].items() if v)
+        if check["evidence_problems"]:
+            evidence += " — **missing:** " + "; ".join(check["evidence_problems"])
+        out.append(f"| `{check['id']}` | {'pass' if check['verdict'] == 'pass' else '**FAIL**'} | "
+                   f"{_cell(check['summary'])} | {_cell(evidence)} |")
+    out += ["", "### Agents", "", "| agent | agent id | threads | model | reasoning effort | Codex |",
+            "|---|---|---|---|---|---|"]
+    for name, agent in s["agents"].items():
+        out.append(f"| {name} | `{agent['agent_id']}` | {', '.join(f'`{t}`' for t in agent['thread_ids'])} | "
+                   f"{', '.join(agent['models']) or 'unverified'} | {', '.join(agent['efforts']) or 'unverified'} | "
+                   f"{', '.join(agent['codex_versions'])} |")
+    out += ["", "Model and effort come from the rollouts' turn contexts; `unverified` means a turn did not "
+            "record it.", ""]
+    out += ["### Inputs (exact)", ""]
+    for item in s["inputs"]:
+        out += _text_block(f"{item['agent']} prompt {item['index'] + 1}", item)
+    out += ["### Visible outputs", ""]
+    for item in s["outputs"]:
+        out += _text_block(f"{item['agent']} output {item['index'] + 1}", item)
+    out += ["### Records", "", "| record | kind | from → to | request | status | characters | words |",
+            "|---|---|---|---|---|---|---|"]
+    for r in s["records"]:
+        out.append(f"| `{r['interaction_id']}` | {r['kind']} | {r['sender']} → {r['recipient']} | "
+                   f"{r['request_id'] or ''} | {r['status'] or r['code'] or r['state'] or ''} | {r['characters']} | "
+                   f"{r['words']} |")
+    out += ["", "### Evidence bindings", "",
+            f"{s['binding_summary']['bound']} bound, {s['binding_summary']['unbound']} unbound.", "",
+            "| record | via | agent | turn | call | rollout | model / effort |", "|---|---|---|---|---|---|---|"]
+    for b in s["bindings"]:
+        via = b["source"] or f"**unbound**: {b['unbound']}"
+        where = b["call"] or b["final"] or ""
+        out.append(f"| `{b['interaction_id']}` | {_cell(via)} | {b['agent'] or ''} | `{b['turn_id'] or ''}` | "
+                   f"`{b['call_id'] or ''}` | {_cell(where)} | {b['model']} / {b['effort']} |")
+    out += ["", "### Tool schema each model saw", ""]
+    for seen in s["tool_schemas"]:
+        out.append(f"- {seen['agent']}: `{seen['namespace']}` with {', '.join(seen['tool_names'])} "
+                   f"(sha256 `{seen['sha256'][:16]}…`, requests {', '.join(map(str, seen['requests']))}); "
+                   "full schema in report.json")
+    if s["requests_without_peerwire_tools"]:
+        out.append(f"- requests without the namespace: {', '.join(map(str, s['requests_without_peerwire_tools']))}")
+    out += ["", "### Sequence", "", "```mermaid", s["sequence_diagram"].rstrip("\n"), "```", ""]
+    if s["problems"]:
+        out += ["### Problems", ""] + [f"- {_cell(p)}" for p in s["problems"]] + [""]
+    return out
+
+
+def _text_block(title: str, item: dict[str, Any]) -> list[str]:
+    where = ", ".join(item["rollout"]) or "not found in the rollouts"
+    # A fence longer than any run of backticks in the text, so the text cannot close it.
+    fence = "`" * max(3, 1 + max((len(m) for m in _BACKTICKS.findall(item["text"])), default=0))
+    return [f"**{title}** — {item['characters']} characters, {item['words']} words; rollout: {where}", "",
+            fence + "text", item["text"], fence, ""]
+
+
+def _artifacts(report: dict[str, Any]) -> list[str]:
+    out = ["## Artifacts", "", "| file | bytes | SHA-256 |", "|---|---|---|"]
+    out += [f"| `{a['path']}` | {a['bytes']} | `{a['sha256']}` |" for a in report["artifacts"]]
+    if report["excluded"]:
+        out += ["", "Not copied: " + ", ".join(f"`{p}`" for p in report["excluded"])]
+    return out + [""]
+
+
+def _secret_scan(scan: dict[str, Any]) -> list[str]:
+    out = ["## Secret scan", "",
+           f"Searched for {len(scan['scanned'])} values by name: {', '.join(scan['scanned']) or 'none'}.",
+           f"Clean after redaction: {'yes' if scan['clean'] else '**no**'}.", ""]
+    if scan["findings"]:
+        out += ["| secret | where | occurrences (redacted) |", "|---|---|---|"]
+        out += [f"| {f['name']} | `{f['location']}` | {f['occurrences']} |" for f in scan["findings"]]
+    else:
+        out.append("No secret value was found.")
+    return out + [""]
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")

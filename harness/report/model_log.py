@@ -1,0 +1,133 @@
+"""The scripted model's request log, read back for a report.
+
+One JSON object a line (see ``harness.scripted_model``): ``request`` (seq, agent,
+path, headers without credentials, body as Codex sent it), ``response`` (seq, rule,
+outcome, emitted items, error) and ``release`` records. The report takes from it
+the tool schema each model was actually offered — the ``tools`` entry of type
+``namespace`` named ``mcp__peerwire`` in each request body — and a per-request
+summary (agent, matched rule, outcome).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PEERWIRE_NAMESPACE = "mcp__peerwire"
+
+
+@dataclass
+class ModelRequest:
+    """One model request and its answer (``rule``/``outcome`` ``None`` until answered)."""
+
+    seq: int
+    agent: str | None
+    line: int
+    body: dict[str, Any]
+    rule: str | None = None
+    outcome: str | None = None
+    error: str | None = None
+    response_line: int | None = None
+
+    def namespace(self, name: str = PEERWIRE_NAMESPACE) -> dict[str, Any] | None:
+        """The ``tools`` entry of namespace ``name``, or ``None`` when the model was not offered it."""
+        for tool in self.body.get("tools") or []:
+            if isinstance(tool, dict) and tool.get("type") == "namespace" and tool.get("name") == name:
+                return tool
+        return None
+
+
+@dataclass
+class ToolSchemaSeen:
+    """One distinct version of a namespace's tools as an agent's model saw it."""
+
+    agent: str
+    namespace: str
+    sha256: str
+    tools: list[dict[str, Any]]
+    requests: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"agent": self.agent, "namespace": self.namespace, "sha256": self.sha256,
+                "tool_names": [t.get("name") for t in self.tools], "tools": self.tools,
+                "requests": self.requests}
+
+
+class ModelRequestLog:
+    """The requests of one scripted-model log file, by sequence number."""
+
+    def __init__(self, requests: list[ModelRequest], problems: list[str]):
+        self.requests = requests
+        self.problems = problems
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "ModelRequestLog":
+        """Read a log; a missing file is an empty log, unreadable lines become ``problems``."""
+        path = Path(path)
+        if not path.exists():
+            return cls([], [f"{path.name}: missing"])
+        requests: dict[int, ModelRequest] = {}
+        problems: list[str] = []
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    problems.append(f"{path.name}:{number}: not JSON")
+                    continue
+                event, seq = record.get("event"), record.get("seq")
+                if event == "request" and isinstance(seq, int):
+                    body = record.get("body") if isinstance(record.get("body"), dict) else {}
+                    requests[seq] = ModelRequest(seq, record.get("agent"), number, body)
+                elif event == "response" and seq in requests:
+                    request = requests[seq]
+                    request.rule, request.outcome = record.get("rule"), record.get("outcome")
+                    request.error, request.response_line = record.get("error"), number
+        return cls(sorted(requests.values(), key=lambda r: r.seq), problems)
+
+    def agents(self) -> list[str]:
+        return sorted({r.agent for r in self.requests if r.agent})
+
+    def tool_schemas(self, namespace: str = PEERWIRE_NAMESPACE) -> list[ToolSchemaSeen]:
+        """Each distinct ``namespace`` tool list per agent, with the requests that carried it.
+
+        Requests without the namespace are not listed here; see
+        :meth:`requests_without`.
+        """
+        seen: dict[tuple[str, str], ToolSchemaSeen] = {}
+        for request in self.requests:
+            entry = request.namespace(namespace)
+            if entry is None or not request.agent:
+                continue
+            tools = list(entry.get("tools") or [])
+            digest = hashlib.sha256(json.dumps(tools, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+            key = (request.agent, digest)
+            if key not in seen:
+                seen[key] = ToolSchemaSeen(request.agent, namespace, digest, tools)
+            seen[key].requests.append(request.seq)
+        return list(seen.values())
+
+    def requests_without(self, namespace: str = PEERWIRE_NAMESPACE) -> list[int]:
+        """Sequence numbers of requests whose model was not offered ``namespace``."""
+        return [r.seq for r in self.requests if r.namespace(namespace) is None]
+
+    def reasoning(self, agent: str) -> list[dict[str, Any]]:
+        """The distinct ``model`` and ``reasoning`` values the agent's requests carried."""
+        out: list[dict[str, Any]] = []
+        for request in self.requests:
+            if request.agent != agent:
+                continue
+            value = {"model": request.body.get("model"), "reasoning": request.body.get("reasoning")}
+            if value not in out:
+                out.append(value)
+        return out
+
+    def summary(self) -> list[dict[str, Any]]:
+        return [{"seq": r.seq, "agent": r.agent, "rule": r.rule, "outcome": r.outcome, "error": r.error,
+                 "line": r.line} for r in self.requests]

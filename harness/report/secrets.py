@@ -1,0 +1,159 @@
+"""The secret scan: no credential from the environment or an auth home may stay in a report.
+
+Secrets come from three places:
+
+* environment variables whose names look secret (``*KEY*``, ``*TOKEN*``,
+  ``*SECRET*``, ``*PASSWORD*``, ``*PASSWD*``, ``*CREDENTIAL*``, ``*AUTH*``,
+  ``*COOKIE*``, ``*SESSION_ID*`` — the last is how peerwire hands an agent its
+  session token);
+* every string value of ``auth.json`` in an authorized Codex home (only when a
+  real provider was used: the runner passes the home);
+* extra named values the caller knows, e.g. the peerwire session tokens it
+  projected into the agents' ``config.toml`` files.
+
+Values shorter than :data:`MIN_SECRET_CHARS` are ignored: they would match
+ordinary text and cannot be told from it. Each value is searched raw and in its
+JSON-escaped forms, so a secret inside a JSON string is found too. A finding is
+replaced in place by ``[redacted:<NAME>]`` and reported by name, never by value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MIN_SECRET_CHARS = 8
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION_ID", re.IGNORECASE)
+AUTH_FILE = "auth.json"
+
+
+def placeholder(name: str) -> str:
+    return f"[redacted:{name}]"
+
+
+@dataclass
+class Finding:
+    """Where the value of one named secret was found (and redacted)."""
+
+    name: str
+    location: str
+    occurrences: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "location": self.location, "occurrences": self.occurrences}
+
+
+@dataclass
+class SecretScan:
+    """Named secret values to keep out of a report.
+
+    Longer values are redacted first, so a secret that contains another one is
+    replaced whole.
+    """
+
+    secrets: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def collect(cls, environ: Mapping[str, str] | None = None, *, auth_home: str | os.PathLike[str] | None = None,
+                extra: Mapping[str, str] | None = None) -> "SecretScan":
+        """Secrets from ``environ`` (default ``os.environ``), ``auth_home``/auth.json and ``extra``.
+
+        An unreadable or non-JSON auth file is scanned as one secret (its whole
+        text), so it can never leak unnoticed.
+        """
+        found: dict[str, str] = {}
+        for name, value in (os.environ if environ is None else environ).items():
+            if SECRET_NAME.search(name):
+                found[name] = value
+        if auth_home is not None:
+            found.update(_auth_values(Path(auth_home) / AUTH_FILE))
+        found.update(extra or {})
+        return cls({name: value for name, value in found.items() if len(value) >= MIN_SECRET_CHARS})
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.secrets)
+
+    def _patterns(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for name, value in sorted(self.secrets.items(), key=lambda kv: -len(kv[1])):
+            for form in dict.fromkeys([value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]):
+                out.append((name, form))
+        return out
+
+    def redact_text(self, text: str, location: str, findings: list[Finding]) -> str:
+        """``text`` with every secret replaced; appends a :class:`Finding` per secret found."""
+        counts: dict[str, int] = {}
+        for name, form in self._patterns():
+            hits = text.count(form)
+            if hits:
+                text = text.replace(form, placeholder(name))
+                counts[name] = counts.get(name, 0) + hits
+        findings.extend(Finding(name, location, n) for name, n in sorted(counts.items()))
+        return text
+
+    def redact_value(self, value: Any, location: str, findings: list[Finding]) -> Any:
+        """A JSON-like value with secrets replaced in every string, keys included."""
+        if isinstance(value, str):
+            return self.redact_text(value, location, findings)
+        if isinstance(value, list):
+            return [self.redact_value(v, location, findings) for v in value]
+        if isinstance(value, dict):
+            return {self.redact_text(str(k), location, findings): self.redact_value(v, location, findings)
+                    for k, v in value.items()}
+        return value
+
+    def redact_file(self, path: Path, location: str) -> list[Finding]:
+        """Redact one file in place (text as UTF-8, anything else byte-wise); keeps its mode."""
+        findings: list[Finding] = []
+        data = path.read_bytes()
+        counts: dict[str, int] = {}
+        for name, form in self._patterns():
+            needle = form.encode("utf-8")
+            hits = data.count(needle)
+            if hits:
+                data = data.replace(needle, placeholder(name).encode("utf-8"))
+                counts[name] = counts.get(name, 0) + hits
+        if counts:
+            mode = path.stat().st_mode & 0o777
+            path.write_bytes(data)
+            path.chmod(mode)
+        findings.extend(Finding(name, location, n) for name, n in sorted(counts.items()))
+        return findings
+
+    def redact_tree(self, root: Path, files: Iterable[Path] | None = None) -> list[Finding]:
+        """Redact every file under ``root`` (or just ``files``); locations are relative to ``root``."""
+        findings: list[Finding] = []
+        targets = sorted(files) if files is not None else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in targets:
+            findings.extend(self.redact_file(path, path.relative_to(root).as_posix()))
+        return findings
+
+
+def _auth_values(path: Path) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return {AUTH_FILE: text.strip()}
+    out: dict[str, str] = {}
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, str):
+            out[f"{AUTH_FILE}:{where}"] = value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{where}.{key}" if where else str(key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{where}.{i}")
+
+    walk(document, "")
+    return out

@@ -1,0 +1,290 @@
+"""A Mermaid ``sequenceDiagram`` of one exchange, rebuilt from what was recorded.
+
+Participants: the first agent, ``core`` (the messaging core), ``adapter`` (its
+Codex provider adapter), then the other agents. Steps come from
+
+* the core dump's evidence rows: admission of each record (send, followup, reply,
+  notice), dispatch claims, ``turn/start`` / ``turn/steer`` acceptance, released
+  claims, uncertainty, a bound turn's captured outcome and its publication,
+  ``thread/inject_items`` delivery and receipt through ``receive_messages``;
+* the rollouts, for what leaves no record in the core: operator prompts that
+  start a turn, ``wait_agent`` and ``interrupt_agent`` calls, and the end of
+  turns no binding covers.
+
+Steps are ordered by their timestamps (evidence ``at``, rollout ``timestamp``),
+ties kept in source order. Message texts are shortened and escaped so a body can
+never break the diagram's syntax.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from harness.evidence.binding import decode
+from harness.evidence.rollouts import RolloutIndex, parse_time
+
+LABEL_CHARS = 48
+CORE, ADAPTER = "core", "adapter"
+_EPOCH = datetime.min.replace(tzinfo=timezone.utc)
+_SAFE_ID = re.compile(r"[^A-Za-z0-9_]")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One arrow or note. ``arrow`` is a Mermaid arrow (``->>``, ``-->>``) or ``note``."""
+
+    at: datetime | None
+    order: int
+    source: str
+    actor: str
+    target: str
+    arrow: str
+    text: str
+
+    def mermaid(self, ids: Mapping[str, str]) -> str:
+        if self.arrow == "note":
+            over = ids[self.actor] if self.actor == self.target else f"{ids[self.actor]},{ids[self.target]}"
+            return f"    Note over {over}: {escape(self.text)}"
+        return f"    {ids[self.actor]}{self.arrow}{ids[self.target]}: {escape(self.text)}"
+
+
+class SequenceDiagram:
+    """The steps of one scenario's exchange; :meth:`mermaid` renders them."""
+
+    def __init__(self, participants: Sequence[str], steps: list[Step]):
+        self.participants = list(participants)
+        self.steps = sorted(steps, key=lambda s: (s.at or _EPOCH, s.order))
+
+    @classmethod
+    def build(cls, dump: Mapping[str, Any], *, agents: Sequence[str], index: RolloutIndex | None = None,
+              thread_agents: Mapping[str, str] | None = None) -> "SequenceDiagram":
+        """Steps from a core dump (``Store.dump()``) and, when given, the rollouts.
+
+        ``agents`` orders the agent participants (the first is drawn left of the
+        core); agents that appear in the dump but not in ``agents`` are added after
+        them. ``thread_agents`` maps rollout threads to agent names; without it no
+        rollout step is drawn.
+        """
+        builder = _Builder(dump, list(agents))
+        builder.from_evidence()
+        if index is not None and thread_agents:
+            builder.from_rollouts(index, thread_agents)
+        names = builder.agent_order()
+        participants = [*names[:1], CORE, ADAPTER, *names[1:]]
+        return cls(participants, builder.steps)
+
+    def mermaid(self) -> str:
+        ids = {name: _participant_id(name) for name in self.participants}
+        lines = ["sequenceDiagram"]
+        for name in self.participants:
+            lines.append(f"    participant {ids[name]} as {escape(name)}")
+        lines.extend(step.mermaid(ids) for step in self.steps)
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [{"at": s.at.isoformat() if s.at else None, "source": s.source, "from": s.actor, "to": s.target,
+                 "arrow": s.arrow, "text": s.text} for s in self.steps]
+
+
+def escape(text: str) -> str:
+    """One line of Mermaid-safe text: entity codes for ``#;<>``, no line breaks."""
+    flat = " ".join(str(text).split())
+    if len(flat) > LABEL_CHARS:
+        flat = flat[: LABEL_CHARS - 1] + "…"
+    out = []
+    for ch in flat:
+        if ch == "#":
+            out.append("#35;")
+        elif ch == ";":
+            out.append("#59;")
+        elif ch == "<":
+            out.append("#lt;")
+        elif ch == ">":
+            out.append("#gt;")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _participant_id(name: str) -> str:
+    # Mermaid ids must be plain words; the display name goes after "as".
+    return "p_" + _SAFE_ID.sub("_", name)
+
+
+def _short(ident: str | None) -> str:
+    """``ix_3ab966…`` style ids keep their prefix; UUIDs keep their tail (v7 UUIDs share a time prefix)."""
+    if not ident:
+        return "?"
+    prefix, _, rest = ident.partition("_")
+    return f"{prefix}_{rest[:6]}" if rest else f"…{ident[-6:]}"
+
+
+def _quote(body: str | None) -> str:
+    return json.dumps(" ".join((body or "").split()), ensure_ascii=False)
+
+
+class _Builder:
+    def __init__(self, dump: Mapping[str, Any], agents: list[str]):
+        self.agents = agents
+        self.seen_agents: list[str] = []
+        self.rows = {r["interaction_id"]: dict(r) for r in dump.get("interactions", [])}
+        self.evidence = sorted(dump.get("evidence", []), key=lambda e: e.get("evidence_id") or 0)
+        self.bindings = {b["binding_id"]: dict(b) for b in dump.get("bindings", [])}
+        self.agent_names = {a["agent_id"]: a["name"] for a in dump.get("agents", [])}
+        self.steps: list[Step] = []
+        self.bound_turns = {b.get("turn_id") for b in self.bindings.values()}
+
+    def agent_order(self) -> list[str]:
+        return list(dict.fromkeys([*self.agents, *self.seen_agents]))
+
+    def add(self, at: datetime | None, source: str, actor: str, target: str, arrow: str, text: str) -> None:
+        for name in (actor, target):
+            if name not in (CORE, ADAPTER) and name not in self.seen_agents:
+                self.seen_agents.append(name)
+        self.steps.append(Step(at, len(self.steps), source, actor, target, arrow, text))
+
+    # -- the core's evidence rows ----------------------------------------------------------
+
+    def from_evidence(self) -> None:
+        for row in self.evidence:
+            record = self.rows.get(row["interaction_id"])
+            if record is None:
+                continue
+            detail = decode(row.get("detail")) or {}
+            at = parse_time(row.get("at"))
+            source = f"evidence:{row.get('evidence_id')}"
+            handler = getattr(self, f"_stage_{row['stage']}", None)
+            if handler is not None:
+                handler(at, source, record, detail)
+
+    def _stage_admitted(self, at, source, record, detail) -> None:
+        kind, ident = record["kind"], _short(record["interaction_id"])
+        sender, recipient = record.get("sender_name") or "peerwire", record["recipient_name"]
+        receipt = decode(record.get("tool_receipt"))
+        if kind == "information":
+            self.add(at, source, sender, CORE, "->>", f"send_message to {recipient}: {_quote(record['body'])} "
+                                                      f"({ident})")
+        elif kind == "task":
+            self.add(at, source, sender, CORE, "->>", f"followup_task to {recipient}: {_quote(record['body'])} "
+                                                      f"({_short(record.get('request_id'))})")
+        elif kind == "reply" and receipt:
+            self.add(at, source, sender, CORE, "->>", f"reply {record.get('reply_status')} to "
+                                                      f"{_short(record.get('request_id'))}: {_quote(record['body'])}")
+        elif kind == "reply":
+            origin = "turn outcome as reply" if detail.get("source") == "turn_outcome" else "peerwire reply"
+            self.add(at, source, ADAPTER, CORE, "->>", f"{origin} {record.get('reply_status')} to "
+                                                       f"{_short(record.get('request_id'))}: {_quote(record['body'])}")
+        else:
+            self.add(at, source, CORE, CORE, "note", f"notice {record.get('notice_code')} for {recipient} "
+                                                     f"({ident})")
+
+    def _stage_claim_by_dispatch(self, at, source, record, detail) -> None:
+        self.add(at, source, CORE, ADAPTER, "->>", f"dispatch {_short(record.get('request_id'))} "
+                                                   f"to {record['recipient_name']}")
+
+    def _stage_provider_accepted(self, at, source, record, detail) -> None:
+        via, turn = detail.get("via", "turn/start"), _short(detail.get("turn_id"))
+        verb = "steer into" if via == "turn/steer" else "start"
+        self.add(at, source, ADAPTER, record["recipient_name"], "->>",
+                 f"{via} {_short(record.get('request_id'))} ({verb} turn {turn})")
+
+    def _stage_release(self, at, source, record, detail) -> None:
+        self.add(at, source, ADAPTER, ADAPTER, "note", f"stale turn: claim of {_short(record.get('request_id'))} "
+                                                       "released")
+
+    def _stage_provider_uncertain(self, at, source, record, detail) -> None:
+        self.add(at, source, ADAPTER, ADAPTER, "note", f"{_short(record['interaction_id'])} uncertain: "
+                                                       f"{detail.get('reason') or detail.get('error') or ''}")
+
+    def _stage_observation_lost(self, at, source, record, detail) -> None:
+        self._stage_provider_uncertain(at, source, record, detail)
+
+    def _stage_binding_capture(self, at, source, record, detail) -> None:
+        binding = self.bindings.get(detail.get("binding_id"), {})
+        agent = self.agent_names.get(binding.get("agent_id"), record["recipient_name"])
+        self.add(at, source, agent, ADAPTER, "-->>", f"turn {_short(detail.get('turn_id'))} "
+                                                     f"{detail.get('turn_status')}: {detail.get('reply_status')}")
+
+    def _stage_binding_suppress(self, at, source, record, detail) -> None:
+        self.add(at, source, ADAPTER, ADAPTER, "note", f"explicit reply stands: outcome of "
+                                                       f"{_short(record.get('request_id'))} suppressed")
+
+    def _stage_provider_visible(self, at, source, record, detail) -> None:
+        via = detail.get("via", "thread/inject_items")
+        self.add(at, source, ADAPTER, record["recipient_name"], "->>",
+                 f"{via}: {record['kind']} {_short(record['interaction_id'])}")
+
+    def _stage_received(self, at, source, record, detail) -> None:
+        self.add(at, source, CORE, record["recipient_name"], "-->>",
+                 f"receive_messages: {record['kind']} {_short(record['interaction_id'])}")
+
+    # -- the rollouts ----------------------------------------------------------------------------
+
+    def from_rollouts(self, index: RolloutIndex, thread_agents: Mapping[str, str]) -> None:
+        for (thread_id, _turn_id), turn in index.turns.items():
+            agent = thread_agents.get(thread_id)
+            if agent is None:
+                continue
+            if turn.started is not None and turn.trigger == "operator":
+                self.add(parse_time(turn.started_at), f"rollout:{turn.started}", agent, agent, "note",
+                         f"operator prompt starts turn {_short(turn.turn_id)}")
+            if turn.ended is not None and turn.turn_id not in self.bound_turns:
+                ending = (_quote(turn.final_message) if turn.status == "completed"
+                          else turn.abort_reason or _error_text(turn.error))
+                self.add(parse_time(turn.ended_at), f"rollout:{turn.ended}", agent, agent, "note",
+                         f"turn {_short(turn.turn_id)} {turn.status}: {ending}")
+        for call in index.tool_calls(name=None):
+            agent = thread_agents.get(call.thread_id)
+            if agent is None or call.namespace != "mcp__peerwire" or call.name not in ("wait_agent", "interrupt_agent"):
+                continue
+            args = call.parsed_arguments()
+            label = (f"interrupt_agent {args.get('target')}" if call.name == "interrupt_agent" and isinstance(args, dict)
+                     else call.name)
+            self.add(parse_time(call.called_at), f"rollout:{call.call}", agent, CORE, "->>", label)
+            result = tool_result(call.output)
+            if call.output_at is None or not isinstance(result, dict):
+                continue
+            target = (result.get("target") or {}).get("name") if isinstance(result.get("target"), dict) else None
+            if call.name == "interrupt_agent" and result.get("state") == "interrupt_requested" and target:
+                # Sent while the call ran; the rollout has no line of its own for it, so draw it
+                # right after the call rather than at the output, which may come after the turn ended.
+                self.add(parse_time(call.called_at), f"rollout:{call.output_at}", ADAPTER, target, "->>",
+                         f"turn/interrupt (turn {_short(result.get('turn_id'))})")
+            if call.name == "wait_agent":
+                answer = f"woke: {result.get('wake_reason')}" if result.get("woke") else "timed out"
+            else:
+                answer = f"{result.get('state') or result.get('code') or 'answered'} (turn {_short(result.get('turn_id'))})"
+            self.add(index.timestamp(call.output_at), f"rollout:{call.output_at}", CORE, agent, "-->>", answer)
+
+
+def _error_text(error: str | None) -> str:
+    # A failed model request's error is often the provider's JSON error body.
+    try:
+        body = json.loads(error or "")
+    except ValueError:
+        return error or ""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return str(body["error"].get("message") or error)
+    return error or ""
+
+
+def tool_result(output: Any) -> Any:
+    """The JSON result inside a recorded ``function_call_output`` (after ``Output:``), or ``None``.
+
+    Codex renders a structured result as one string and a content-only result as
+    a list of text parts; see ``docs/codex-protocol.md``.
+    """
+    if isinstance(output, list):
+        output = "\n".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
+    if not isinstance(output, str):
+        return None
+    _, _, rest = output.partition("Output:")
+    try:
+        return json.loads(rest.strip() or output)
+    except ValueError:
+        return None

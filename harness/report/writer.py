@@ -1,0 +1,181 @@
+"""Writing ``reports/<run-id>/``: artifacts, ``report.json``, ``report.md``, then the secret scan.
+
+Layout::
+
+    <out_dir>/<run-id>/                 0700
+        report.json                     0600  (validated against contracts/report.schema.json)
+        report.md                       0600
+        artifacts/<scenario>/...        0700 folders, 0600 files
+
+The report is assembled in a hidden sibling folder and renamed into place at the
+end, so a reader never sees half a report. Before the rename the secret scan
+redacts every scanned value from the artifacts and from the report itself and
+then re-checks the whole folder.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from . import markdown
+from .artifacts import copy_artifacts, manifest, private_dir, write_private
+from .scenario import ScenarioArtifacts, scenario_section
+from .secrets import Finding, SecretScan
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "contracts" / "report.schema.json"
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+ARTIFACTS = "artifacts"
+COUNTING = ("Counts are characters (Unicode code points) and words (runs of non-whitespace); "
+            "they are not model tokens.")
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# Re-scan rounds after writing; one is enough unless redaction itself creates a match.
+_VERIFY_ROUNDS = 3
+
+
+class ReportError(ValueError):
+    """The run description cannot be reported (bad run id, unsafe artifacts folder)."""
+
+
+@functools.cache
+def _validator() -> jsonschema.protocols.Validator:
+    schema = report_schema()
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema of ``report.json`` (``contracts/report.schema.json``)."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def validate_report(report: Mapping[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` (the most relevant error) unless ``report`` is valid."""
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(report))
+    if error is not None:
+        raise error
+
+
+def write_report(out_dir: str | Path, run: Mapping[str, Any], artifacts_root: str | Path, *,
+                 secrets: SecretScan | None = None) -> Path:
+    """Write the report of ``run`` to ``out_dir/<run_id>/`` and return that folder.
+
+    ``run`` is the runner's result (see ``harness.report`` for its shape);
+    ``artifacts_root/<scenario artifacts_dir>`` holds each scenario's evidence.
+    ``secrets`` defaults to :meth:`SecretScan.collect` over this process's
+    environment; pass one built with the auth home and the agents' session tokens.
+
+    Raises :class:`ReportError` for an unsafe run id or artifacts folder,
+    ``FileExistsError`` when the report already exists (reports are never
+    overwritten) and ``jsonschema.ValidationError`` when the report would not
+    match its schema (nothing is left behind then).
+    """
+    out_dir, artifacts_root = Path(out_dir), Path(artifacts_root)
+    run_id = str(run.get("run_id", ""))
+    if not _RUN_ID.match(run_id):
+        raise ReportError(f"run id {run_id!r} is not a plain folder name")
+    final = out_dir / run_id
+    if final.exists():
+        raise FileExistsError(f"report {final} already exists")
+    scan = secrets if secrets is not None else SecretScan.collect()
+    private_dir(out_dir)
+    work = Path(tempfile.mkdtemp(prefix=f".{run_id}.", dir=out_dir))
+    try:
+        _assemble(work, run, artifacts_root, scan)
+        work.rename(final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return final
+
+
+def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: SecretScan) -> None:
+    work.chmod(0o700)
+    copied: list[Path] = []
+    excluded: list[str] = []
+    scenarios_in = list(run.get("scenarios") or [])
+    dirs = []
+    for scenario in scenarios_in:
+        relative = _safe_relative(str(scenario.get("artifacts_dir") or scenario["name"]))
+        dirs.append(relative)
+        files, skipped = copy_artifacts(artifacts_root / relative, work / ARTIFACTS / relative)
+        copied += files
+        excluded += [f"{ARTIFACTS}/{relative}/{p}" for p in skipped]
+    findings = scan.redact_tree(work, copied)
+    sections = []
+    for scenario, relative in zip(scenarios_in, dirs):
+        loaded = ScenarioArtifacts.load(work / ARTIFACTS / relative)
+        sections.append(scenario_section(scenario, loaded, artifacts_dir=f"{ARTIFACTS}/{relative}/",
+                                         codex_version=run.get("codex_version")))
+    checks = [c for s in sections for c in s["checks"]]
+    report: dict[str, Any] = {
+        "report_version": 1,
+        "run": {
+            "run_id": run["run_id"],
+            "started_at": run.get("started_at"),
+            "finished_at": run.get("finished_at"),
+            "codex_version": run.get("codex_version"),
+            "provider": run.get("provider"),
+            "passed": bool(sections) and all(s["passed"] for s in sections),
+            "totals": {"scenarios": len(sections), "scenarios_failed": sum(not s["passed"] for s in sections),
+                       "checks": len(checks), "checks_failed": sum(c["verdict"] != "pass" for c in checks)},
+        },
+        "counting": COUNTING,
+        "scenarios": sections,
+        "artifacts": [a.to_json() for a in manifest(work, copied)],
+        "excluded": excluded,
+    }
+    report = scan.redact_value(report, REPORT_JSON, findings)
+    report["secret_scan"] = {"scanned": scan.names, "findings": [f.to_json() for f in findings], "clean": True}
+    validate_report(report)
+    for _ in range(_VERIFY_ROUNDS):
+        _write(work, report)
+        late = scan.redact_tree(work)
+        if not late:
+            return
+        # Should not happen (everything was redacted before writing); record it all the same.
+        findings += late
+        report = json.loads((work / REPORT_JSON).read_text(encoding="utf-8"))
+        report["secret_scan"]["findings"] = [f.to_json() for f in _merge(findings)]
+        report["artifacts"] = [a.to_json() for a in manifest(work, copied)]
+    report["secret_scan"]["clean"] = False
+    _write(work, report)
+
+
+def _write(work: Path, report: dict[str, Any]) -> None:
+    write_private(work / REPORT_JSON, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_private(work / REPORT_MD, markdown.render(report))
+
+
+def _merge(findings: list[Finding]) -> list[Finding]:
+    merged: dict[tuple[str, str], Finding] = {}
+    for f in findings:
+        key = (f.name, f.location)
+        merged[key] = Finding(f.name, f.location, f.occurrences + (merged[key].occurrences if key in merged else 0))
+    return list(merged.values())
+
+
+def _safe_relative(path: str) -> str:
+    trimmed = path.rstrip("/")
+    parts = Path(trimmed).parts
+    if not parts or Path(trimmed).is_absolute() or any(p in ("..", ".") for p in parts):
+        raise ReportError(f"artifacts folder {path!r} must be a relative path inside the artifacts root")
+    return Path(*parts).as_posix()
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """A report's ``report.json``, given the report folder or the file itself."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / REPORT_JSON
+    return json.loads(path.read_text(encoding="utf-8"))

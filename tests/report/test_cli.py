@@ -1,0 +1,85 @@
+"""``runner.py report``: summary of one report, comparison of two."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from harness.report import SecretScan, write_report
+from harness.report.cli import main
+from tests.evidence.exchange import ROLLOUT_B, run_description, task_exchange
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    root = tmp_path / "artifacts"
+    task_exchange().write(root / "task")
+    return root
+
+
+def check(ident: str, verdict: str) -> dict:
+    return {"id": ident, "verdict": verdict, "summary": f"{ident} summary",
+            "evidence": {"records": ["ix_task0001"], "rollout": [f"rollouts/B/{ROLLOUT_B}:5"]}}
+
+
+def report(tmp_path: Path, artifacts: Path, run_id: str, checks: list[dict]) -> Path:
+    passed = all(c["verdict"] == "pass" for c in checks)
+    return write_report(tmp_path / "reports", run_description(run_id, passed=passed, checks=checks), artifacts,
+                        secrets=SecretScan({}))
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(list(argv), out=out), out.getvalue()
+
+
+def test_summary_lists_failed_checks_with_their_evidence(tmp_path, artifacts):
+    folder = report(tmp_path, artifacts, "r1", [check("sent", "pass"), check("replied", "fail")])
+    status, text = run(str(folder))
+    assert status == 1
+    assert text.splitlines() == [
+        "run r1: FAILED — 1 scenarios (1 failed), 2 checks (1 failed); Codex 0.171.0",
+        "  FAIL  task: 1/2 checks pass; bindings 2 bound, 0 unbound",
+        "        FAIL replied: replied summary",
+        "             records: ix_task0001",
+        f"             rollout: rollouts/B/{ROLLOUT_B}:5",
+    ]
+
+
+def test_summary_of_a_passing_run_exits_zero(tmp_path, artifacts):
+    folder = report(tmp_path, artifacts, "r1", [check("sent", "pass")])
+    status, text = run(str(folder / "report.json"))
+    assert status == 0 and text.startswith("run r1: PASSED")
+
+
+def test_compare_lists_changed_and_one_sided_checks(tmp_path, artifacts):
+    old = report(tmp_path, artifacts, "old", [check("sent", "pass"), check("replied", "fail"), check("gone", "pass")])
+    new = report(tmp_path, artifacts, "new", [check("sent", "fail"), check("replied", "pass"), check("added", "pass")])
+    status, text = run("--compare", str(old), str(new))
+    assert status == 1
+    assert text.splitlines() == [
+        "compare old -> new",
+        "  changed   task / replied: fail -> pass",
+        "  changed   task / sent: pass -> fail",
+        "  only old  task / gone: pass",
+        "  only new  task / added: pass",
+    ]
+
+
+def test_compare_without_changes_exits_zero(tmp_path, artifacts):
+    old = report(tmp_path, artifacts, "old", [check("sent", "pass")])
+    new = report(tmp_path, artifacts, "new", [check("sent", "pass")])
+    assert run("--compare", str(old), str(new)) == (0, "compare old -> new\n  no verdict changed\n")
+
+
+def test_an_unreadable_report_exits_two(tmp_path, capsys):
+    assert run(str(tmp_path / "nowhere"))[0] == 2
+    assert "cannot read report" in capsys.readouterr().err
+
+
+def test_path_and_compare_are_exclusive(tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        run()
+    assert exc.value.code == 2

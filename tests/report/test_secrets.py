@@ -1,0 +1,106 @@
+"""The secret scan: planted canaries are found, redacted in place and listed by name only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.report import SecretScan, load_report, write_report
+from harness.report.secrets import Finding
+from tests.evidence.exchange import ROLLOUT_A, run_description, task_exchange
+
+CANARY = "canary-7f3a9c1e-do-not-leak"
+SESSION_TOKEN = "pw-session-Zq8vN3kP0aL2"
+AUTH_TOKEN = "eyJhbGciOi.auth-canary.sig"
+
+
+def every_byte(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    root = tmp_path / "artifacts"
+    task_exchange().write(root / "task")
+    return root
+
+
+def test_an_environment_canary_in_an_artifact_and_the_run_is_redacted(tmp_path, artifacts, monkeypatch):
+    monkeypatch.setenv("PEERWIRE_TEST_API_TOKEN", CANARY)
+    rollout = artifacts / "task" / "rollouts" / "A" / ROLLOUT_A
+    rollout.write_text(rollout.read_text(encoding="utf-8").replace("Wall time", f"Wall time {CANARY}", 1),
+                       encoding="utf-8")
+    run = run_description()
+    run["scenarios"][0]["outputs"]["A"].append(f"the key is {CANARY}")
+    folder = write_report(tmp_path / "reports", run, artifacts)  # default scan: this process's environment
+    assert CANARY.encode() not in every_byte(folder)
+    report = load_report(folder)
+    scan = report["secret_scan"]
+    assert "PEERWIRE_TEST_API_TOKEN" in scan["scanned"] and scan["clean"] is True
+    assert {(f["name"], f["location"]) for f in scan["findings"] if f["name"] == "PEERWIRE_TEST_API_TOKEN"} == {
+        ("PEERWIRE_TEST_API_TOKEN", f"artifacts/task/rollouts/A/{ROLLOUT_A}"),
+        ("PEERWIRE_TEST_API_TOKEN", "report.json"),
+    }
+    assert "[redacted:PEERWIRE_TEST_API_TOKEN]" in (folder / "artifacts/task/rollouts/A" / ROLLOUT_A).read_text()
+    assert report["scenarios"][0]["outputs"][1]["text"] == "the key is [redacted:PEERWIRE_TEST_API_TOKEN]"
+    # The redacted rollout still parses, and its hash is of the redacted copy.
+    lines = (folder / "artifacts/task/rollouts/A" / ROLLOUT_A).read_text().splitlines()
+    assert all(json.loads(line) for line in lines)
+    md = (folder / "report.md").read_text(encoding="utf-8")
+    assert "PEERWIRE_TEST_API_TOKEN" in md and CANARY not in md
+
+
+def test_auth_home_values_and_session_tokens_are_secrets(tmp_path, artifacts):
+    auth_home = tmp_path / "codex-auth"
+    auth_home.mkdir()
+    (auth_home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": None,
+                                                     "tokens": {"access_token": AUTH_TOKEN, "id": "short"}}))
+    dump_path = artifacts / "task" / "core-dump.json"
+    dump = json.loads(dump_path.read_text(encoding="utf-8"))
+    dump["interactions"][0]["body"] = f"token {SESSION_TOKEN} and {AUTH_TOKEN}"
+    dump_path.write_text(json.dumps(dump, ensure_ascii=False), encoding="utf-8")
+    scan = SecretScan.collect({}, auth_home=auth_home, extra={"peerwire session token of A": SESSION_TOKEN})
+    assert scan.names == ["auth.json:tokens.access_token", "peerwire session token of A"]  # "short" is too short
+    folder = write_report(tmp_path / "reports", run_description(), artifacts, secrets=scan)
+    data = every_byte(folder)
+    assert SESSION_TOKEN.encode() not in data and AUTH_TOKEN.encode() not in data
+    names = {f["name"] for f in load_report(folder)["secret_scan"]["findings"]}
+    assert names == {"auth.json:tokens.access_token", "peerwire session token of A"}
+
+
+def test_values_are_found_in_their_json_escaped_form(tmp_path):
+    secret = 'pa"ss\\wörd-123'
+    target = tmp_path / "x.json"
+    target.write_text(json.dumps({"v": f"<{secret}>"}), encoding="utf-8")  # ensure_ascii: \" \\ \u00f6
+    findings = SecretScan({"DB_PASSWORD": secret}).redact_tree(tmp_path)
+    assert findings == [Finding("DB_PASSWORD", "x.json", 1)]
+    assert json.loads(target.read_text()) == {"v": "<[redacted:DB_PASSWORD]>"}
+
+
+def test_only_secret_looking_names_and_long_enough_values_are_collected():
+    environ = {"OPENAI_API_KEY": "sk-long-enough-value", "GITHUB_TOKEN": "short", "HOME": "/home/someone-long",
+               "AUTHORIZATION_HEADER": "Bearer abcdefgh", "PEERWIRE_SESSION_ID": "pw-token-value-1",
+               "DB_PASSWORD": "hunter2!!"}
+    scan = SecretScan.collect(environ)
+    assert scan.names == ["AUTHORIZATION_HEADER", "DB_PASSWORD", "OPENAI_API_KEY", "PEERWIRE_SESSION_ID"]
+
+
+def test_a_longer_secret_containing_a_shorter_one_is_redacted_whole():
+    findings: list[Finding] = []
+    scan = SecretScan({"SHORT_KEY": "abcdefgh", "LONG_TOKEN": "abcdefgh-ijklmnop"})
+    out = scan.redact_text("x abcdefgh-ijklmnop y abcdefgh", "t", findings)
+    assert out == "x [redacted:LONG_TOKEN] y [redacted:SHORT_KEY]"
+    assert findings == [Finding("LONG_TOKEN", "t", 1), Finding("SHORT_KEY", "t", 1)]
+
+
+def test_an_unparsable_auth_file_is_one_secret(tmp_path):
+    (tmp_path / "auth.json").write_text("not json but a credential-12345\n")
+    assert SecretScan.collect({}, auth_home=tmp_path).secrets == {"auth.json": "not json but a credential-12345"}
+
+
+def test_a_clean_report_says_so(tmp_path, artifacts):
+    folder = write_report(tmp_path / "reports", run_description(), artifacts, secrets=SecretScan({"X_TOKEN": "absent-value"}))
+    scan = load_report(folder)["secret_scan"]
+    assert scan == {"scanned": ["X_TOKEN"], "findings": [], "clean": True}

@@ -1,0 +1,170 @@
+"""write_report: layout, modes, schema, hashes and the evidence each scenario carries."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from harness.report import ReportError, SecretScan, load_report, report_schema, write_report
+from tests.evidence.exchange import (A_ID, BINDING_ID, CALL_TASK, FINAL_A, PROMPT_A, REPLY_ID, ROLLOUT_A, ROLLOUT_B,
+                                     TASK_ID, TURN_A, TURN_B, run_description, task_exchange)
+
+NO_SECRETS = SecretScan({})
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    root = tmp_path / "artifacts"
+    task_exchange(effort_a="low", effort_b=None).write(root / "task")
+    return root
+
+
+def write(tmp_path: Path, artifacts: Path, run: dict | None = None, **kw) -> Path:
+    return write_report(tmp_path / "reports", run or run_description(), artifacts, secrets=kw.pop("secrets", NO_SECRETS))
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_layout_is_private(tmp_path, artifacts):
+    folder = write(tmp_path, artifacts)
+    assert folder == tmp_path / "reports" / "run-1"
+    assert sorted(p.name for p in folder.iterdir()) == ["artifacts", "report.json", "report.md"]
+    for path in [folder, *folder.rglob("*")]:
+        assert mode(path) == (0o700 if path.is_dir() else 0o600), path
+    assert [p.name for p in (tmp_path / "reports").iterdir()] == ["run-1"]  # no work folder left behind
+
+
+def test_report_json_matches_its_schema_and_hashes_every_artifact(tmp_path, artifacts):
+    folder = write(tmp_path, artifacts)
+    report = load_report(folder)
+    jsonschema.validate(report, report_schema())
+    listed = {a["path"]: a for a in report["artifacts"]}
+    on_disk = sorted(p.relative_to(folder).as_posix() for p in (folder / "artifacts").rglob("*") if p.is_file())
+    assert sorted(listed) == on_disk == [
+        "artifacts/task/appserver/B.g1.appserver.jsonl", "artifacts/task/core-dump.json",
+        "artifacts/task/model-requests.jsonl", f"artifacts/task/rollouts/A/{ROLLOUT_A}",
+        f"artifacts/task/rollouts/B/{ROLLOUT_B}"]
+    for path, entry in listed.items():
+        data = (folder / path).read_bytes()
+        assert entry["sha256"] == hashlib.sha256(data).hexdigest() and entry["bytes"] == len(data)
+
+
+def test_scenario_section_carries_inputs_outputs_models_and_bindings(tmp_path, artifacts):
+    report = load_report(write(tmp_path, artifacts))
+    assert report["run"]["passed"] is True and report["run"]["codex_version"] == "0.171.0"
+    assert "not model tokens" in report["counting"]
+    (scenario,) = report["scenarios"]
+    (prompt,) = scenario["inputs"]
+    assert prompt["text"] == PROMPT_A  # exact, Unicode and line break included
+    assert (prompt["characters"], prompt["words"]) == (len(PROMPT_A), len(PROMPT_A.split()))
+    assert prompt["rollout"] == [f"rollouts/A/{ROLLOUT_A}:4"]
+    (output,) = scenario["outputs"]
+    assert output["text"] == FINAL_A and output["rollout"]
+    agents = scenario["agents"]
+    assert agents["A"]["agent_id"] == A_ID
+    assert (agents["A"]["models"], agents["A"]["efforts"]) == (["peerwire-scripted"], ["low"])
+    assert agents["B"]["efforts"] == ["unverified"]  # B's rollout omits the effort
+    assert [t["turn_id"] for t in agents["A"]["turns"]] == [TURN_A]
+    bindings = {b["interaction_id"]: b for b in scenario["bindings"]}
+    assert bindings[TASK_ID]["call_id"] == CALL_TASK and bindings[TASK_ID]["source"] == "tool_call"
+    assert bindings[REPLY_ID]["binding_id"] == BINDING_ID and bindings[REPLY_ID]["turn_id"] == TURN_B
+    assert scenario["binding_summary"] == {"bound": 2, "unbound": 0}
+    (schema_a, schema_b) = sorted(scenario["tool_schemas"], key=lambda s: s["agent"])
+    assert schema_a["namespace"] == "mcp__peerwire" and schema_a["tool_names"] == ["followup_task"]
+    assert schema_a["requests"] == [0, 2, 3] and schema_b["requests"] == [1]
+    assert schema_a["tools"][0]["parameters"]["properties"]["target"] == {"type": "string"}
+    assert [r["interaction_id"] for r in scenario["records"]] == [TASK_ID, REPLY_ID]
+    assert scenario["problems"] == []
+
+
+def test_checks_keep_their_evidence_and_missing_evidence_is_named(tmp_path, artifacts):
+    checks = [
+        {"id": "ok", "verdict": "pass", "summary": "fine",
+         "evidence": {"records": [TASK_ID], "rollout": [f"rollouts/B/{ROLLOUT_B}:5"], "model_requests": [1],
+                      "appserver": ["appserver/B.g1.appserver.jsonl:1"]}},
+        {"id": "cites-nothing-real", "verdict": "fail", "summary": "bad",
+         "evidence": {"records": ["ix_ghost"], "rollout": [f"rollouts/B/{ROLLOUT_B}:999", "../../etc/passwd:1"],
+                      "model_requests": [42], "appserver": ["appserver/B.g1.appserver.jsonl"]}},
+    ]
+    report = load_report(write(tmp_path, artifacts, run_description(passed=False, checks=checks)))
+    ok, bad = report["scenarios"][0]["checks"]
+    assert ok["evidence_problems"] == []
+    assert ok["evidence"]["rollout"] == [f"rollouts/B/{ROLLOUT_B}:5"]
+    assert bad["evidence_problems"] == [
+        "record ix_ghost is not in core-dump.json",
+        "model request 42 is not in model-requests.jsonl",
+        f"rollouts/B/{ROLLOUT_B}:999: the file has 6 lines",
+        "../../etc/passwd:1: no such artifact",
+        "appserver/B.g1.appserver.jsonl: not <file>:<line>",
+    ]
+    assert report["run"]["passed"] is False and report["run"]["totals"]["checks_failed"] == 1
+
+
+def test_report_md_shows_verdicts_texts_and_the_sequence_diagram(tmp_path, artifacts):
+    text = (write(tmp_path, artifacts) / "report.md").read_text(encoding="utf-8")
+    assert "# peerwire acceptance report run-1" in text and "**PASSED**" in text
+    assert "| `task-reply-correlated` | pass |" in text
+    assert PROMPT_A in text
+    assert f"{len(PROMPT_A)} characters, {len(PROMPT_A.split())} words" in text
+    assert "token" not in text.replace("not model tokens", "")
+    diagram = text[text.index("```mermaid"):]
+    assert diagram.splitlines()[1] == "sequenceDiagram"
+    assert "followup_task to B" in diagram and "turn/start rq_0001" in diagram
+
+
+def test_missing_artifacts_are_problems_not_errors(tmp_path):
+    empty = tmp_path / "artifacts"
+    (empty / "task").mkdir(parents=True)
+    report = load_report(write(tmp_path, empty))
+    problems = report["scenarios"][0]["problems"]
+    assert "core-dump.json: missing" in problems and "rollouts/: no rollout files" in problems
+    assert report["scenarios"][0]["bindings"] == [] and report["artifacts"] == []
+
+
+def test_an_existing_report_is_never_overwritten(tmp_path, artifacts):
+    write(tmp_path, artifacts)
+    with pytest.raises(FileExistsError):
+        write(tmp_path, artifacts)
+
+
+@pytest.mark.parametrize("run_id", ["", "../escape", "a/b", ".hidden"])
+def test_unsafe_run_ids_are_refused(tmp_path, artifacts, run_id):
+    with pytest.raises(ReportError):
+        write(tmp_path, artifacts, run_description(run_id))
+    assert not (tmp_path / "reports").exists()
+
+
+def test_unsafe_artifacts_dirs_are_refused_and_leave_nothing(tmp_path, artifacts):
+    with pytest.raises(ReportError):
+        write(tmp_path, artifacts, run_description(artifacts_dir="../outside/"))
+    assert list((tmp_path / "reports").iterdir()) == []
+
+
+def test_a_run_that_breaks_the_schema_leaves_no_report(tmp_path, artifacts):
+    run = run_description(checks=[{"id": "x", "verdict": "maybe", "summary": "", "evidence": {}}])
+    with pytest.raises(jsonschema.ValidationError):
+        write(tmp_path, artifacts, run)
+    assert list((tmp_path / "reports").iterdir()) == []
+
+
+def test_links_and_credential_files_are_not_copied(tmp_path, artifacts):
+    (artifacts / "task" / "config.toml").write_text('PEERWIRE_SESSION_ID = "x"\n')
+    (artifacts / "task" / "rollouts" / "auth.json").write_text("{}")
+    (artifacts / "task" / "link.jsonl").symlink_to(artifacts / "task" / "core-dump.json")
+    report = load_report(folder := write(tmp_path, artifacts))
+    assert sorted(report["excluded"]) == ["artifacts/task/config.toml", "artifacts/task/link.jsonl",
+                                          "artifacts/task/rollouts/auth.json"]
+    assert not any(p.name in ("config.toml", "auth.json", "link.jsonl") for p in folder.rglob("*"))
+
+
+def test_report_json_is_plain_utf8_json(tmp_path, artifacts):
+    raw = (write(tmp_path, artifacts) / "report.json").read_bytes()
+    assert json.loads(raw.decode("utf-8"))["report_version"] == 1
+    assert "×".encode() in raw  # Unicode kept, not escaped
