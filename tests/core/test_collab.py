@@ -124,3 +124,45 @@ def test_history_keeps_only_completed_call_pairs():
     assert [i["call_id"] for i in items if "call_id" in i] == ["c1", "c1"]
     assert len(collab.history_items(turns, "all")) == 5
     assert collab.history_items(turns, "none") == []
+
+
+def test_capacity_counts_active_and_retained_children():
+    idle = [{"status": "idle"}] * (collab.MAX_RETAINED_CHILDREN - 1)
+    collab.check_capacity(idle)  # 31 retained, none active: room for one more
+    with pytest.raises(Exception) as info:
+        collab.check_capacity(idle + [{"status": "idle"}])
+    assert info.value.details["limit"] == "retained_children"
+    with pytest.raises(Exception) as info:
+        collab.check_capacity([{"status": "active"}] * 2 + [{"status": "starting"}] * 2)
+    assert info.value.details["limit"] == "active_children"
+
+
+def test_child_turn_limit_interrupts_exactly_the_running_turn():
+    import asyncio
+
+    from peerwire.codex import adapter
+
+    interrupts = []
+
+    async def run(limit):
+        fired = asyncio.Event()
+
+        class Client:
+            async def turn_interrupt(self, thread_id, turn_id, timeout=0):
+                interrupts.append((thread_id, turn_id))
+                fired.set()
+
+        owner = adapter.Owner("id", "/root/w", 1, "th", Client(), shared=True)
+        provider = adapter.CodexProvider.__new__(adapter.CodexProvider)
+        owner.active_turn = "t1"
+        old = collab.CHILD_TURN_LIMIT_S
+        collab.CHILD_TURN_LIMIT_S = limit
+        try:
+            provider._limit_turn(owner, "t1")
+            await asyncio.wait_for(fired.wait(), 5)
+        finally:
+            collab.CHILD_TURN_LIMIT_S = old
+
+    asyncio.run(run(0.02))
+    assert interrupts == [("th", "t1")]
+    assert collab.CHILD_TURN_LIMIT_S == 600.0
