@@ -51,6 +51,24 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("agent_id")
         sp.set_defaults(enabled=enable)
 
+    att = agent.add_parser("attach", parents=[common],
+                           help="start a codex agent's owner (codex app-server) so tasks reach it automatically")
+    att.add_argument("agent", help="name or agent_id of an agent registered with --provider codex")
+    att.add_argument("--codex-home", required=True, help="the agent's CODEX_HOME (its config runs peerwire mcp serve)")
+    att.add_argument("--cwd", required=True, help="the agent's workspace")
+    att.add_argument("--codex", default="codex", help="the codex executable (default: codex on PATH)")
+    att.add_argument("--resume", action="store_true", help="resume the agent's known thread (a new generation)")
+    det = agent.add_parser("detach", parents=[common], help="stop a codex agent's owner")
+    det.add_argument("agent")
+    agent.add_parser("owners", parents=[common], help="attached codex owners and their active turns")
+
+    prompt = sub.add_parser("prompt", parents=[common], help="an operator's message: a new turn on an idle codex agent")
+    prompt.add_argument("agent")
+    body = prompt.add_mutually_exclusive_group(required=True)
+    body.add_argument("--text")
+    body.add_argument("--stdin", action="store_true")
+    prompt.add_argument("--wait", type=float, metavar="SECONDS", help="wait this long for the turn to complete")
+
     for name, help_text in (("send", "send information"), ("task", "assign a task (followup_task)")):
         sp = sub.add_parser(name, parents=[caller], help=help_text)
         sp.add_argument("--to", required=True, dest="target")
@@ -142,8 +160,31 @@ def _run(args: argparse.Namespace) -> int:
         if args.agent_command == "list":
             out = admin.call("agents")
             return _print(args, out, _agent_table(out["agents"]))
+        if args.agent_command == "attach":
+            out = admin.call("attach_codex", {"agent_id": _agent_id(admin, args.agent), "codex": args.codex,
+                                              "codex_home": os.path.abspath(args.codex_home),
+                                              "cwd": os.path.abspath(args.cwd), "resume": args.resume}, wait_s=60)
+            return _print(args, out, f"attached {out['name']}: generation {out['generation']}, "
+                                     f"thread {out['thread_id']}")
+        if args.agent_command == "detach":
+            out = admin.call("detach_codex", {"agent_id": _agent_id(admin, args.agent)}, wait_s=30)
+            return _print(args, out, f"detached {out['name']} (generation {out['generation']})")
+        if args.agent_command == "owners":
+            out = admin.call("owners")
+            return _print(args, out, "\n".join(f"{o['name']:<20} generation {o['generation']} thread {o['thread_id']} "
+                                               f"active turn {o['active_turn'] or '-'}" for o in out["owners"])
+                          or "(no owners)")
         out = admin.call("set_agent", {"agent_id": args.agent_id, "enabled": args.enabled})
         return _print(args, out, f"{out['agent']['name']}: enabled={out['agent']['enabled']}")
+    if args.command == "prompt":
+        text = sys.stdin.read() if args.stdin else args.text
+        agent_id = _agent_id(admin, args.agent)
+        out = admin.call("prompt", {"agent_id": agent_id, "text": text}, wait_s=30)
+        if args.wait:
+            out = admin.call("await_turn", {"agent_id": agent_id, "turn_id": out["turn_id"],
+                                            "timeout_ms": int(args.wait * 1000)}, wait_s=args.wait)
+            return _print(args, out, f"turn {out['turn_id']} {out['status']}")
+        return _print(args, out, f"turn {out['turn_id']} started")
     if args.command == "trace":
         out = admin.call("trace", {"id": args.id})
         return _print(args, out, _trace_text(out))
@@ -184,6 +225,17 @@ def _run(args: argparse.Namespace) -> int:
         out = client.call("list_agents", call, meta=meta)
         return _print(args, out, _agent_table(out["agents"]))
     raise PeerwireError(Code.INVALID_ARGUMENT, f"unknown command {args.command}")
+
+
+def _agent_id(admin: ControlClient, ident: str) -> str:
+    """An agent_id from a name or agent_id (operator commands; the newest row of a name)."""
+    rows = [a for a in admin.call("agents")["agents"] if ident in (a["agent_id"], a["name"], a.get("path"))]
+    if not rows:
+        raise PeerwireError(Code.UNKNOWN_TARGET, f"no agent named {ident!r}")
+    if len({a["identity_key"] for a in rows}) > 1:
+        raise PeerwireError(Code.AMBIGUOUS_TARGET, f"{ident!r} names several agents; use an agent_id",
+                            {"candidates": [a["agent_id"] for a in rows]})
+    return rows[-1]["agent_id"]
 
 
 def _print(args: argparse.Namespace, out: Any, text: str) -> int:
