@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -56,6 +57,15 @@ class Provisioner(Protocol):
 
     def restart(self) -> None:
         """Stop the app (as a crash would: SIGKILL) and start it again on the same home."""
+
+    def stop_app(self) -> None:
+        """Stop the app gracefully but keep its home, so that callers find it unavailable."""
+
+    def start_app(self) -> None:
+        """Start the app again on the same home after :meth:`stop_app`."""
+
+    def stranger_env(self) -> dict[str, str]:
+        """Environment for a caller the app does not know: the right home, an unknown credential."""
 
     def stop(self) -> None:
         """Stop the app gracefully and release everything."""
@@ -165,6 +175,18 @@ class ReferenceProvisioner:
         assert self.app is not None
         self.app.kill()
         self.app = AppProcess.start(self.home)
+
+    def stop_app(self) -> None:
+        assert self.app is not None
+        self.app.terminate()
+        self.app = None
+
+    def start_app(self) -> None:
+        assert self.app is None, "the app is running"
+        self.app = AppProcess.start(self.home)
+
+    def stranger_env(self) -> dict[str, str]:
+        return {HOME_ENV: str(self.home.path), SESSION_ENV: secrets.token_urlsafe(32)}
 
     def stop(self) -> None:
         if self.app is not None:

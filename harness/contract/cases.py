@@ -1,0 +1,258 @@
+"""Contract cases as data: loading, validation and the ids they run under.
+
+A case file (``contracts/cases/NAME.json``) is validated against
+``contracts/case.schema.json`` and then statically: unique names and step ids,
+known actors and requirements, await steps that collect exactly the background
+calls, expressions that refer to what exists. :func:`load_cases` reports every
+problem of every file at once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Union
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from .expressions import static_problems
+from .layout import CASE_SCHEMA_PATH, CASES_DIR
+from .manifest import Manifest, manifest
+from .schemas import error_codes
+
+OPERATORS = ("equals", "not_equals", "contains", "lacks", "matches", "length", "absent", "increasing",
+             "excludes_text")
+CONTROL_ACTIONS = ("restart_app", "stop_app", "start_app")
+
+
+class CaseError(ValueError):
+    """Case data that does not load; the message lists every problem."""
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    key: str
+    stem: str
+    aliases: tuple[str, ...] = ()
+    registered: bool = True
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a call step or an await step expects of a response."""
+
+    requirement: str | None = None
+    error: str | None = None
+    error_mentions: tuple[str, ...] = ()
+    within_ms: int | None = None
+    expect: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class CallStep:
+    id: str
+    actor: str
+    call: str
+    arguments: Mapping[str, Any]
+    outcome: Outcome = field(default_factory=Outcome)
+    background: bool = False
+
+
+@dataclass(frozen=True)
+class AwaitStep:
+    awaited: str
+    outcome: Outcome = field(default_factory=Outcome)
+
+    @property
+    def id(self) -> str:
+        return f"await-{self.awaited}"
+
+
+@dataclass(frozen=True)
+class ControlStep:
+    action: str
+
+    @property
+    def id(self) -> str:
+        return self.action.replace("_", "-")
+
+
+Step = Union[CallStep, AwaitStep, ControlStep]
+
+
+@dataclass(frozen=True)
+class Case:
+    suite: str
+    name: str
+    requirement: str
+    description: str
+    actors: Mapping[str, ActorSpec]
+    values: Mapping[str, Any]
+    steps: tuple[Step, ...]
+    interop: bool = False
+
+    @property
+    def id(self) -> str:
+        """``suite/name``: how baselines and reports name the case."""
+        return f"{self.suite}/{self.name}"
+
+    @property
+    def test_id(self) -> str:
+        """The pytest id: ``requirement > suite/name``."""
+        return f"{self.requirement} > {self.id}"
+
+    @property
+    def needs_own_app(self) -> bool:
+        """A case that stops or restarts the app cannot share it with other cases."""
+        return any(isinstance(s, ControlStep) for s in self.steps)
+
+    def requirements(self) -> set[str]:
+        """The primary requirement and every one a step or expectation names."""
+        out = {self.requirement}
+        for step in self.steps:
+            outcome = getattr(step, "outcome", None)
+            if outcome is None:
+                continue
+            if outcome.requirement:
+                out.add(outcome.requirement)
+            out.update(e["requirement"] for e in outcome.expect if "requirement" in e)
+        return out
+
+
+@lru_cache(maxsize=1)
+def _schema_validator() -> Draft202012Validator:
+    return Draft202012Validator(json.loads(CASE_SCHEMA_PATH.read_text("utf-8")))
+
+
+def load_cases(directory: Path = CASES_DIR, requirements: Manifest | None = None) -> list[Case]:
+    """Every case in ``directory``, in file and case order; :class:`CaseError` lists all problems."""
+    requirements = requirements if requirements is not None else manifest()
+    problems: list[str] = []
+    cases: list[Case] = []
+    for path in sorted(directory.glob("*.json")):
+        file_problems, file_cases = _load_file(path, requirements)
+        problems += [f"{path.name}: {p}" for p in file_problems]
+        cases += file_cases
+    if not cases and not problems:
+        problems.append(f"no case files in {directory.name}/")
+    if problems:
+        raise CaseError("contract cases do not load:\n  " + "\n  ".join(problems))
+    return cases
+
+
+@lru_cache(maxsize=1)
+def all_cases() -> tuple[Case, ...]:
+    """The project's cases, loaded once per process."""
+    return tuple(load_cases())
+
+
+def _load_file(path: Path, requirements: Manifest) -> tuple[list[str], list[Case]]:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except ValueError as exc:
+        return [f"not JSON: {exc}"], []
+    schema_errors = sorted(_schema_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
+    if schema_errors:
+        return [_explain(e) for e in schema_errors], []
+    problems: list[str] = []
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for raw in data["cases"]:
+        name = raw["name"]
+        if name in seen:
+            problems.append(f"case {name!r} appears twice")
+        seen.add(name)
+        case_problems, case = _build_case(path.stem, raw, requirements)
+        problems += [f"{name}: {p}" for p in case_problems]
+        if case is not None:
+            cases.append(case)
+    return problems, cases
+
+
+def _explain(error: ValidationError) -> str:
+    """The most specific reason inside a oneOf/anyOf failure, with its path.
+
+    Of the alternatives, the deepest complaint wins, and a complaint about
+    something present beats one about something missing (which usually only
+    says the data was meant as another alternative).
+    """
+    while error.context:
+        error = max(error.context, key=lambda e: (len(e.absolute_path), e.validator != "required"))
+    return f"{'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message[:300]}"
+
+
+def _build_case(suite: str, raw: Mapping[str, Any], requirements: Manifest) -> tuple[list[str], Case | None]:
+    problems: list[str] = []
+    actors = {key: ActorSpec(key=key, stem=spec.get("name", key), aliases=tuple(spec.get("aliases", ())),
+                             registered=spec.get("registered", True))
+              for key, spec in raw["actors"].items()}
+    values = raw.get("values", {})
+    steps: list[Step] = []
+    seen_steps: set[str] = set()
+    background: set[str] = set()
+    for index, rs in enumerate(raw["steps"], start=1):
+        where = f"step {index}"
+        if "control" in rs:
+            steps.append(ControlStep(rs["control"]))
+            continue
+        outcome = Outcome(requirement=rs.get("requirement"), error=rs.get("error"),
+                          error_mentions=tuple(rs.get("error_mentions", ())), within_ms=rs.get("within_ms"),
+                          expect=tuple(rs.get("expect", ())))
+        if "await" in rs:
+            awaited = rs["await"]
+            if awaited not in background:
+                problems.append(f"{where}: await {awaited!r} is not an earlier background step still running")
+            background.discard(awaited)
+            step: Step = AwaitStep(awaited=awaited, outcome=outcome)
+        else:
+            sid = rs["id"]
+            if sid in seen_steps:
+                problems.append(f"{where}: step id {sid!r} is used twice")
+            if rs["actor"] not in actors:
+                problems.append(f"{where}: actor {rs['actor']!r} is not one of the case's actors")
+            problems += [f"{where} arguments: {p}" for p in static_problems(
+                rs["arguments"], actors=actors, values=values, earlier_steps=seen_steps)]
+            is_background = rs.get("background", False)
+            if is_background:
+                background.add(sid)
+            step = CallStep(id=sid, actor=rs["actor"], call=rs["call"], arguments=rs["arguments"],
+                            outcome=outcome, background=is_background)
+        own = {step.id} if isinstance(step, CallStep) else set()
+        problems += [f"{where}: {p}" for p in _outcome_problems(outcome, requirements, seen_steps | own, actors, values)]
+        if isinstance(step, CallStep):
+            seen_steps.add(step.id)
+        steps.append(step)
+    if background:
+        problems.append(f"background steps never awaited: {', '.join(sorted(background))}")
+    if raw["requirement"] not in requirements:
+        problems.append(f"requirement {raw['requirement']!r} is not in the manifest")
+    for key, actor in actors.items():
+        if not actor.registered and actor.aliases:
+            problems.append(f"actor {key!r} is not registered, so it cannot have aliases")
+    problems += [f"values: {p}" for p in static_problems(values, actors=actors, values=values, earlier_steps=set())]
+    case = Case(suite=suite, name=raw["name"], requirement=raw["requirement"], description=raw["description"],
+                actors=actors, values=values, steps=tuple(steps), interop=raw.get("interop", False))
+    return problems, case
+
+
+def _outcome_problems(outcome: Outcome, requirements: Manifest, earlier: set[str],
+                      actors: Mapping[str, ActorSpec], values: Mapping[str, Any]) -> Iterator[str]:
+    if outcome.requirement and outcome.requirement not in requirements:
+        yield f"requirement {outcome.requirement!r} is not in the manifest"
+    if outcome.error and outcome.error not in error_codes():
+        yield f"error {outcome.error!r} is not a contract error code"
+    if outcome.error_mentions and not outcome.error:
+        yield "error_mentions without error"
+    for expectation in outcome.expect:
+        ops = [k for k in OPERATORS if k in expectation]
+        if len(ops) != 1:
+            yield f"an expectation has {len(ops)} operators ({', '.join(ops) or 'none'}); it needs exactly one"
+        req = expectation.get("requirement")
+        if req and req not in requirements:
+            yield f"requirement {req!r} is not in the manifest"
+        for op in ops:
+            yield from static_problems(expectation[op], actors=actors, values=values,
+                                       earlier_steps=earlier)

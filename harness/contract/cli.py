@@ -1,0 +1,78 @@
+"""``python runner.py contract``: run the contract suite and write its reports.
+
+A thin wrapper around pytest with :mod:`harness.contract_plugin`: it runs the
+suite in ``harness/contract/suite`` under the project's pytest configuration,
+in parallel with pytest-xdist, and always writes ``compliance.json``,
+``compliance.md`` and ``junit.xml`` into the report directory. The exit status
+is the plugin's: 0 exactly when every selected MUST passes and the baseline
+holds, 1 when not, pytest's own status (2-4) when the run itself broke.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from .layout import PROJECT_ROOT, SUITE_DIR
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="runner.py contract",
+        description="Run the messaging contract suite against an MCP server launched over stdio.",
+        epilog="Anything after `--` is passed to pytest unchanged.",
+    )
+    parser.add_argument("--server-cmd", metavar="CMD",
+                        help="server command, launched once per managed caller with the provisioner's "
+                             "environment (default: peerwire's reference `python -m peerwire mcp serve`)")
+    parser.add_argument("--provisioner", metavar="MODULE:CLASS",
+                        help="Provisioner class for the implementation (default: the reference's)")
+    parser.add_argument("--level", choices=("must", "should", "may"), default="may",
+                        help="run requirements up to this level (default: may, i.e. all)")
+    parser.add_argument("--requirement", action="append", default=[], metavar="ID",
+                        help="run only these requirements (ID, glob or prefix); repeatable")
+    parser.add_argument("--baseline", metavar="FILE", help="expected failures, one a line with a comment")
+    parser.add_argument("--report-dir", metavar="DIR",
+                        help="where to write the reports (default: reports/contract-<UTC time>)")
+    parser.add_argument("-n", "--workers", default="auto",
+                        help="pytest-xdist workers: a number, auto or 0 for none (default: auto)")
+    return parser
+
+
+def default_report_dir() -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return PROJECT_ROOT / "reports" / f"contract-{stamp}"
+
+
+def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence[str] = ()) -> list[str]:
+    """The pytest command line for ``args`` (public so tests can inspect it)."""
+    argv = ["-p", "harness.contract_plugin", "-p", "no:cacheprovider",
+            "--rootdir", str(PROJECT_ROOT), "-c", str(PROJECT_ROOT / "pyproject.toml"),
+            "--level", args.level, "--report-dir", str(report_dir)]
+    if args.server_cmd:
+        argv += ["--server-cmd", args.server_cmd]
+    if args.provisioner:
+        argv += ["--provisioner", args.provisioner]
+    if args.baseline:
+        argv += ["--baseline", str(Path(args.baseline).absolute())]
+    for pattern in args.requirement:
+        argv += ["--requirement", pattern]
+    if args.workers not in ("0", 0):
+        argv += ["-n", str(args.workers)]
+    return argv + list(extra) + [str(SUITE_DIR)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(argv or [])
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    args = build_parser().parse_args(argv)
+    report_dir = Path(args.report_dir).absolute() if args.report_dir else default_report_dir()
+
+    import pytest
+
+    return int(pytest.main(pytest_arguments(args, report_dir, extra)))

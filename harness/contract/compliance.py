@@ -1,0 +1,146 @@
+"""From votes to a compliance verdict: each requirement's result, scores and exit status.
+
+A requirement *fails* when any vote for it failed, *passes* when it has votes
+and none failed, and is *not tested* otherwise — never passing. A failure every
+one of whose votes is covered by the baseline (the requirement itself, or the
+cases that failed) is an *expected failure*.
+
+The run is compliant exactly when every selected, non-deferred MUST requirement
+passes or is an expected failure, and the baseline holds: no entry is stale (it
+passes now) or unknown. SHOULD and MAY failures are reported, not fatal.
+Scores count every requirement of a level, deferred and unselected included,
+so "not tested" always counts against them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Iterable
+
+from .baseline import Baseline
+from .manifest import Level, Manifest, Requirement, Selection
+from .verdicts import Vote
+
+
+class Result(enum.StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_TESTED = "not tested"
+    EXPECTED_FAILURE = "expected failure"
+
+
+@dataclass(frozen=True)
+class RequirementVerdict:
+    requirement: Requirement
+    result: Result
+    selected: bool
+    passes: int
+    failures: tuple[Vote, ...]
+    items: tuple[str, ...]
+    baselined: str | None = None
+    stale: bool = False
+
+
+@dataclass(frozen=True)
+class LevelScore:
+    level: Level
+    total: int
+    passed: int
+    failed: int
+    expected_failures: int
+    not_tested: int
+
+    @property
+    def score(self) -> float:
+        return self.passed / self.total if self.total else 1.0
+
+
+@dataclass(frozen=True)
+class Compliance:
+    verdicts: tuple[RequirementVerdict, ...]
+    scores: dict[Level, LevelScore]
+    problems: tuple[str, ...]
+    warnings: tuple[str, ...]
+    selection: Selection
+    baseline: Baseline
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def exit_status(self) -> int:
+        return 0 if self.ok else 1
+
+    def verdict(self, requirement_id: str) -> RequirementVerdict:
+        for v in self.verdicts:
+            if v.requirement.id == requirement_id:
+                return v
+        raise KeyError(requirement_id)
+
+
+def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, baseline: Baseline,
+          known_cases: Iterable[str]) -> Compliance:
+    """The compliance verdict of a run that cast ``votes``."""
+    votes = list(votes)
+    by_requirement: dict[str, list[Vote]] = {}
+    for vote in votes:
+        by_requirement.setdefault(vote.requirement, []).append(vote)
+    failed_cases = {v.case for v in votes if v.case and not v.passed}
+    passed_cases = {v.case for v in votes if v.case} - failed_cases
+
+    verdicts = []
+    problems: list[str] = []
+    warnings: list[str] = []
+    for req in manifest:
+        own = by_requirement.get(req.id, [])
+        failures = tuple(v for v in own if not v.passed)
+        baselined = baseline.comment(req.id)
+        if failures:
+            covered = baselined is not None or all(v.case in baseline for v in failures)
+            result = Result.EXPECTED_FAILURE if covered else Result.FAIL
+        else:
+            result = Result.PASS if own else Result.NOT_TESTED
+        selected = selection.includes(req) and not req.deferred
+        stale = baselined is not None and result is Result.PASS
+        verdicts.append(RequirementVerdict(
+            requirement=req, result=result, selected=selected, passes=len(own) - len(failures),
+            failures=failures, items=tuple(dict.fromkeys(v.item for v in own)), baselined=baselined,
+            stale=stale))
+        if selected and req.level is Level.MUST and result is Result.FAIL:
+            problems.append(f"MUST {req.id} failed: {_first(failures)}")
+        elif selected and req.level is Level.MUST and result is Result.NOT_TESTED:
+            problems.append(f"MUST {req.id} was not tested")
+        elif selected and result is Result.FAIL:
+            warnings.append(f"{req.level.name} {req.id} failed: {_first(failures)}")
+        if stale:
+            problems.append(f"baseline entry {req.id} is stale: it passes now; remove it")
+
+    known_cases = set(known_cases)
+    for entry in baseline:
+        if entry.key in manifest:
+            continue
+        if entry.key not in known_cases:
+            problems.append(f"baseline entry {entry.key!r} (line {entry.line}) names no requirement or case")
+        elif entry.key in passed_cases:
+            problems.append(f"baseline entry {entry.key} is stale: the case passes now; remove it")
+
+    scores = {}
+    for level in Level:
+        mine = [v for v in verdicts if v.requirement.level is level]
+        scores[level] = LevelScore(
+            level=level, total=len(mine),
+            passed=sum(v.result is Result.PASS for v in mine),
+            failed=sum(v.result is Result.FAIL for v in mine),
+            expected_failures=sum(v.result is Result.EXPECTED_FAILURE for v in mine),
+            not_tested=sum(v.result is Result.NOT_TESTED for v in mine))
+    return Compliance(verdicts=tuple(verdicts), scores=scores, problems=tuple(problems),
+                      warnings=tuple(warnings), selection=selection, baseline=baseline)
+
+
+def _first(failures: tuple[Vote, ...]) -> str:
+    vote = failures[0]
+    where = f"{vote.case or vote.item}" + (f" step {vote.step}" if vote.step else "")
+    detail = f" ({vote.detail})" if vote.detail else ""
+    return f"{where}: expected {vote.check}{detail}"[:400]

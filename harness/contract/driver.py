@@ -1,0 +1,260 @@
+"""Runs one contract case against a target and turns what happens into votes.
+
+The driver registers the case's actors through the provisioner (names made
+unique per run, so cases can share an app), starts one server process per
+calling actor, performs the MCP handshake and runs the steps in order. Each
+check becomes a vote; the first failed check ends the case, because later steps
+usually build on it. Every call is bounded: by the step's ``within_ms``, or by
+the call's own timeout plus :data:`CALL_GRACE_S`.
+
+Two checks apply to every call step, whatever the case verifies:
+``tools:result:structured`` (a success conforms to the output schema) and
+``tools:error:is-error`` (a failure is an ``isError`` result with a contract
+error object).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.provisioner import Provisioner
+
+from .cases import AwaitStep, CallStep, Case, ControlStep, Outcome
+from .endpoints import Endpoint, PendingCall, RawEndpoint, SdkEndpoint, ToolOutcome
+from .expectations import check
+from .expressions import ActorIdentity, ExpressionError, Scope, evaluate
+from .schemas import error_result_violations, tool_contract
+from .stdio import ServerExited
+from .target import Target
+from .verdicts import VoteRecorder
+
+CALL_GRACE_S = 10.0
+"""How much longer than a call's own timeout the driver waits for its response."""
+
+RESULT_REQUIREMENT = "tools:result:structured"
+ERROR_REQUIREMENT = "tools:error:is-error"
+INTEROP_REQUIREMENT = "interop:sdk:happy-path"
+
+MAX_TIMEOUT_MS = 60_000
+DEFAULT_TIMEOUT_MS = {"wait_agent": 60_000}
+
+
+class StepFailed(Exception):
+    """Raised inside the driver to end a case at its first failed check."""
+
+
+@dataclass
+class _Running:
+    step: CallStep
+    pending: PendingCall
+
+
+def call_bound_s(call: str, arguments: Any) -> float:
+    """How long a call may take: its own timeout (capped at the contract's maximum) plus grace."""
+    timeout = arguments.get("timeout_ms") if isinstance(arguments, dict) else None
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0:
+        timeout = DEFAULT_TIMEOUT_MS.get(call, 0)
+    return min(timeout, MAX_TIMEOUT_MS) / 1000 + CALL_GRACE_S
+
+
+class CaseRun:
+    """One run of one case. ``via`` is ``raw`` (the suite's client) or ``sdk`` (the MCP SDK)."""
+
+    def __init__(self, case: Case, target: Target, provisioner: Provisioner, workdir: Path,
+                 recorder: VoteRecorder, *, via: str = "raw", portal: Any = None):
+        if via == "sdk" and portal is None:
+            raise ValueError("the sdk client needs a blocking portal")
+        self.case = case
+        self.target = target
+        self.provisioner = provisioner
+        self.workdir = workdir
+        self.recorder = recorder
+        self.via = via
+        self.portal = portal
+        self.nonce = secrets.token_hex(3)
+        self.identities: dict[str, ActorIdentity] = {}
+        self.envs: dict[str, dict[str, str]] = {}
+        self.endpoints: dict[str, Endpoint] = {}
+        self.results: dict[str, Any] = {}
+        self.running: dict[str, _Running] = {}
+        self.scope = Scope(actors=self.identities, values=case.values, results=self.results,
+                           unique_name=self.unique_name)
+
+    def unique_name(self, stem: str) -> str:
+        return f"{stem}-{self.nonce}"
+
+    # -- running --------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run every step until one fails; votes land in the recorder."""
+        with ExitStack() as stack:
+            stack.callback(self._close_endpoints)
+            try:
+                self._provision()
+                for step in self.case.steps:
+                    self._run_step(step)
+            except StepFailed:
+                pass
+
+    def _provision(self) -> None:
+        try:
+            for key, spec in self.case.actors.items():
+                name = self.unique_name(spec.stem)
+                if spec.registered:
+                    caller = self.provisioner.register(
+                        name, aliases=tuple(self.unique_name(a) for a in spec.aliases))
+                    self.identities[key] = ActorIdentity(caller.name, caller.agent_id, caller.aliases)
+                    self.envs[key] = self.provisioner.caller_env(caller)
+                else:
+                    self.identities[key] = ActorIdentity(name, "")
+                    self.envs[key] = self.provisioner.stranger_env()
+            callers = [s.actor for s in self.case.steps if isinstance(s, CallStep)]
+            for key in dict.fromkeys(callers):
+                self.endpoints[key] = self._open(key)
+            for key in dict.fromkeys(callers):
+                self.endpoints[key].handshake()
+        except Exception as exc:
+            self._fail(self.case.requirement, "the provisioner registers the actors and their servers start",
+                       step="setup", detail=f"{type(exc).__name__}: {exc}")
+
+    def _open(self, key: str) -> Endpoint:
+        env = self.target.server_env(self.envs[key])
+        stderr = self.workdir / f"{key}.{self.via}.stderr.log"
+        if self.via == "sdk":
+            return SdkEndpoint.open(self.portal, self.target.server_cmd, env, stderr=stderr)
+        return RawEndpoint.open(self.target.server_cmd, env, stderr=stderr)
+
+    def _close_endpoints(self) -> None:
+        for endpoint in self.endpoints.values():
+            endpoint.close()
+
+    def _run_step(self, step: CallStep | AwaitStep | ControlStep) -> None:
+        if isinstance(step, ControlStep):
+            self._control(step)
+        elif isinstance(step, AwaitStep):
+            running = self.running.pop(step.awaited)
+            started = time.monotonic()
+            bound = (step.outcome.within_ms / 1000 if step.outcome.within_ms
+                     else call_bound_s(running.step.call, running.pending.arguments))
+            outcome = running.pending.outcome(bound)
+            self._judge(step.awaited, step.id, running.step.call, outcome, step.outcome,
+                        (time.monotonic() - started) * 1000)
+        else:
+            arguments = self._evaluate(step.arguments, step.outcome, step.id)
+            try:
+                pending = self.endpoints[step.actor].call_tool(
+                    step.call, arguments, timeout=call_bound_s(step.call, arguments))
+            except ServerExited as exc:
+                self._fail(self._attribute(step.outcome.requirement or self.case.requirement),
+                           "the server is still there to take the call", step=step.id, detail=str(exc))
+            if step.background:
+                self.running[step.id] = _Running(step, pending)
+                return
+            bound = (step.outcome.within_ms / 1000 if step.outcome.within_ms
+                     else call_bound_s(step.call, arguments))
+            outcome = pending.outcome(bound)
+            self._judge(step.id, step.id, step.call, outcome, step.outcome, outcome.elapsed_ms)
+
+    def _control(self, step: ControlStep) -> None:
+        action: Callable[[], None] = {
+            "restart_app": self.provisioner.restart,
+            "stop_app": self.provisioner.stop_app,
+            "start_app": self.provisioner.start_app,
+        }[step.action]
+        try:
+            action()
+        except Exception as exc:
+            self._fail(self.case.requirement, f"the provisioner can {step.action.replace('_', ' ')}",
+                       step=step.id, detail=f"{type(exc).__name__}: {exc}")
+
+    # -- judging ----------------------------------------------------------------------
+
+    def _judge(self, result_key: str, label: str, tool: str, outcome: ToolOutcome, expected: Outcome,
+               elapsed_ms: float) -> None:
+        req = self._attribute(expected.requirement or self.case.requirement)
+        evidence = {"request": outcome.request, "response": outcome.response}
+        if outcome.response is None:
+            self._fail(req, "the server responds", step=label, detail=outcome.failure, **evidence)
+        if expected.within_ms is not None:
+            took = f"responds within {expected.within_ms} ms"
+            if elapsed_ms > expected.within_ms:
+                self._fail(req, took, step=label, detail=f"took {elapsed_ms:.0f} ms", **evidence)
+            self.recorder.record(req, True, took, step=label)
+        if outcome.protocol_error is not None or outcome.result is None:
+            error = outcome.protocol_error or {}
+            self._fail(req, "tools/call returns a result", step=label,
+                       detail=f"JSON-RPC error {error.get('code')}: {error.get('message')}", **evidence)
+        result = outcome.result
+        assert result is not None
+        structured = result.get("structuredContent")
+        flagged = result.get("isError") is True
+        shaped = not error_result_violations(structured)
+        if flagged or shaped:
+            self._judge_error(req, label, result, structured, flagged, expected, evidence)
+        elif expected.error:
+            self._fail(req, f"fails with {expected.error}", step=label, detail="the call succeeded", **evidence)
+        else:
+            violations = (tool_contract(tool).output_violations(structured) if structured is not None
+                          else ["no structuredContent"])
+            check_text = f"{tool}'s structuredContent conforms to its output schema"
+            if violations:
+                self._fail(self._attribute(RESULT_REQUIREMENT), check_text, step=label,
+                           detail="; ".join(violations[:5]), **evidence)
+            self.recorder.record(self._attribute(RESULT_REQUIREMENT), True, check_text, step=label)
+            if not expected.expect:
+                self.recorder.record(req, True, f"{tool} succeeds", step=label)
+        self.results[result_key] = structured
+        for expectation in expected.expect:
+            evaluated = self._evaluate(expectation, expected, label)
+            verdict = check(evaluated, structured, result)
+            vote_req = self._attribute(expectation.get("requirement") or req)
+            if not verdict.passed:
+                self._fail(vote_req, verdict.check, step=label, detail=verdict.detail, **evidence)
+            self.recorder.record(vote_req, True, verdict.check, step=label)
+
+    def _judge_error(self, req: str, label: str, result: dict, structured: Any, flagged: bool,
+                     expected: Outcome, evidence: dict) -> None:
+        problems = error_result_violations(structured)
+        if not flagged:
+            problems.insert(0, f"isError is {result.get('isError', 'absent')!r}, not true")
+        shape = "a tool error is an isError result with a contract error object"
+        if problems:
+            self._fail(self._attribute(ERROR_REQUIREMENT), shape, step=label, detail="; ".join(problems[:5]),
+                       **evidence)
+        self.recorder.record(self._attribute(ERROR_REQUIREMENT), True, shape, step=label)
+        error = structured["error"]
+        found = f"{error['code']}: {error['message']}"
+        if not expected.error:
+            self._fail(req, "succeeds", step=label, detail=f"failed with {found}", **evidence)
+        if error["code"] != expected.error:
+            self._fail(req, f"fails with {expected.error}", step=label, detail=f"failed with {found}", **evidence)
+        self.recorder.record(req, True, f"fails with {expected.error}", step=label)
+        for text in expected.error_mentions:
+            mentions = f"the error message mentions {text!r}"
+            if text not in error["message"]:
+                self._fail(req, mentions, step=label, detail=f"message: {error['message']!r}", **evidence)
+            self.recorder.record(req, True, mentions, step=label)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _evaluate(self, value: Any, expected: Outcome, label: str) -> Any:
+        try:
+            return evaluate(value, self.scope)
+        except ExpressionError as exc:
+            self._fail(self._attribute(expected.requirement or self.case.requirement),
+                       "the values this step needs exist", step=label, detail=str(exc))
+
+    def _attribute(self, requirement: str) -> str:
+        return INTEROP_REQUIREMENT if self.via == "sdk" else requirement
+
+    def _fail(self, requirement: str, check_text: str, *, step: str, detail: str | None = None,
+              request: Any = None, response: Any = None) -> None:
+        self.recorder.record(self._attribute(requirement), False, check_text, step=step, detail=detail,
+                             request=request, response=response)
+        raise StepFailed(check_text)
+

@@ -1,0 +1,128 @@
+"""Pytest fixtures of the contract suite.
+
+Used by :mod:`harness.contract_plugin` and by ``tests/contract/conftest.py``
+(which runs the suite against the reference inside the project's own tests).
+Options are read with defaults, so the fixtures work with or without the
+plugin's command-line options registered: without them the target is the
+reference core.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from harness.provisioner import Caller, Provisioner
+
+from .cases import Case
+from .endpoints import RawEndpoint
+from .manifest import REQUIREMENT_ATTRIBUTE
+from .target import Target
+from .verdicts import ItemInfo, VoteRecorder
+
+VOTES_KEY = pytest.StashKey[VoteRecorder]()
+
+
+def item_info(item: pytest.Item) -> ItemInfo | None:
+    """The requirement an item verifies: its ``@requirement``, else its case's; ``None`` if neither."""
+    function = getattr(item, "function", None)
+    declared = getattr(function, REQUIREMENT_ATTRIBUTE, None)
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("case") if callspec is not None else None
+    case_id = case.id if isinstance(case, Case) else None
+    if declared:
+        return ItemInfo(item=item.nodeid, requirement=declared, case=case_id)
+    if isinstance(case, Case):
+        return ItemInfo(item=item.nodeid, requirement=case.requirement, case=case_id)
+    return None
+
+
+@pytest.fixture(scope="session")
+def contract_target(pytestconfig: pytest.Config) -> Target:
+    """The implementation under test (the reference unless --server-cmd/--provisioner say otherwise)."""
+    return Target.from_options(pytestconfig.getoption("--server-cmd", default=None),
+                               pytestconfig.getoption("--provisioner", default=None))
+
+
+@pytest.fixture(scope="session")
+def shared_app(contract_target: Target, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provisioner]:
+    """One provisioned app per test process, shared by every case that leaves the app alone."""
+    provisioner = contract_target.new_provisioner(tmp_path_factory.mktemp("shared-app"))
+    provisioner.start()
+    yield provisioner
+    provisioner.stop()
+
+
+@pytest.fixture
+def case_app(request: pytest.FixtureRequest, contract_target: Target, tmp_path: Path) -> Iterator[Provisioner]:
+    """The app a case runs against: its own when it stops or restarts the app, else the shared one."""
+    case: Case = request.getfixturevalue("case")
+    if not case.needs_own_app:
+        yield request.getfixturevalue("shared_app")
+        return
+    provisioner = contract_target.new_provisioner(tmp_path / "app")
+    provisioner.start()
+    try:
+        yield provisioner
+    finally:
+        provisioner.stop()
+
+
+@pytest.fixture
+def votes(request: pytest.FixtureRequest) -> VoteRecorder:
+    """The current item's vote recorder (the plugin reports its votes)."""
+    info = item_info(request.node)
+    recorder = VoteRecorder(item=request.node.nodeid, case=info.case if info else None)
+    request.node.stash[VOTES_KEY] = recorder
+    return recorder
+
+
+class Servers:
+    """Starts the target's server for callers of the shared app; stops every one at teardown."""
+
+    def __init__(self, target: Target, provisioner: Provisioner, workdir: Path):
+        self.target = target
+        self.provisioner = provisioner
+        self.workdir = workdir
+        self._started: list[RawEndpoint] = []
+
+    def caller(self, stem: str = "caller") -> Caller:
+        """A newly registered caller with a name unique to this run."""
+        return self.provisioner.register(f"{stem}-{secrets.token_hex(3)}")
+
+    def start(self, caller: Caller | None = None, *, env: dict[str, str] | None = None,
+              handshake: bool = True) -> RawEndpoint:
+        """The server running as ``caller`` (a new one if omitted), or with exactly ``env``."""
+        if env is None:
+            env = self.target.server_env(self.provisioner.caller_env(caller or self.caller()))
+        stderr = self.workdir / f"server-{len(self._started) + 1}.stderr.log"
+        endpoint = RawEndpoint.open(self.target.server_cmd, env, stderr=stderr)
+        self._started.append(endpoint)
+        if handshake:
+            endpoint.handshake()
+        return endpoint
+
+    def bare_env(self) -> dict[str, str]:
+        """The suite's environment without any caller variable (no home, no credential)."""
+        return self.target.bare_env(self.provisioner, self.caller("probe"))
+
+    def close(self) -> None:
+        for endpoint in self._started:
+            endpoint.close()
+
+
+@pytest.fixture
+def servers(contract_target: Target, shared_app: Provisioner, tmp_path: Path) -> Iterator[Servers]:
+    started = Servers(contract_target, shared_app, tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+def tool_call(endpoint: RawEndpoint, name: str, arguments: Any, *, timeout: float = 15.0):
+    """A blocking tools/call through a raw endpoint; the outcome's ``failure`` says if none came."""
+    return endpoint.call_tool(name, arguments, timeout=timeout).outcome(timeout)

@@ -1,0 +1,141 @@
+"""The requirement manifest (``contracts/requirements.toml``) and run selection.
+
+A requirement has a stable ID ``area:feature[:variant]``, a level (MUST, SHOULD,
+MAY), its source, one sentence of behaviour and optionally a known divergence
+or the reason it is deferred. A :class:`Selection` picks the requirements a run
+is about: everything up to a level, optionally narrowed to ID patterns.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import tomllib
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+from jsonschema import Draft202012Validator
+
+from .layout import MANIFEST_PATH, MANIFEST_SCHEMA_PATH
+
+
+class ManifestError(ValueError):
+    """The manifest does not load: TOML syntax or schema violations (all listed)."""
+
+
+class Level(enum.IntEnum):
+    """Requirement levels; a lower value is stricter."""
+
+    MUST = 1
+    SHOULD = 2
+    MAY = 3
+
+    @classmethod
+    def parse(cls, text: str) -> "Level":
+        """``must``/``MUST`` and so on; raises ``ValueError`` for anything else."""
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(f"unknown level {text!r}: use must, should or may") from None
+
+
+@dataclass(frozen=True)
+class Requirement:
+    id: str
+    level: Level
+    source: str
+    behaviour: str
+    divergence: str | None = None
+    deferred: str | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Requirements by ID, in manifest order."""
+
+    requirements: tuple[Requirement, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_id", {r.id: r for r in self.requirements})
+
+    def __iter__(self) -> Iterator[Requirement]:
+        return iter(self.requirements)
+
+    def __len__(self) -> int:
+        return len(self.requirements)
+
+    def __contains__(self, requirement_id: object) -> bool:
+        return requirement_id in self._by_id  # type: ignore[attr-defined]
+
+    def __getitem__(self, requirement_id: str) -> Requirement:
+        return self._by_id[requirement_id]  # type: ignore[attr-defined]
+
+
+def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
+    """Load and validate the manifest; :class:`ManifestError` names every problem."""
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{path.name}: {exc}") from None
+    schema = json.loads(MANIFEST_SCHEMA_PATH.read_text("utf-8"))
+    problems = [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+                for e in Draft202012Validator(schema).iter_errors(data)]
+    if problems:
+        raise ManifestError(f"{path.name} does not match its schema:\n  " + "\n  ".join(problems))
+    return Manifest(tuple(
+        Requirement(id=rid, level=Level[entry["level"]], source=entry["source"], behaviour=entry["behaviour"],
+                    divergence=entry.get("divergence"), deferred=entry.get("deferred"))
+        for rid, entry in data["requirement"].items()
+    ))
+
+
+@lru_cache(maxsize=1)
+def manifest() -> Manifest:
+    """The project's manifest, loaded once per process."""
+    return load_manifest()
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which requirements a run is about.
+
+    ``level`` includes every stricter level (``SHOULD`` selects MUST and SHOULD).
+    ``patterns`` narrow further: an exact ID, a glob (``wire:*``) or an ID prefix
+    up to a colon (``send`` selects ``send:…``). No patterns means all IDs.
+    """
+
+    level: Level = Level.MAY
+    patterns: tuple[str, ...] = ()
+
+    def includes(self, requirement: Requirement) -> bool:
+        if requirement.level > self.level:
+            return False
+        if not self.patterns:
+            return True
+        return any(fnmatchcase(requirement.id, p) or fnmatchcase(requirement.id, p.rstrip(":") + ":*")
+                   for p in self.patterns)
+
+    def to_json(self) -> dict:
+        return {"level": self.level.name, "patterns": list(self.patterns)}
+
+
+REQUIREMENT_ATTRIBUTE = "contract_requirement"
+
+
+def requirement(requirement_id: str):
+    """Declare the one requirement a suite test verifies (checked against the manifest).
+
+    An unknown ID raises at import time, so a typo fails collection instead of
+    silently testing nothing.
+    """
+    if requirement_id not in manifest():
+        raise ManifestError(f"{requirement_id!r} is not in {MANIFEST_PATH.name}")
+
+    def mark(function):
+        setattr(function, REQUIREMENT_ATTRIBUTE, requirement_id)
+        return function
+
+    return mark

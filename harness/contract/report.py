@@ -1,0 +1,156 @@
+"""The compliance report: ``compliance.json`` for machines, ``compliance.md`` for people.
+
+Both list every requirement of the manifest with its level and result (pass,
+fail, not tested, expected failure), the score per level, why the run passed
+or failed, and for every failure the failing step with its request and response.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .compliance import Compliance, Result
+from .manifest import Level
+from .verdicts import clip
+
+SUITE_NAME = "peerwire messaging contract v1"
+JSON_NAME = "compliance.json"
+MARKDOWN_NAME = "compliance.md"
+JUNIT_NAME = "junit.xml"
+
+
+def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests: dict[str, int]) -> dict[str, Any]:
+    """The content of ``compliance.json``."""
+    return {
+        "suite": SUITE_NAME,
+        "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "target": target,
+        "selection": compliance.selection.to_json(),
+        "baseline": {
+            "path": compliance.baseline.path,
+            "entries": [{"key": e.key, "comment": e.comment} for e in compliance.baseline],
+        },
+        "verdict": {
+            "compliant": compliance.ok,
+            "exit_status": compliance.exit_status,
+            "problems": list(compliance.problems),
+            "warnings": list(compliance.warnings),
+        },
+        "scores": {
+            level.name: {"pass": s.passed, "fail": s.failed, "expected_failure": s.expected_failures,
+                         "not_tested": s.not_tested, "total": s.total, "score": round(s.score, 4)}
+            for level, s in compliance.scores.items()
+        },
+        "tests": tests,
+        "requirements": [
+            {
+                "id": v.requirement.id,
+                "level": v.requirement.level.name,
+                "source": v.requirement.source,
+                "behaviour": v.requirement.behaviour,
+                "result": v.result.value,
+                "selected": v.selected,
+                **({"deferred": v.requirement.deferred} if v.requirement.deferred else {}),
+                **({"divergence": v.requirement.divergence} if v.requirement.divergence else {}),
+                **({"baselined": v.baselined} if v.baselined else {}),
+                **({"stale": True} if v.stale else {}),
+                "passed_checks": v.passes,
+                "items": list(v.items),
+                "failures": [f.to_json() for f in v.failures],
+            }
+            for v in compliance.verdicts
+        ],
+    }
+
+
+def write_reports(directory: Path, compliance: Compliance, *, target: dict[str, Any],
+                  tests: dict[str, int]) -> tuple[Path, Path]:
+    """Write ``compliance.json`` and ``compliance.md`` into ``directory`` (created 0700)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+    document = compliance_document(compliance, target=target, tests=tests)
+    json_path = directory / JSON_NAME
+    json_path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")
+    md_path = directory / MARKDOWN_NAME
+    md_path.write_text(render_markdown(document), "utf-8")
+    return json_path, md_path
+
+
+def render_markdown(document: dict[str, Any]) -> str:
+    """``compliance.md`` from the JSON document (one source for both)."""
+    verdict = document["verdict"]
+    target = document["target"]
+    lines = [
+        "# Contract compliance",
+        "",
+        f"- Suite: {document['suite']}",
+        f"- Generated: {document['generated_at']}",
+        f"- Server command: `{' '.join(target.get('server_cmd', []))}`",
+        f"- Provisioner: `{target.get('provisioner', '')}`",
+        f"- Selection: level {document['selection']['level']}"
+        + (f", requirements {', '.join(document['selection']['patterns'])}" if document['selection']['patterns']
+           else ""),
+        f"- Baseline: {document['baseline']['path'] or 'none'} ({len(document['baseline']['entries'])} entries)",
+        f"- Verdict: **{'compliant' if verdict['compliant'] else 'not compliant'}** "
+        f"(exit status {verdict['exit_status']})",
+        "",
+        "## Scores",
+        "",
+        "Not tested counts against the score.",
+        "",
+        "| Level | Pass | Fail | Expected failure | Not tested | Total | Score |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for level in Level:
+        s = document["scores"][level.name]
+        lines.append(f"| {level.name} | {s['pass']} | {s['fail']} | {s['expected_failure']} | {s['not_tested']} "
+                     f"| {s['total']} | {s['score'] * 100:.1f}% |")
+    if verdict["problems"] or verdict["warnings"]:
+        lines += ["", "## Why the run fails" if verdict["problems"] else "## Warnings", ""]
+        lines += [f"- {_cell(p)}" for p in verdict["problems"]]
+        lines += [f"- warning: {_cell(w)}" for w in verdict["warnings"]]
+    failing = [r for r in document["requirements"] if r["failures"]]
+    if failing:
+        lines += ["", "## Failures", ""]
+        for req in failing:
+            lines += [f"### `{req['id']}` ({req['level']}): {req['result']}", "", req["behaviour"], ""]
+            for failure in req["failures"]:
+                where = failure.get("case") or failure.get("item", "")
+                step = f", step `{failure['step']}`" if failure.get("step") else ""
+                lines.append(f"- `{where}`{step}: expected {failure['check']}")
+                if failure.get("detail"):
+                    lines.append(f"  - found: {_cell(failure['detail'])}")
+                for part in ("request", "response"):
+                    if part in failure:
+                        body = json.dumps(clip(failure[part], 600), ensure_ascii=False, indent=2)
+                        lines += [f"  - {part}:", "", "    ```json"]
+                        lines += [f"    {ln}" for ln in body.splitlines()]
+                        lines += ["    ```", ""]
+    lines += ["", "## Requirements", "", "| ID | Level | Result | Source | Notes |", "|---|---|---|---|---|"]
+    for req in document["requirements"]:
+        notes = []
+        if not req["selected"] and not req.get("deferred"):
+            notes.append("not selected")
+        if req.get("deferred"):
+            notes.append(f"deferred: {req['deferred']}")
+        if req.get("divergence"):
+            notes.append(f"divergence: {req['divergence']}")
+        if req.get("baselined"):
+            notes.append(f"baselined: {req['baselined']}")
+        if req.get("stale"):
+            notes.append("STALE baseline entry")
+        result = req["result"] if req["result"] != Result.FAIL.value else "**fail**"
+        lines.append(f"| `{req['id']}` | {req['level']} | {result} | {_cell(req['source'])} "
+                     f"| {_cell('; '.join(notes))} |")
+    tests = document.get("tests") or {}
+    if tests:
+        lines += ["", "## Test items", "", ", ".join(f"{k}: {v}" for k, v in sorted(tests.items()))]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,219 @@
+"""The suite's own raw JSON-RPC client for a server launched over stdio.
+
+It does not use an MCP SDK: the suite must be able to send anything (malformed
+lines, invalid requests, notifications, overlapping requests) and to see
+everything the server writes. Every stdout line is kept in order, JSON-RPC or
+not; responses resolve the pending request with the same id. Nothing here
+sleeps: every wait is a bounded wait on a future.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+CLOSE_GRACE_S = 2.0
+"""How long a server may take to exit after its stdin closes before it is signalled."""
+
+
+class ServerExited(RuntimeError):
+    """The server's stdout closed while a request was still waiting for its response."""
+
+
+class NoResponse(TimeoutError):
+    """No response arrived within the bound."""
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line the server wrote to stdout. ``message`` is ``None`` if it is not JSON."""
+
+    raw: bytes
+    message: Any
+    at: float
+
+    @property
+    def is_json_rpc(self) -> bool:
+        m = self.message
+        if not isinstance(m, dict) or m.get("jsonrpc") != "2.0":
+            return False
+        if "method" in m:
+            return isinstance(m["method"], str)
+        return "id" in m and (("result" in m) != ("error" in m))
+
+
+def id_key(msg_id: Any) -> str:
+    """A key that keeps JSON ids of different types apart (``1`` is not ``"1"``)."""
+    return json.dumps(msg_id, sort_keys=True)
+
+
+class StdioServer:
+    """A server command running as a subprocess, spoken to line by line.
+
+    The process gets its own session (process group) so that :meth:`close` can
+    stop a wrapper together with the server it wraps.
+    """
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str], *, stderr: Path):
+        self.argv = list(argv)
+        self.stderr_path = stderr
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending: dict[str, Future] = {}
+        self._lines: list[Line] = []
+        self._eof = threading.Event()
+        with open(stderr, "ab") as err:
+            self.process = subprocess.Popen(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
+                start_new_session=True,
+            )
+        self._reader = threading.Thread(target=self._read, name=f"stdout of {self.argv[0]}", daemon=True)
+        self._reader.start()
+
+    # -- sending ------------------------------------------------------------------
+
+    def send_line(self, raw: bytes) -> None:
+        """Write one raw line (a newline is added when missing)."""
+        if not raw.endswith(b"\n"):
+            raw += b"\n"
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(raw)
+            self.process.stdin.flush()
+        except (BrokenPipeError, ValueError) as exc:
+            raise ServerExited(f"cannot write to the server: {exc}; {self.stderr_tail()}") from None
+
+    def send(self, message: Any) -> None:
+        self.send_line(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+    def request(self, method: str, params: Any = None, *, msg_id: Any = None) -> tuple[dict, Future]:
+        """Send a request; returns it and a future of its (first) response."""
+        if msg_id is None:
+            msg_id = next(self._ids)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        future = self.expect_response(msg_id)
+        self.send(message)
+        return message, future
+
+    def expect_response(self, msg_id: Any) -> Future:
+        """A future of the next response with ``msg_id`` (register before sending)."""
+        future: Future = Future()
+        with self._lock:
+            if self._eof.is_set():
+                future.set_exception(ServerExited(f"the server has exited; {self.stderr_tail()}"))
+            else:
+                self._pending[id_key(msg_id)] = future
+        return future
+
+    def call(self, method: str, params: Any = None, *, timeout: float) -> dict:
+        """Send a request and wait up to ``timeout`` seconds for its response."""
+        _, future = self.request(method, params)
+        return wait_response(future, timeout, what=method)
+
+    def notify(self, method: str, params: Any = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+
+    # -- observing ------------------------------------------------------------------
+
+    @property
+    def lines(self) -> list[Line]:
+        with self._lock:
+            return list(self._lines)
+
+    def responses_to(self, msg_id: Any) -> list[dict]:
+        """Every response seen so far that carries ``msg_id``."""
+        key = id_key(msg_id)
+        return [ln.message for ln in self.lines
+                if ln.is_json_rpc and "method" not in ln.message and id_key(ln.message["id"]) == key]
+
+    def stray_lines(self) -> list[Line]:
+        """Stdout lines that are not JSON-RPC 2.0 messages."""
+        return [ln for ln in self.lines if not ln.is_json_rpc]
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stderr_tail(self, limit: int = 1500) -> str:
+        try:
+            text = self.stderr_path.read_text("utf-8", errors="replace")
+        except OSError:
+            return "no stderr"
+        return "stderr: " + (text[-limit:].strip() or "(empty)")
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def close(self, grace: float = CLOSE_GRACE_S) -> int:
+        """Close stdin, give the server ``grace`` seconds, then stop its process group."""
+        if self.process.stdin and not self.process.stdin.closed:
+            try:
+                self.process.stdin.close()
+            except BrokenPipeError:
+                pass
+        try:
+            self.process.wait(grace)
+        except subprocess.TimeoutExpired:
+            for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+                try:
+                    os.killpg(self.process.pid, sig)
+                except ProcessLookupError:
+                    break  # the group is gone already
+                try:
+                    self.process.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        else:
+            # The server exited; anything it started in its group goes with it.
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._reader.join(grace)
+        if self.process.stdout:
+            self.process.stdout.close()
+        return self.process.returncode
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            line = raw.rstrip(b"\r\n")
+            try:
+                message = json.loads(line)
+            except ValueError:
+                message = None
+            entry = Line(raw=line, message=message, at=time.monotonic())
+            with self._lock:
+                self._lines.append(entry)
+                future = None
+                if entry.is_json_rpc and "method" not in message:
+                    future = self._pending.pop(id_key(message["id"]), None)
+            if future is not None and not future.done():
+                future.set_result(message)
+        with self._lock:
+            self._eof.set()
+            pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(ServerExited(f"the server closed stdout; {self.stderr_tail()}"))
+
+
+def wait_response(future: Future, timeout: float, *, what: str) -> dict:
+    """The response in ``future``; :class:`NoResponse` after ``timeout`` seconds."""
+    try:
+        return future.result(timeout)
+    except TimeoutError:
+        raise NoResponse(f"no response to {what} within {timeout:g}s") from None

@@ -1,0 +1,104 @@
+"""Votes: the evidence a test item leaves about the requirements it checks.
+
+Every check a case or suite test makes becomes a :class:`Vote` for one
+requirement: passed or failed, what was checked and, for a failure, the request
+and the response that showed it. Votes travel with pytest's reports (as user
+properties, so they cross pytest-xdist workers and land in the JUnit XML) and
+the compliance report is computed from them alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+VOTES_PROPERTY = "contract_votes"
+ITEM_PROPERTY = "contract_item"
+CLIP_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Vote:
+    requirement: str
+    passed: bool
+    check: str
+    item: str = ""
+    case: str | None = None
+    step: str | None = None
+    detail: str | None = None
+    request: Any = None
+    response: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        return clip(out)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Vote":
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ItemInfo:
+    """What a test item declares before it runs: its primary requirement and case."""
+
+    item: str
+    requirement: str
+    case: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class VoteRecorder:
+    """Collects one test item's votes, in order."""
+
+    item: str
+    case: str | None = None
+    votes: list[Vote] = field(default_factory=list)
+
+    def record(self, requirement: str, passed: bool, check: str, *, step: str | None = None,
+               detail: str | None = None, request: Any = None, response: Any = None) -> Vote:
+        vote = Vote(requirement=requirement, passed=passed, check=check, item=self.item, case=self.case,
+                    step=step, detail=detail, request=request, response=response)
+        self.votes.append(vote)
+        return vote
+
+    @property
+    def failures(self) -> list[Vote]:
+        return [v for v in self.votes if not v.passed]
+
+
+def encode_votes(votes: Iterable[Vote]) -> str:
+    return json.dumps([v.to_json() for v in votes], ensure_ascii=False)
+
+
+def decode_votes(text: str) -> list[Vote]:
+    return [Vote.from_json(v) for v in json.loads(text)]
+
+
+def clip(value: Any, limit: int = CLIP_CHARS) -> Any:
+    """``value`` with every string longer than ``limit`` characters shortened and marked."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + f"…[{len(value) - limit} more characters]"
+    if isinstance(value, dict):
+        return {k: clip(v, limit) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clip(v, limit) for v in value]
+    return value
+
+
+def failure_summary(failures: Iterable[Vote]) -> str:
+    """Failed votes as text for a test failure: check, detail, request and response."""
+    parts = []
+    for vote in failures:
+        where = f"{vote.case or vote.item}" + (f" > {vote.step}" if vote.step else "")
+        parts.append(f"[{vote.requirement}] {where}: expected {vote.check}")
+        if vote.detail:
+            parts.append(f"  found: {vote.detail}")
+        for label, value in (("request", vote.request), ("response", vote.response)):
+            if value is not None:
+                parts.append(f"  {label}: {json.dumps(clip(value, 500), ensure_ascii=False)}")
+    return "\n".join(parts)

@@ -1,0 +1,204 @@
+"""The contract suite as a pytest plugin.
+
+``pytest -p harness.contract_plugin --server-cmd "CMD" [--level must|should|may]
+[--requirement ID ...] [--baseline FILE] [--report-dir DIR] [--provisioner module:Class]``
+
+Given no test paths, the plugin runs the contract suite (``harness/contract/suite``).
+Every item verifies one requirement (a case's, or a test's ``@requirement``);
+items outside the selection are deselected, baselined ones are marked xfail. Each
+item's votes travel in its report (so pytest-xdist workers are fine and the JUnit
+XML carries them); the controlling process judges compliance, prints it, writes
+``compliance.json``/``compliance.md`` (and ``junit.xml``) into ``--report-dir``
+and sets the exit status: 0 exactly when every selected MUST passes and the
+baseline holds, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from harness.contract.baseline import Baseline, BaselineError, load_baseline
+from harness.contract.cases import CaseError, all_cases
+from harness.contract.compliance import Compliance, judge
+from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin provides)
+    VOTES_KEY,
+    case_app,
+    contract_target,
+    item_info,
+    servers,
+    shared_app,
+    votes,
+)
+from harness.contract.layout import SUITE_DIR
+from harness.contract.manifest import Level, Manifest, ManifestError, Selection, manifest
+from harness.contract.report import JUNIT_NAME, write_reports
+from harness.contract.target import Target, TargetError
+from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, decode_votes, encode_votes
+
+RUN_KEY = pytest.StashKey["ContractRun"]()
+
+
+@dataclass
+class ContractRun:
+    """What the controlling process gathers during a run."""
+
+    manifest: Manifest
+    selection: Selection
+    baseline: Baseline
+    target: Target
+    report_dir: Path | None
+    votes: list[Vote] = field(default_factory=list)
+    tests: dict[str, int] = field(default_factory=dict)
+    compliance: Compliance | None = None
+    written: tuple[Path, ...] = ()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("contract", "messaging contract suite")
+    group.addoption("--server-cmd", default=None, metavar="CMD",
+                    help="the MCP server command under test, launched once per caller "
+                         "(default: peerwire's reference `python -m peerwire mcp serve`)")
+    group.addoption("--provisioner", default=None, metavar="MODULE:CLASS",
+                    help="the Provisioner for the implementation (default: harness.provisioner:ReferenceProvisioner)")
+    group.addoption("--level", default="may", choices=("must", "should", "may"),
+                    help="run requirements up to this level (default: may, i.e. all)")
+    group.addoption("--requirement", action="append", default=[], metavar="ID",
+                    help="run only these requirements: an ID, a glob (wire:*) or a prefix (send); repeatable")
+    group.addoption("--baseline", default=None, metavar="FILE",
+                    help="expected failures, one requirement or case a line with a comment")
+    group.addoption("--report-dir", default=None, metavar="DIR",
+                    help="write compliance.json, compliance.md and junit.xml here")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        config.args = [str(SUITE_DIR)]  # no paths given: the plugin means the contract suite
+    report_dir = config.getoption("--report-dir")
+    if report_dir and not config.option.xmlpath:
+        config.option.xmlpath = str(Path(report_dir) / JUNIT_NAME)
+    try:
+        run = ContractRun(
+            manifest=manifest(),
+            selection=Selection(level=Level.parse(config.getoption("--level")),
+                                patterns=tuple(config.getoption("--requirement"))),
+            baseline=load_baseline(Path(config.getoption("--baseline")) if config.getoption("--baseline") else None),
+            target=Target.from_options(config.getoption("--server-cmd"), config.getoption("--provisioner")),
+            report_dir=Path(report_dir) if report_dir else None,
+        )
+    except (ManifestError, BaselineError, TargetError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[RUN_KEY] = run
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(ComplianceCollector(run), "contract-compliance")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    run = config.stash[RUN_KEY]
+    keep, drop = [], []
+    for item in items:
+        info = item_info(item)
+        if info is None:
+            keep.append(item)
+            continue
+        item.user_properties.append((ITEM_PROPERTY, json.dumps(info.to_json())))
+        if not run.selection.includes(run.manifest[info.requirement]):
+            drop.append(item)
+            continue
+        reason = run.baseline.comment(info.requirement) or (run.baseline.comment(info.case) if info.case else None)
+        if reason:
+            item.add_marker(pytest.mark.xfail(reason=f"baseline: {reason}", strict=False))
+        keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    info = item_info(item)
+    if info is None or not (report.when == "call" or (report.when == "setup" and not report.passed)):
+        return report
+    recorder = item.stash.get(VOTES_KEY, None)
+    cast = list(recorder.votes) if recorder is not None else []
+    if report.skipped and not hasattr(report, "wasxfail"):
+        return report  # skipped: not tested
+    failed = report.failed or report.skipped  # a baselined (xfail) item that failed is still a failure
+    if failed and all(v.passed for v in cast):
+        cast.append(Vote(requirement=info.requirement, passed=False, item=info.item, case=info.case,
+                         step=report.when if report.when != "call" else None,
+                         check="the test passes", detail=_failure_text(report)))
+    elif not failed and not cast:
+        cast.append(Vote(requirement=info.requirement, passed=True, item=info.item, case=info.case,
+                         check="the test passes"))
+    encoded = (VOTES_PROPERTY, encode_votes(cast))
+    report.user_properties.append(encoded)
+    item.user_properties.append(encoded)  # so the JUnit XML (written from the teardown report) carries them
+    return report
+
+
+class ComplianceCollector:
+    """The controlling process's half: gathers votes, judges, reports, sets the exit status."""
+
+    def __init__(self, run: ContractRun):
+        self.run = run
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when in ("setup", "call"):  # teardown reports repeat the call's votes
+            for name, value in report.user_properties:
+                if name == VOTES_PROPERTY:
+                    self.run.votes.extend(decode_votes(value))
+        if report.when == "call":
+            outcome = "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome
+            self.run.tests[outcome] = self.run.tests.get(outcome, 0) + 1
+        elif report.when == "setup" and not report.passed:
+            outcome = "error" if report.failed else "skipped"
+            self.run.tests[outcome] = self.run.tests.get(outcome, 0) + 1
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        run = self.run
+        try:
+            known_cases = [c.id for c in all_cases()]
+        except CaseError:
+            known_cases = []
+        run.compliance = judge(run.manifest, run.votes, run.selection, run.baseline, known_cases)
+        if run.report_dir is not None:
+            run.written = write_reports(run.report_dir, run.compliance, target=run.target.describe(),
+                                        tests=run.tests)
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
+                                  pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = run.compliance.exit_status
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        compliance = self.run.compliance
+        if compliance is None:
+            return
+        write = terminalreporter.write_line
+        terminalreporter.section("contract compliance")
+        for level, score in compliance.scores.items():
+            write(f"{level.name:<6} {score.passed}/{score.total} pass, {score.failed} fail, "
+                  f"{score.expected_failures} expected failure, {score.not_tested} not tested "
+                  f"({score.score * 100:.1f}%)")
+        for problem in compliance.problems:
+            write(f"FAILS RUN: {problem}")
+        for warning in compliance.warnings:
+            write(f"warning: {warning}")
+        for path in self.run.written:
+            write(f"report: {path}")
+        write("verdict: " + ("compliant" if compliance.ok else "NOT compliant")
+              + f" (exit status {compliance.exit_status})")
+
+
+def _failure_text(report: pytest.TestReport) -> str:
+    """The failure's own message (the assertion), else the tail of the traceback."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        return crash.message[:1500]
+    text = report.longreprtext or ""
+    return text[-1500:]

@@ -1,0 +1,124 @@
+"""Judging a run: results per requirement, the baseline, scores and the exit status."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.contract.baseline import Baseline, BaselineError, parse_baseline
+from harness.contract.compliance import Result, judge
+from harness.contract.manifest import Level, Manifest, Requirement, Selection
+from harness.contract.verdicts import Vote
+
+MANIFEST = Manifest((
+    Requirement("a:must", Level.MUST, "SPEC.md § x", "A must."),
+    Requirement("b:must", Level.MUST, "SPEC.md § x", "B must."),
+    Requirement("c:should", Level.SHOULD, "SPEC.md § x", "C should."),
+    Requirement("d:may", Level.MAY, "SPEC.md § x", "D may."),
+    Requirement("e:must:deferred", Level.MUST, "SPEC.md § x", "E later.", deferred="needs a provider"),
+))
+CASES = ["suite/a-case", "suite/b-case"]
+
+
+def vote(requirement: str, passed: bool, case: str | None = None) -> Vote:
+    return Vote(requirement=requirement, passed=passed, check="something holds", item=f"item-{requirement}",
+                case=case, detail=None if passed else "it did not")
+
+
+def run(votes, selection=Selection(), baseline=Baseline()):
+    return judge(MANIFEST, votes, selection, baseline, CASES)
+
+
+ALL_PASS = [vote("a:must", True), vote("b:must", True), vote("c:should", True), vote("d:may", True)]
+
+
+def test_all_selected_musts_passing_is_compliant():
+    compliance = run(ALL_PASS)
+    assert compliance.ok and compliance.exit_status == 0
+    assert compliance.verdict("a:must").result is Result.PASS
+
+
+def test_one_failing_vote_fails_the_requirement_and_the_run():
+    compliance = run(ALL_PASS + [vote("b:must", False, "suite/b-case")])
+    assert compliance.verdict("b:must").result is Result.FAIL
+    assert compliance.exit_status == 1
+    assert any("b:must" in p and "suite/b-case" in p for p in compliance.problems)
+
+
+def test_not_tested_never_passes():
+    compliance = run([vote("a:must", True)])
+    assert compliance.verdict("b:must").result is Result.NOT_TESTED
+    assert "MUST b:must was not tested" in compliance.problems
+    assert compliance.scores[Level.MUST].score == pytest.approx(1 / 3)  # the deferred one counts too
+
+
+def test_deferred_and_unselected_requirements_do_not_fail_the_run():
+    compliance = run([vote("a:must", True)], selection=Selection(Level.MUST, ("a",)))
+    assert compliance.ok, compliance.problems
+    assert not compliance.verdict("e:must:deferred").selected
+    assert compliance.verdict("b:must").result is Result.NOT_TESTED
+
+
+def test_should_failures_warn_but_do_not_fail():
+    compliance = run([v for v in ALL_PASS if v.requirement != "c:should"] + [vote("c:should", False)])
+    assert compliance.ok
+    assert compliance.verdict("c:should").result is Result.FAIL
+    assert any("c:should" in w for w in compliance.warnings)
+
+
+def test_level_selection_includes_stricter_levels():
+    selection = Selection(Level.SHOULD)
+    assert selection.includes(MANIFEST["a:must"]) and selection.includes(MANIFEST["c:should"])
+    assert not selection.includes(MANIFEST["d:may"])
+    assert Selection(patterns=("a",)).includes(MANIFEST["a:must"])
+    assert not Selection(patterns=("a",)).includes(MANIFEST["b:must"])
+    assert Selection(patterns=("*:must",)).includes(MANIFEST["b:must"])
+
+
+def test_a_baselined_requirement_is_an_expected_failure():
+    baseline = parse_baseline("b:must  # known gap\n")
+    compliance = run(ALL_PASS + [vote("b:must", False)], baseline=baseline)
+    verdict = compliance.verdict("b:must")
+    assert verdict.result is Result.EXPECTED_FAILURE and verdict.baselined == "known gap"
+    assert compliance.ok
+
+
+def test_a_baselined_case_covers_only_its_own_failures():
+    baseline = parse_baseline("suite/b-case  # flaky fixture\n")
+    covered = run(ALL_PASS + [vote("b:must", False, "suite/b-case")], baseline=baseline)
+    assert covered.verdict("b:must").result is Result.EXPECTED_FAILURE and covered.ok
+    uncovered = run(ALL_PASS + [vote("b:must", False, "suite/b-case"), vote("b:must", False, "suite/a-case")],
+                    baseline=baseline)
+    assert uncovered.verdict("b:must").result is Result.FAIL and not uncovered.ok
+
+
+def test_a_baselined_requirement_that_passes_is_stale_and_fails_the_run():
+    compliance = run(ALL_PASS, baseline=parse_baseline("a:must  # used to fail\n"))
+    assert compliance.verdict("a:must").stale
+    assert any("stale" in p and "a:must" in p for p in compliance.problems)
+
+
+def test_a_baselined_case_that_passes_is_stale():
+    compliance = run(ALL_PASS + [vote("b:must", True, "suite/b-case")],
+                     baseline=parse_baseline("suite/b-case  # used to fail\n"))
+    assert any("stale" in p and "suite/b-case" in p for p in compliance.problems)
+
+
+def test_unknown_baseline_entries_fail_the_run():
+    compliance = run(ALL_PASS, baseline=parse_baseline("no:such:thing  # typo\n"))
+    assert any("no:such:thing" in p for p in compliance.problems)
+
+
+@pytest.mark.parametrize("text, complaint", [
+    ("a:must\n", "needs a comment"),
+    ("a:must   #   \n", "needs a comment"),
+    ("a:must b:must  # two\n", "one requirement or case a line"),
+    ("a:must  # one\na:must  # again\n", "already listed on line 1"),
+])
+def test_malformed_baselines_are_refused(text, complaint):
+    with pytest.raises(BaselineError, match=complaint):
+        parse_baseline(text)
+
+
+def test_baseline_comments_and_blank_lines_are_ignored():
+    baseline = parse_baseline("# header\n\n  a:must   # reason with # inside\n")
+    assert [e.key for e in baseline] == ["a:must"] and baseline.comment("a:must") == "reason with # inside"

@@ -1,0 +1,63 @@
+"""compliance.json and compliance.md: every requirement, the failing step's evidence, scores."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+from harness.contract.baseline import parse_baseline
+from harness.contract.compliance import judge
+from harness.contract.manifest import Selection, manifest
+from harness.contract.report import write_reports
+from harness.contract.verdicts import Vote
+
+REQUEST = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+           "params": {"name": "send_message", "arguments": {"target": "bob", "message": "é" * 5000}}}
+RESPONSE = {"jsonrpc": "2.0", "id": 7, "result": {"content": [], "structuredContent": {"kind": "task"}}}
+
+
+def _write(tmp_path, votes, baseline=""):
+    compliance = judge(manifest(), votes, Selection(), parse_baseline(baseline), [])
+    return compliance, write_reports(tmp_path / "report", compliance, target={"server_cmd": ["srv"], "provisioner": "p:P"},
+                                     tests={"passed": 1, "failed": 1})
+
+
+def test_reports_list_every_requirement_with_its_result(tmp_path):
+    votes = [Vote("wire:ping", True, "ping works", item="t1"),
+             Vote("send:receipt:admitted", False, "kind equals \"information\"", item="t2", case="information/x",
+                  step="send", detail='found "task"', request=REQUEST, response=RESPONSE)]
+    compliance, (json_path, md_path) = _write(tmp_path, votes)
+    document = json.loads(json_path.read_text("utf-8"))
+    results = {r["id"]: r for r in document["requirements"]}
+    assert set(results) == {r.id for r in manifest()}
+    assert results["wire:ping"]["result"] == "pass"
+    assert results["wire:json:parse-error"]["result"] == "not tested"
+    failure = results["send:receipt:admitted"]
+    assert failure["result"] == "fail" and failure["level"] == "MUST"
+    assert failure["failures"][0]["request"]["params"]["name"] == "send_message"
+    assert failure["failures"][0]["response"] == RESPONSE
+    assert "more characters" in failure["failures"][0]["request"]["params"]["arguments"]["message"]
+    assert document["verdict"] == {"compliant": False, "exit_status": 1, "problems": list(compliance.problems),
+                                   "warnings": []}
+    must = document["scores"]["MUST"]
+    assert must["pass"] == 1 and must["fail"] == 1 and must["not_tested"] == must["total"] - 2
+    assert stat.S_IMODE((tmp_path / "report").stat().st_mode) == 0o700
+
+    markdown = md_path.read_text("utf-8")
+    assert "**not compliant**" in markdown
+    assert "### `send:receipt:admitted` (MUST): fail" in markdown
+    assert "step `send`" in markdown and '"send_message"' in markdown and 'found "task"' in markdown
+    assert "| `wire:json:parse-error` | MUST | not tested |" in markdown
+
+
+def test_reports_show_deferred_baselined_and_stale_requirements(tmp_path):
+    votes = [Vote("wire:ping", True, "ping works", item="t1"),
+             Vote("send:receipt:admitted", False, "x", item="t2", case="information/x")]
+    _, (json_path, md_path) = _write(tmp_path, votes, "wire:ping  # was broken\nsend:receipt:admitted  # known\n")
+    results = {r["id"]: r for r in json.loads(json_path.read_text("utf-8"))["requirements"]}
+    assert results["wire:ping"]["stale"] is True
+    assert results["send:receipt:admitted"]["result"] == "expected failure"
+    assert results["send:receipt:admitted"]["baselined"] == "known"
+    assert "deferred" in results["envelope:format"] and results["envelope:format"]["result"] == "not tested"
+    markdown = md_path.read_text("utf-8")
+    assert "STALE baseline entry" in markdown and "deferred: " in markdown
