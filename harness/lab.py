@@ -14,29 +14,45 @@ The lab brings up, in one directory:
 
 The runner drives it through the app's operator operations (``prompt``,
 ``await_turn``) so the adapter sees every turn. Tests use it for live adapter
-paths; the acceptance runner wraps it with run homes, process jobs and reports.
+paths; the acceptance runner wraps it with run homes, process jobs and reports:
+given a :class:`~harness.jobs.Job`, the lab starts the app through it, so the
+app, the app-servers it spawns and their MCP servers all end with the job.
+
+Real-provider mode (``auth_home``): the scripted model is not started, the
+user's ``config.toml`` (their provider) and ``auth.json`` are copied from the
+authorized home into each private agent home (auth 0600), and the projection
+leaves the provider settings as the user had them.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import select
+import shutil
+import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from peerwire.contract import TOOL_ORDER
+from peerwire.contract import PROFILES
 from peerwire.control import ControlClient
 from peerwire.home import Home
 
 from .codex_home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
 from .codex_install import CodexInstallation, locate_codex
+from .jobs import Job
 from .model_rules import ModelScript, load_script
-from .provisioner import AppProcess
+from .provisioner import AppNotReady, AppProcess
 from .scripted_model import ScriptedModel
 from .workspace import FixtureWorkspace
 
 MODEL_KEY_VALUE = "scripted-model-has-no-key"
+AUTH_FILE = "auth.json"
+"""The credential file of an authorized Codex home: copied into agent homes, never into artifacts."""
+APP_READY_TIMEOUT_S = 20.0
 
 
 @dataclass
@@ -56,6 +72,15 @@ def peerwire_command() -> list[str]:
 
 
 class CodexLab:
+    """Brings up the lab in ``root`` (see the module docs); a context manager.
+
+    ``job``: start the core app through it (the acceptance runner's way);
+    without one the app is a plain subprocess in its own session.
+    ``auth_home``: opt into the real provider configured there (see the module
+    docs); the scripted model then stays down. ``attachments`` lists every
+    owner the lab attached, in order (generation, thread id, pid).
+    """
+
     def __init__(
         self,
         root: Path,
@@ -65,6 +90,9 @@ class CodexLab:
         codex: CodexInstallation | None = None,
         approve_tools: bool = True,
         attach: bool = True,
+        job: Job | None = None,
+        auth_home: Path | None = None,
+        profile: str = "messaging",
     ):
         self.root = Path(root)
         self.script = script if isinstance(script, ModelScript) else load_script(script)
@@ -72,17 +100,31 @@ class CodexLab:
         self.codex = codex or locate_codex()
         self.approve_tools = approve_tools
         self.attach_on_start = attach
+        # messaging: the peer contract; collab: the first agent is the root (/root) of a tree
+        self.profile = profile
+        self.job = job
+        self.auth_home = Path(auth_home) if auth_home is not None else None
         self.home = Home(self.root / "core")
         self.model = ScriptedModel(self.script, log_path=self.root / "artifacts" / "model-requests.jsonl")
         self.app: AppProcess | None = None
         self.agents: dict[str, LabAgent] = {}
+        self.attachments: list[dict[str, Any]] = []
+
+    @property
+    def scripted(self) -> bool:
+        """Whether the agents talk to the scripted model (not a real provider)."""
+        return self.auth_home is None
 
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> "CodexLab":
         self.root.mkdir(parents=True, exist_ok=True)
-        self.model.start()
-        self.app = AppProcess.start(self.home, env=self.child_env())
+        if self.scripted:
+            self.model.start()
+        if self.job is None:
+            self.app = AppProcess.start(self.home, env=self.child_env())
+        else:
+            self.app = start_app_in_job(self.job, self.home, env={**os.environ, **self.child_env()})
         for name in self.agent_names:
             self.agents[name] = self._provision(name)
         if self.attach_on_start:
@@ -96,7 +138,8 @@ class CodexLab:
             self.app = None
         for agent in self.agents.values():
             agent.projection.restore()
-        self.model.stop()
+        if self.scripted:
+            self.model.stop()
 
     def __enter__(self) -> "CodexLab":
         try:
@@ -111,22 +154,27 @@ class CodexLab:
     def child_env(self) -> dict[str, str]:
         """The environment of everything the app starts: Codex first on PATH, the model key set."""
         env = self.codex.child_env(os.environ)
-        env[ScriptedProvider.env_key] = MODEL_KEY_VALUE
+        if self.scripted:
+            env[ScriptedProvider.env_key] = MODEL_KEY_VALUE
         return env
 
     def _provision(self, name: str) -> LabAgent:
-        out = self.control().call("register_agent", {"name": name, "provider": "codex", "source": "lab"})
+        collab_root = self.profile == "collab" and name == self.agent_names[0]
+        out = self.control().call("register_agent", {"name": name, "provider": "codex", "source": "lab",
+                                                     "collab_root": collab_root})
         base = self.root / "agents" / name
         codex_home = base / "codex_home"
         codex_home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.auth_home is not None:
+            copy_authorization(self.auth_home, codex_home)
         workspace = FixtureWorkspace.create(base / "workspace", agent=name)
         command = peerwire_command()
         settings = AgentSettings(
             workspace=workspace.path,
-            peerwire=PeerwireServer(command=command[0], args=(*command[1:], "mcp", "serve"), home=self.home.path,
-                                    session_id=out["session_token"],
-                                    approve_tools=tuple(TOOL_ORDER) if self.approve_tools else None),
-            provider=ScriptedProvider(base_url=self.model.base_url(name)),
+            peerwire=PeerwireServer(command=command[0], args=(*command[1:], "mcp", "serve", "--profile", self.profile),
+                                    home=self.home.path, session_id=out["session_token"],
+                                    approve_tools=tuple(PROFILES[self.profile][1]) if self.approve_tools else None),
+            provider=ScriptedProvider(base_url=self.model.base_url(name)) if self.scripted else None,
         )
         projection = Projection(codex_home, settings).apply()
         return LabAgent(name, out["agent"]["agent_id"], out["session_token"], codex_home, workspace.path,
@@ -137,12 +185,25 @@ class CodexLab:
     def control(self) -> ControlClient:
         return ControlClient(self.home)
 
+    def register(self, name: str, *, provider: str = "manual", aliases: Sequence[str] = ()) -> dict[str, Any]:
+        """Register a peer without a Codex owner (e.g. to make a name ambiguous); returns its agent row."""
+        return self.control().call("register_agent", {"name": name, "provider": provider, "aliases": list(aliases),
+                                                      "source": "lab"})["agent"]
+
     def attach(self, name: str, *, resume: bool = False) -> dict[str, Any]:
         agent = self.agents[name]
+        env = {ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {}
         agent.owner = self.control().call("attach_codex", {
             "agent_id": agent.agent_id, "codex": str(self.codex.executable), "codex_home": str(agent.codex_home),
-            "cwd": str(agent.workspace), "env": {ScriptedProvider.env_key: MODEL_KEY_VALUE}, "resume": resume,
+            "cwd": str(agent.workspace), "env": env, "resume": resume,
         }, wait_s=60)
+        self.attachments.append({"agent": name, "generation": agent.owner["generation"],
+                                 "thread_id": agent.owner["thread_id"], "pid": agent.owner["pid"],
+                                 "resume": resume})
+        if self.job is not None:
+            # A milestone: the app-server and its MCP server exist now; the job
+            # remembers them even if they later leave the app's process tree.
+            self.job.observe()
         return agent.owner
 
     def detach(self, name: str) -> dict[str, Any]:
@@ -175,3 +236,67 @@ class CodexLab:
 
     def rollouts(self, name: str) -> list[Path]:
         return sorted((self.agents[name].codex_home / "sessions").rglob("rollout-*.jsonl"))
+
+
+def copy_authorization(auth_home: Path, codex_home: Path) -> None:
+    """Copy an authorized home's ``config.toml`` (kept as the user wrote it) and
+    ``auth.json`` (mode 0600) into a private agent home.
+
+    Raises FileNotFoundError when ``auth_home`` has no ``auth.json``: a real
+    provider run without credentials would only fail later, less clearly.
+    """
+    auth = auth_home / AUTH_FILE
+    if not auth.is_file():
+        raise FileNotFoundError(f"{auth_home} holds no {AUTH_FILE}: it is not an authorized Codex home")
+    target = codex_home / AUTH_FILE
+    # Created 0600 before any byte is written: the credential is never readable by others.
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out, auth.open("rb") as src:
+        shutil.copyfileobj(src, out)
+    os.chmod(target, 0o600)
+    config = auth_home / "config.toml"
+    if config.is_file():
+        shutil.copyfile(config, codex_home / "config.toml")
+
+
+def start_app_in_job(job: Job, home: Home, *, env: dict[str, str], timeout: float = APP_READY_TIMEOUT_S) -> AppProcess:
+    """Start ``peerwire app`` for ``home`` through ``job`` and wait for its JSON ready line.
+
+    Raises :class:`~harness.provisioner.AppNotReady` (with the tail of the
+    app's stderr log) if it exits or stays silent for ``timeout`` seconds;
+    the job still owns the process and ends it when closed.
+    """
+    home.create()
+    log = home.path.parent / f"{home.path.name}.app-stderr.log"
+    with open(log, "ab") as err:
+        started = job.spawn([sys.executable, "-m", "peerwire", "app", "--home", str(home.path)], name="peerwire-app",
+                            env=env, stdout=subprocess.PIPE, stderr=err)
+    process = started.popen
+    line = _ready_line(process, timeout)
+    try:
+        ready = json.loads(line)
+    except ValueError:
+        ready = None
+    if not isinstance(ready, dict) or ready.get("event") != "ready":
+        process.kill()
+        process.wait()
+        raise AppNotReady(f"peerwire app was not ready (status {process.returncode}, first line {line[:200]!r}); "
+                          f"see {log}:\n{log.read_text(errors='replace')[-2000:]}")
+    return AppProcess(home=home, process=process, ready=ready, log=log)
+
+
+def _ready_line(process: subprocess.Popen, timeout: float) -> bytes:
+    """The child's first stdout line; b"" if it exits or stays silent past ``timeout``."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    buffer = b""
+    while b"\n" not in buffer:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            return b""
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return b""
+        buffer += chunk
+    return buffer.split(b"\n", 1)[0]

@@ -162,6 +162,7 @@ class Matcher:
     contains: tuple[str, ...] = ()
     pattern: re.Pattern[str] | None = None
     last: bool = False
+    latest: bool = False
     envelope_type: str | None = None
     phase: str | None = None
     tool: str | None = None
@@ -178,6 +179,11 @@ class Matcher:
     def find(self, items: Sequence[InputItem]) -> dict[str, str] | None:
         """Captures of the most recent item that satisfies this matcher, or
         None when no item does."""
+        if self.latest:
+            # Only what the agent did last: the newest item of this kind,
+            # whatever was injected after it.
+            newest = next((item for item in reversed(items) if item.kind == self.kind), None)
+            return self._captures(newest, is_last=newest is items[-1]) if newest is not None else None
         for item in reversed(items):
             captures = self._captures(item, is_last=item is items[-1])
             if captures is not None:
@@ -418,6 +424,7 @@ def _compile_matcher(spec: Mapping[str, Any]) -> Matcher:
         contains=(contains,) if isinstance(contains, str) else tuple(contains),
         pattern=re.compile(body["matches"]) if "matches" in body else None,
         last=body.get("last", False),
+        latest=body.get("latest", False),
         envelope_type=body.get("type"),
         phase=body.get("phase"),
         tool=body.get("tool"),

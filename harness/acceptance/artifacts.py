@@ -1,0 +1,114 @@
+"""A scenario run's artifacts folder: what is copied out of its run home, and what never is.
+
+Layout of ``<artifacts root>/<scenario>.<mode>/`` (directories 0700, files 0600)::
+
+    core-dump.json            every row of the core's store (``Store.dump()``)
+    core/app.log              the core app's log
+    model-requests.jsonl      the scripted model's request log (scripted provider only)
+    appserver/<A>.g<n>.appserver.jsonl, .stderr.log
+                              each owner generation's JSON-RPC transcript and stderr
+    rollouts/<A>/rollout-*.jsonl
+                              the agent's Codex rollouts, from its CODEX_HOME/sessions
+
+Only these files are copied: nothing else from an agent's CODEX_HOME (its
+``auth.json`` above all) can reach the folder. With a real provider,
+:func:`credential_leaks` additionally scans every artifact for the values of
+the authorized home's credential file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from harness.lab import AUTH_FILE, CodexLab
+from peerwire.store import Store
+
+from .observations import APPSERVER_DIR, CORE_DUMP, MODEL_REQUESTS, ROLLOUTS_DIR
+
+# Shorter strings (e.g. "Bearer", booleans) occur in any log and prove nothing.
+_MIN_SECRET_CHARS = 8
+
+
+def collect(lab: CodexLab, destination: Path) -> Path:
+    """Copy the run's evidence from the lab's directories into ``destination``.
+
+    Call once the lab has stopped: the core dump is read from the store after
+    the app released it. Missing sources (a run that failed early) are skipped.
+    An existing ``destination`` is replaced: it only ever holds an earlier copy.
+    """
+    if destination.exists():
+        shutil.rmtree(destination)
+    _private_dir(destination)
+    if lab.home.db.is_file():
+        store = Store(lab.home.db)
+        try:
+            dump = store.dump()
+        finally:
+            store.close()
+        _write(destination / CORE_DUMP, json.dumps(dump, indent=1, ensure_ascii=False, default=str).encode("utf-8"))
+    _copy(lab.home.log, destination / "core" / "app.log")
+    _copy(lab.root / "artifacts" / MODEL_REQUESTS, destination / MODEL_REQUESTS)
+    for source in sorted((lab.home.path / "codex").glob("*")):
+        if source.suffix in (".jsonl", ".log"):
+            _copy(source, destination / APPSERVER_DIR / source.name)
+    for name, agent in lab.agents.items():
+        for rollout in sorted((agent.codex_home / "sessions").rglob("rollout-*.jsonl")):
+            _copy(rollout, destination / ROLLOUTS_DIR / name / rollout.name)
+    return destination
+
+
+def credential_values(auth_home: Path) -> list[str]:
+    """Every string in the authorized home's credential file long enough to identify it."""
+    try:
+        data = json.loads((auth_home / AUTH_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return sorted({value for value in _strings(data) if len(value) >= _MIN_SECRET_CHARS})
+
+
+def credential_leaks(folder: Path, secrets: Iterable[str]) -> list[Path]:
+    """The files under ``folder`` that contain any of ``secrets`` (or are a credential file)."""
+    needles = [secret.encode("utf-8") for secret in secrets]
+    leaks = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if path.name == AUTH_FILE or any(needle in data for needle in needles):
+            leaks.append(path)
+    return leaks
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for inner in value.values():
+            yield from _strings(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _strings(inner)
+
+
+def _copy(source: Path, target: Path) -> None:
+    if not source.is_file():
+        return
+    _private_dir(target.parent)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out, source.open("rb") as src:
+        shutil.copyfileobj(src, out)
+
+
+def _write(target: Path, data: bytes) -> None:
+    _private_dir(target.parent)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)

@@ -1,0 +1,194 @@
+"""One scenario run: its own locked run home, a process job, the lab, the steps, the verdicts.
+
+Order of a run, each a timed phase:
+
+``start``    the run home is locked and a :class:`~harness.jobs.Job` (adopting
+             orphans) is opened; the lab starts the scripted model, the core
+             app (through the job, so the app-servers and MCP servers it spawns
+             are the job's too), projects each agent's CODEX_HOME and attaches
+             the owners;
+``steps``    the scenario's steps drive the agents;
+``stop``     the lab stops (app terminated, projections restored) and the job
+             is closed: nothing the run started is left running;
+``collect``  the evidence is copied into the scenario's artifacts folder;
+``checks``   every declared check, plus the universal ones, is judged.
+
+A step that fails, or a lab that does not start, does not skip the later
+phases: what was recorded is still collected and judged, and the failure is
+the verdict of the ``steps-completed`` check. The run home is kept (and its
+path reported) when any check fails; otherwise it is removed unless kept on
+request. Interrupts (KeyboardInterrupt, SystemExit from a signal handler)
+tear down and propagate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.codex_install import CodexInstallation
+from harness.jobs import Job, install_signal_handlers
+from harness.lab import CodexLab
+from harness.run_home import RunHome
+
+from . import artifacts
+from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
+from .observations import CORE_DUMP, Observations, RunnerView
+from .progress import Progress
+from .scenario import Scenario
+from .steps import ScenarioDriver
+
+# Seconds the job's processes get to exit on SIGTERM before SIGKILL.
+JOB_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How to run scenarios: the same for every scenario of one acceptance run."""
+
+    codex: CodexInstallation
+    homes_root: Path
+    """Where each scenario's run home is created."""
+    artifacts_root: Path
+    """Each scenario's artifacts go to ``<artifacts_root>/<scenario>.<mode>/``."""
+    keep_home: bool = False
+    approve_tools: bool = True
+    provider: str = "scripted"
+    auth_home: Path | None = None
+    """The authorized Codex home of a real-provider run (``provider != "scripted"``)."""
+
+
+def progress_label(scenario: Scenario, mode: str) -> str:
+    return scenario.name if len(scenario.modes) == 1 else f"{scenario.name}/{mode}"
+
+
+def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progress: Progress | None = None,
+                 handle_signals: bool = False) -> dict[str, Any]:
+    """Run ``scenario`` in ``mode`` and return its result (the report's scenario entry).
+
+    ``handle_signals`` (main thread only): SIGINT/SIGTERM close the job at
+    once and exit with 128 + the signal number, after the run home is kept.
+    """
+    progress = progress or Progress(progress_label(scenario, mode))
+    key = scenario.key(mode)
+    phases: list[dict[str, Any]] = []
+    started = time.monotonic()
+    view = RunnerView(mode=mode, scripted=settings.provider == "scripted")
+    failure: str | None = None
+    driver: ScenarioDriver | None = None
+    destination = settings.artifacts_root / key
+
+    @contextlib.contextmanager
+    def phase(name: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            phases.append({"name": name, "s": round(time.monotonic() - began, 3)})
+
+    with RunHome(settings.homes_root, run_id=key, keep=settings.keep_home) as home:
+        job = Job(f"scenario {key}", grace=JOB_GRACE_S, adopt_orphans=True)
+        restore = install_signal_handlers(job) if handle_signals else None
+        lab = CodexLab(home.path, scenario.script, scenario.agents, codex=settings.codex,
+                       approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home)
+        try:
+            try:
+                with phase("start"):
+                    progress.say(f"starting {len(scenario.agents)} Codex agents ({mode} mode)")
+                    lab.start()
+                    for peer in scenario.peers:
+                        lab.register(peer.name, aliases=peer.aliases)
+                    view.agents = {name: agent.agent_id for name, agent in lab.agents.items()}
+                    for row in lab.control().call("agents")["agents"]:
+                        view.agents.setdefault(row["name"], row["agent_id"])
+                    view.attachments[:] = lab.attachments
+                    progress.say("agents attached: " + ", ".join(
+                        f"{a['agent']} g{a['generation']}" for a in lab.attachments))
+                with phase("steps"):
+                    driver = ScenarioDriver(scenario, mode, lab, view, progress)
+                    driver.run()
+            except Exception as error:  # judged below; the run goes on to collect what it has
+                failure = f"{type(error).__name__}: {error}"
+                progress.say(f"FAILED: {failure}")
+                if not isinstance(error, RuntimeError):
+                    progress.say(traceback.format_exc().rstrip())
+            finally:
+                with phase("stop"):
+                    lab.stop()
+                    teardown = job.close()
+                    if not teardown.clean:
+                        failure = failure or f"processes survived the teardown: {teardown.survivors}"
+        finally:
+            if restore is not None:
+                restore()
+        with phase("collect"):
+            artifacts.collect(lab, destination)
+        with phase("checks"):
+            verdicts = _judge(scenario, mode, settings, view, destination, failure)
+        passed = all(verdict.passed for verdict in verdicts)
+        progress.say(f"checks {sum(v.passed for v in verdicts)}/{len(verdicts)} passed" +
+                     ("" if passed else ": failed " + ", ".join(v.id for v in verdicts if not v.passed)))
+        if not passed:
+            home.mark_failed("checks failed: " + ", ".join(v.id for v in verdicts if not v.passed))
+    result = {
+        "name": scenario.name,
+        "mode": mode,
+        "description": scenario.description,
+        "passed": passed,
+        "wall_s": round(time.monotonic() - started, 3),
+        "phases": phases,
+        "agents": _agents(view, scenario),
+        "inputs": {"prompts": driver.prompts_sent if driver else {}},
+        "outputs": _outputs(destination, view, scenario),
+        "checks": [verdict.as_dict() for verdict in verdicts],
+        "artifacts_dir": f"{key}/",
+    }
+    if not passed:
+        result["home"] = str(home.path)
+    return result
+
+
+def _judge(scenario: Scenario, mode: str, settings: RunSettings, view: RunnerView, destination: Path,
+           failure: str | None) -> list[Verdict]:
+    verdicts = [Verdict("steps-completed", failure is None,
+                        failure or f"all steps of the {mode} run completed", Evidence())]
+    if settings.auth_home is not None:
+        leaks = artifacts.credential_leaks(destination, artifacts.credential_values(settings.auth_home))
+        for leak in leaks:
+            leak.unlink()
+        verdicts.append(Verdict("no-credentials-in-artifacts", not leaks,
+                                f"removed {len(leaks)} artifacts holding credentials: "
+                                f"{[str(p.relative_to(destination)) for p in leaks]}" if leaks else
+                                "no artifact holds a value of the credential file", Evidence()))
+    if not (destination / CORE_DUMP).is_file():
+        verdicts.append(Verdict("evidence-collected", False, "the core left no store to dump", Evidence()))
+        return verdicts
+    observations = Observations(destination, view)
+    specs = [spec for spec in scenario.checks if spec.applies(mode)]
+    declared = {spec.id for spec in specs}
+    universal = UNIVERSAL + (SCRIPTED_ONLY if view.scripted else ())
+    specs += [spec for spec in universal if spec.id not in declared]
+    verdicts += [judge(spec, observations) for spec in specs]
+    return verdicts
+
+
+def _agents(view: RunnerView, scenario: Scenario) -> dict[str, Any]:
+    out = {}
+    for name in scenario.agents:
+        mine = [a for a in view.attachments if a["agent"] == name]
+        out[name] = {"agent_id": view.agents.get(name),
+                     "thread_ids": list(dict.fromkeys(a["thread_id"] for a in mine)),
+                     "generations": [a["generation"] for a in mine]}
+    return out
+
+
+def _outputs(destination: Path, view: RunnerView, scenario: Scenario) -> dict[str, list[str]]:
+    if not (destination / CORE_DUMP).is_file():
+        return {}
+    observations = Observations(destination, view)
+    return {name: [line.text() for line in observations.final_messages(name)] for name in scenario.agents}

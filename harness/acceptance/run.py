@@ -1,0 +1,199 @@
+"""A whole acceptance run: ``python runner.py`` without a command.
+
+The run owns one locked run home (``<runs root>/<run id>/``): each scenario
+run gets its own run home under ``scenarios/`` and writes its artifacts to
+``artifacts/<scenario>.<mode>/``. Scenario runs execute in worker processes
+(:mod:`.worker`, at most two at a time), all started through one
+:class:`~harness.jobs.Job` that adopts orphans, so SIGINT or SIGTERM to the
+runner ends every worker and everything they started, and nothing outlives
+the runner however it ends.
+
+At the end the report is written to ``<report dir>/<run id>/`` (through
+``harness.report.write_report``) and its path printed. Exit status: 0 when
+every check of every scenario passed, 1 when any failed (or the report could
+not be written), 2 for a usage or setup error, 128 + N on signal N.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.codex_install import PINNED, CodexInstallError, locate_codex
+from harness.jobs import Job, JobClosedError, install_signal_handlers
+from harness.model_rules import ScenarioError
+from harness.run_home import RunHome, RunHomeError, new_run_id
+
+from .execution import RunSettings
+from .options import Options, UsageError, parse
+from .scenario import Scenario, discover, select
+from .worker import settings_to_json
+
+# Workers get this long to tear their own jobs down on SIGTERM before SIGKILL.
+RUN_GRACE_S = 20.0
+
+
+def main(argv: Sequence[str], *, stderr: TextIO | None = None) -> int:
+    err = stderr if stderr is not None else sys.stderr
+    try:
+        options = parse(argv)
+        selection = select(discover(options.scenarios_dir), names=options.scenarios, mode=options.mode,
+                           provider=options.provider)
+        codex = locate_codex(options.codex, expected_version=options.expected_version or PINNED)
+    except (UsageError, ScenarioError, ValueError, CodexInstallError) as error:
+        print(f"runner: {error}", file=err)
+        return 2
+    if not selection.runs:
+        print("runner: no scenario to run" + "".join(f"\n  skipped {why}" for why in selection.skipped), file=err)
+        return 2
+    for why in selection.skipped:
+        print(f"runner: skipped {why}", file=err)
+    try:
+        return _run(options, selection.runs, codex, err)
+    except RunHomeError as error:
+        print(f"runner: {error}", file=err)
+        return 2
+
+
+def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: TextIO) -> int:
+    run_id = new_run_id()
+    started_at = _now()
+    began = time.monotonic()
+    print(f"runner: run {run_id}: {len(runs)} scenario runs with Codex {codex.version} ({codex.source}), "
+          f"provider {options.provider}", file=err)
+    with RunHome(options.runs_root, run_id=run_id, keep=options.keep_home) as home, \
+            Job("acceptance", grace=RUN_GRACE_S, adopt_orphans=True) as job:
+        restore = install_signal_handlers(job)
+        try:
+            settings = RunSettings(codex=codex, homes_root=home.path / "scenarios", artifacts_root=home.artifacts,
+                                   keep_home=options.keep_home, approve_tools=options.approve_tools,
+                                   provider=options.provider, auth_home=options.auth_home)
+            results = _run_all(runs, settings, job, home.path / "tasks", options.workers)
+        finally:
+            restore()
+        failed = [r for r in results if not r["passed"]]
+        if failed:
+            home.mark_failed(f"{len(failed)} scenario runs failed")
+        run = {"run_id": run_id, "started_at": started_at, "finished_at": _now(), "codex_version": codex.version,
+               "provider": options.provider, "scenarios": results}
+        report, report_error = write_run_report(options.report_dir, run, home.artifacts, options.auth_home)
+        if report_error:
+            home.mark_failed("the report could not be written")
+    _summary(results, time.monotonic() - began, report, report_error, err)
+    return 0 if not failed and not report_error else 1
+
+
+def _run_all(runs: list[tuple[Scenario, str]], settings: RunSettings, job: Job, tasks: Path,
+             workers: int) -> list[dict[str, Any]]:
+    tasks.mkdir(mode=0o700, exist_ok=True)
+    results: dict[int, dict[str, Any]] = {}
+    lock = threading.Lock()
+
+    def one(index: int, scenario: Scenario, mode: str) -> None:
+        result = run_in_worker(scenario, mode, settings, job, tasks)
+        with lock:
+            results[index] = result
+
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(runs)), thread_name_prefix="scenario")
+    try:
+        futures = [pool.submit(one, i, scenario, mode) for i, (scenario, mode) in enumerate(runs)]
+        for future in futures:
+            future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [results[i] for i in sorted(results)]
+
+
+def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job, tasks: Path) -> dict[str, Any]:
+    """Run one scenario in a worker process of ``job``; a worker that dies yields a failed result."""
+    key = scenario.key(mode)
+    task, result_path = tasks / f"{key}.task.json", tasks / f"{key}.result.json"
+    task.write_text(json.dumps({"scenario": str(scenario.path.absolute()), "mode": mode,
+                                "settings": settings_to_json(settings)}), encoding="utf-8")
+    began = time.monotonic()
+    try:
+        worker = job.spawn([sys.executable, "-m", "harness.acceptance.worker", str(task), str(result_path)],
+                           name=f"worker {key}", env=_worker_env())
+        status = worker.popen.wait()
+    except JobClosedError:
+        status = None  # the run is being torn down
+    if result_path.is_file():
+        return json.loads(result_path.read_text(encoding="utf-8"))
+    why = "not started: the run was stopped" if status is None else f"the worker exited with status {status}"
+    return {"name": scenario.name, "mode": mode, "description": scenario.description, "passed": False,
+            "wall_s": round(time.monotonic() - began, 3), "phases": [], "agents": {}, "inputs": {"prompts": {}},
+            "outputs": {}, "checks": [{"id": "steps-completed", "verdict": "fail", "summary": why,
+                                       "evidence": {"records": [], "rollout": [], "model_requests": [],
+                                                    "appserver": []}}],
+            "artifacts_dir": f"{key}/"}
+
+
+def write_run_report(report_dir: Path, run: dict[str, Any], artifacts_root: Path,
+                     auth_home: Path | None) -> tuple[Path, str | None]:
+    """Write the report; returns its folder and, if the report writer failed, why.
+
+    The report writer (``harness.report``) is the normal path. Should it be
+    missing or refuse the run, the run's result and artifacts are still kept:
+    ``run.json`` and ``artifacts/`` are written plainly to the same folder.
+    """
+    try:
+        from harness.report import SecretScan, write_report
+    except ImportError as error:
+        return _write_plain(report_dir, run, artifacts_root), f"no report writer ({error})"
+    try:
+        return write_report(report_dir, run, artifacts_root, secrets=SecretScan.collect(auth_home=auth_home)), None
+    except Exception as error:  # the run's evidence must survive a report bug
+        return _write_plain(report_dir, run, artifacts_root), f"{type(error).__name__}: {error}"
+
+
+def _write_plain(report_dir: Path, run: dict[str, Any], artifacts_root: Path) -> Path:
+    folder = report_dir / f"{run['run_id']}.unreported"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(folder / "run.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(run, out, indent=1, ensure_ascii=False)
+    if artifacts_root.is_dir():
+        shutil.copytree(artifacts_root, folder / "artifacts", dirs_exist_ok=True)
+    return folder
+
+
+def _summary(results: list[dict[str, Any]], wall_s: float, report: Path, report_error: str | None,
+             err: TextIO) -> None:
+    print("", file=err)
+    for result in results:
+        checks = result["checks"]
+        passed = sum(check["verdict"] == "pass" for check in checks)
+        print(f"  {'PASS' if result['passed'] else 'FAIL'}  {result['name']:<22} {result['mode']:<10} "
+              f"{result['wall_s']:6.1f}s  checks {passed}/{len(checks)}", file=err)
+        for check in checks:
+            if check["verdict"] != "pass":
+                print(f"        {check['id']}: {check['summary']}", file=err)
+        if result.get("home"):
+            print(f"        kept: {result['home']}", file=err)
+    ok = sum(result["passed"] for result in results)
+    print(f"runner: {ok}/{len(results)} scenario runs passed in {wall_s:.1f}s", file=err)
+    if report_error:
+        print(f"runner: the report writer failed ({report_error}); run.json and artifacts kept in {report}",
+              file=err)
+    print(f"report: {report}", file=err)
+
+
+def _worker_env() -> dict[str, str]:
+    # Workers import this project's packages whatever the current directory.
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

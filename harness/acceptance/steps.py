@@ -1,0 +1,224 @@
+"""Driving a scenario: each ``[[steps]]`` entry becomes an action on the live lab.
+
+Steps only act and wait; they never judge the exchange (the checks do, from
+the records afterwards). A step fails with :class:`StepFailed` when it
+cannot do its part: a turn that ends otherwise than expected, a hold that is
+never reached, a tool that fails unexpectedly or does not fail as expected.
+Every wait is bounded by the step's ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import Any
+
+from harness.lab import CodexLab
+from peerwire.errors import PeerwireError
+
+from .observations import EvidenceMissing, RunnerView, select_record
+from .progress import Progress
+from .scenario import Scenario, Step
+
+DEFAULT_TIMEOUT_S = 60.0
+# The core offers no subscription to a record's state, so await_record polls
+# the store (read-only); short, because deliveries take milliseconds.
+_RECORD_POLL_S = 0.02
+
+
+class StepFailed(RuntimeError):
+    """A step could not do its part; the message names the step."""
+
+
+class ScenarioDriver:
+    """Runs a scenario's steps for one mode against a started lab, recording what it saw in ``view``."""
+
+    def __init__(self, scenario: Scenario, mode: str, lab: CodexLab, view: RunnerView, progress: Progress):
+        self.scenario = scenario
+        self.mode = mode
+        self.lab = lab
+        self.view = view
+        self.progress = progress
+        self.prompts_sent: dict[str, list[str]] = {}
+        self._turn_numbers: dict[str, int] = {}
+        self._actions: dict[str, Callable[[Step], None]] = {
+            "prompt": self._prompt, "await_turn": self._await_turn, "await_hold": self._await_hold,
+            "release": self._release, "observe_turn": self._observe_turn, "tool": self._tool,
+            "await_record": self._await_record, "await_model": self._await_model, "detach": self._detach,
+            "attach": self._attach, "await_task_turn": self._await_task_turn,
+        }
+
+    def run(self) -> None:
+        """Run every step that applies to the mode, in order; the first failure stops the run."""
+        for step in self.scenario.steps:
+            if step.applies(self.mode):
+                try:
+                    self._actions[step.do](step)
+                except StepFailed:
+                    raise
+                except (PeerwireError, TimeoutError, KeyError) as error:
+                    raise StepFailed(f"{step.describe()}: {type(error).__name__}: {error}") from error
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def _prompt(self, step: Step) -> None:
+        agent = step.params["agent"]
+        sent = self.prompts_sent.setdefault(agent, [])
+        text = self.scenario.prompts[agent][len(sent)]
+        number = self._turn_numbers[agent] = self._turn_numbers.get(agent, 0) + 1
+        label = step.params.get("turn", f"{agent}{number}")
+        turn_id = self.lab.prompt(agent, text)
+        sent.append(text)
+        self.view.turns[label] = {"agent": agent, "turn_id": turn_id, "status": None, "number": number}
+        self.progress.say(f"{agent}: turn {number} started ({label}, {turn_id})")
+
+    def _await_turn(self, step: Step) -> None:
+        label = step.params["turn"]
+        turn = self._turn(label, step)
+        expected = step.params.get("status", "completed")
+        outcome = self.lab.await_turn(turn["agent"], turn["turn_id"], timeout_s=self._timeout(step))
+        turn["status"] = outcome["status"]
+        self.progress.say(f"{turn['agent']}: turn {label} {outcome['status']}")
+        if outcome["status"] != expected:
+            raise StepFailed(f"{step.describe()}: turn {label} ended {outcome['status']}, expected {expected}")
+
+    def _await_task_turn(self, step: Step) -> None:
+        selector = step.params["record"]
+        deadline = time.monotonic() + self._timeout(step)
+        binding = None
+        while binding is None:
+            rows = self._live_rows("interactions")
+            try:
+                task = select_record(rows, selector, self.view)
+            except EvidenceMissing:
+                task = None
+            if task is not None:
+                binding = next((b for b in self._live_rows("bindings") if b["request_id"] == task["request_id"]), None)
+            if binding is None:
+                if time.monotonic() >= deadline:
+                    raise StepFailed(f"{step.describe()}: task {selector} was never bound to a turn")
+                time.sleep(_RECORD_POLL_S)
+        agent = next(name for name, agent_id in self.view.agents.items() if agent_id == binding["agent_id"])
+        label = step.params.get("turn", f"task:{task['request_id']}")
+        self.view.turns[label] = {"agent": agent, "turn_id": binding["turn_id"], "status": None}
+        outcome = self.lab.await_turn(agent, binding["turn_id"], timeout_s=max(1.0, deadline - time.monotonic()))
+        self.view.turns[label]["status"] = outcome["status"]
+        self.progress.say(f"{agent}: task turn {label} {outcome['status']}")
+        expected = step.params.get("status", "completed")
+        if outcome["status"] != expected:
+            raise StepFailed(f"{step.describe()}: task turn ended {outcome['status']}, expected {expected}")
+
+    def _observe_turn(self, step: Step) -> None:
+        agent, label = step.params["agent"], step.params["turn"]
+        owner = self.lab.owner(agent)
+        if owner is None or owner["active_turn"] is None:
+            raise StepFailed(f"{step.describe()}: {agent} has no active turn to observe")
+        self.view.turns[label] = {"agent": agent, "turn_id": owner["active_turn"], "status": None}
+        self.progress.say(f"{agent}: observed active turn {label} ({owner['active_turn']})")
+
+    # -- the scripted model ------------------------------------------------------------------
+
+    def _await_hold(self, step: Step) -> None:
+        self._require_scripted(step)
+        exchange = self.lab.model.wait_for_hold(step.params["hold"], timeout=self._timeout(step))
+        self.progress.say(f"{exchange.agent}: model request {exchange.seq} held at {step.params['hold']}")
+
+    def _release(self, step: Step) -> None:
+        self._require_scripted(step)
+        waiting = self.lab.model.release(step.params["hold"])
+        self.progress.say(f"released hold {step.params['hold']} ({waiting} waiting)")
+
+    def _await_model(self, step: Step) -> None:
+        self._require_scripted(step)
+        agent, rule, count = step.params["agent"], step.params["rule"], step.params.get("count", 1)
+        model = self.lab.model
+
+        def reached(exchange: Any) -> bool:
+            if exchange.agent != agent or exchange.rule_id != rule:
+                return False
+            same = [e for e in model.exchanges if e.agent == agent and e.rule_id == rule and e.outcome != "pending"]
+            return len(same) >= count
+
+        exchange = model.wait_for_exchange(reached, timeout=self._timeout(step))
+        self.progress.say(f"{agent}: model answered with rule {rule} (request {exchange.seq})")
+
+    # -- tools and records ------------------------------------------------------------------
+
+    def _tool(self, step: Step) -> None:
+        agent, tool = step.params["agent"], step.params["tool"]
+        expected = step.params.get("error")
+        label = step.params.get("record")
+        try:
+            result = self.lab.as_agent(agent).call(tool, dict(step.params["arguments"]), wait_s=self._timeout(step))
+        except PeerwireError as error:
+            if expected != error.code.value:
+                raise StepFailed(f"{step.describe()}: {tool} failed with {error.code.value}: {error.message}"
+                                 f"{'' if expected is None else f' (expected {expected})'}") from error
+            if isinstance(label, str):
+                self.view.receipts[label] = {"error": error.to_dict()}
+            self.progress.say(f"{agent}: {tool} refused as expected ({error.code.value})")
+            return
+        if expected is not None:
+            raise StepFailed(f"{step.describe()}: {tool} succeeded ({result}), expected error {expected}")
+        if isinstance(label, str):
+            self.view.receipts[label] = result
+        self.progress.say(f"{agent}: {tool} -> {_summary(result)}")
+
+    def _await_record(self, step: Step) -> None:
+        selector, state = step.params["record"], step.params["state"]
+        deadline = time.monotonic() + self._timeout(step)
+        current = "not admitted"
+        while True:
+            try:
+                record = select_record(self._live_rows("interactions"), selector, self.view)
+                current = record["state"]
+            except EvidenceMissing:
+                record = None
+            if record is not None and current == state:
+                self.progress.say(f"record {record['interaction_id']} ({record['kind']}) is {state}")
+                return
+            if time.monotonic() >= deadline:
+                raise StepFailed(f"{step.describe()}: record {selector} stayed {current}, never {state}")
+            time.sleep(_RECORD_POLL_S)
+
+    def _live_rows(self, table: str) -> list[dict[str, Any]]:
+        # Read-only and outside the app: the runner observes the store, never writes it.
+        order = {"interactions": "seq", "bindings": "created_at"}[table]
+        uri = f"{self.lab.home.db.as_uri()}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+            db.row_factory = sqlite3.Row
+            return [dict(row) for row in db.execute(f"SELECT * FROM {table} ORDER BY {order}")]
+
+    # -- owners -------------------------------------------------------------------------------
+
+    def _detach(self, step: Step) -> None:
+        owner = self.lab.detach(step.params["agent"])
+        self.progress.say(f"{step.params['agent']}: owner generation {owner['generation']} detached")
+
+    def _attach(self, step: Step) -> None:
+        agent = step.params["agent"]
+        owner = self.lab.attach(agent, resume=step.params.get("resume", True))
+        self.view.attachments[:] = self.lab.attachments
+        self.progress.say(f"{agent}: owner generation {owner['generation']} attached (thread {owner['thread_id']})")
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _turn(self, label: str, step: Step) -> dict[str, Any]:
+        if label not in self.view.turns:
+            raise StepFailed(f"{step.describe()}: no turn labelled {label!r} yet")
+        return self.view.turns[label]
+
+    def _require_scripted(self, step: Step) -> None:
+        if not self.lab.scripted:
+            raise StepFailed(f"{step.describe()}: needs the scripted model")
+
+    @staticmethod
+    def _timeout(step: Step) -> float:
+        return float(step.params.get("timeout_s", DEFAULT_TIMEOUT_S))
+
+
+def _summary(result: dict[str, Any]) -> str:
+    keys = ("request_id", "interaction_id", "state", "turn_id", "previous_status")
+    return ", ".join(f"{key}={result[key]}" for key in keys if key in result) or "ok"

@@ -1,0 +1,57 @@
+"""One scenario run in its own process: ``python -m harness.acceptance.worker TASK RESULT``.
+
+The acceptance run starts one worker per scenario run (through its job), so
+each scenario has a process of its own to own its job, its subreaper role
+and its signal handling. ``TASK`` is a JSON file naming the scenario file,
+the mode and the :class:`~harness.acceptance.execution.RunSettings`; the
+result (the report's scenario entry) is written to ``RESULT``. Exit status:
+0 when every check passed, 1 otherwise, 128 + N on signal N.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.codex_install import CodexInstallation
+
+from .execution import RunSettings, run_scenario
+from .scenario import load_scenario
+
+
+def settings_to_json(settings: RunSettings) -> dict[str, Any]:
+    return {
+        "codex": {"executable": str(settings.codex.executable), "version": settings.codex.version,
+                  "source": settings.codex.source},
+        "homes_root": str(settings.homes_root), "artifacts_root": str(settings.artifacts_root),
+        "keep_home": settings.keep_home, "approve_tools": settings.approve_tools, "provider": settings.provider,
+        "auth_home": str(settings.auth_home) if settings.auth_home else None,
+    }
+
+
+def settings_from_json(data: dict[str, Any]) -> RunSettings:
+    codex = data["codex"]
+    return RunSettings(
+        codex=CodexInstallation(Path(codex["executable"]), codex["version"], codex["source"]),
+        homes_root=Path(data["homes_root"]), artifacts_root=Path(data["artifacts_root"]),
+        keep_home=data["keep_home"], approve_tools=data["approve_tools"], provider=data["provider"],
+        auth_home=Path(data["auth_home"]) if data["auth_home"] else None,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    task_path, result_path = (sys.argv[1:] if argv is None else argv)[:2]
+    task = json.loads(Path(task_path).read_text(encoding="utf-8"))
+    scenario = load_scenario(task["scenario"])
+    result = run_scenario(scenario, task["mode"], settings_from_json(task["settings"]), handle_signals=True)
+    fd = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(result, out, ensure_ascii=False)
+    return 0 if result["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

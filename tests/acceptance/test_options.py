@@ -1,0 +1,95 @@
+"""The runner's command line: defaults, the real-provider opt-in and its credential handling."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from harness.acceptance import artifacts
+from harness.acceptance.options import AUTH_HOME_ENV, UsageError, parse
+from harness.acceptance.run import main
+from harness.codex_home import AgentSettings, PeerwireServer, Projection
+from harness.lab import copy_authorization
+
+AUTH = {"OPENAI_API_KEY": None, "tokens": {"access_token": "at-0123456789abcdef", "refresh_token": "rt-fedcba9876"}}
+USER_CONFIG = 'model = "gpt-5"\nmodel_provider = "openai"\n\n[model_providers.openai]\nname = "OpenAI"\n'
+
+
+@pytest.fixture
+def auth_home(tmp_path: Path) -> Path:
+    home = tmp_path / "authorized"
+    home.mkdir()
+    (home / "auth.json").write_text(json.dumps(AUTH), encoding="utf-8")
+    (home / "config.toml").write_text(USER_CONFIG, encoding="utf-8")
+    return home
+
+
+def test_defaults_run_everything_with_the_scripted_model() -> None:
+    options = parse([], environ={})
+    assert options.scenarios == () and options.mode is None and options.provider == "scripted"
+    assert options.approve_tools is True and options.auth_home is None and options.keep_home is False
+    assert options.report_dir.name == "reports" and options.workers == 2
+
+
+def test_repeatable_scenarios_and_explicit_choices(tmp_path: Path) -> None:
+    options = parse(["--scenario", "smoke", "--scenario", "task-reply", "--mode", "background", "--keep-home",
+                     "--runs-root", str(tmp_path), "--no-approve-tools", "--workers", "1"], environ={})
+    assert options.scenarios == ("smoke", "task-reply")
+    assert (options.mode, options.keep_home, options.runs_root, options.approve_tools, options.workers) == (
+        "background", True, tmp_path, False, 1)
+
+
+def test_a_real_provider_needs_an_authorized_home(tmp_path: Path, auth_home: Path) -> None:
+    with pytest.raises(UsageError, match=AUTH_HOME_ENV):
+        parse(["--provider", "openai"], environ={})
+    with pytest.raises(UsageError, match="holds no auth.json"):
+        parse(["--provider", "openai"], environ={AUTH_HOME_ENV: str(tmp_path)})
+    options = parse(["--provider", "openai"], environ={AUTH_HOME_ENV: str(auth_home)})
+    assert options.auth_home == auth_home and options.approve_tools is False
+    assert parse(["--provider", "openai", "--approve-tools"], environ={AUTH_HOME_ENV: str(auth_home)}).approve_tools
+
+
+def test_agent_homes_get_the_credential_privately_and_keep_the_users_provider(tmp_path: Path,
+                                                                              auth_home: Path) -> None:
+    codex_home = tmp_path / "agent"
+    codex_home.mkdir()
+    copy_authorization(auth_home, codex_home)
+    assert stat.S_IMODE(os.stat(codex_home / "auth.json").st_mode) == 0o600
+    assert json.loads((codex_home / "auth.json").read_text()) == AUTH
+
+    server = PeerwireServer(command="python", home=tmp_path / "core", session_id="s")
+    with Projection(codex_home, AgentSettings(workspace=tmp_path, peerwire=server, provider=None)):
+        projected = tomlkit.parse((codex_home / "config.toml").read_text())
+        assert projected["model_provider"] == "openai" and projected["model"] == "gpt-5"
+        assert "peerwire" in projected["mcp_servers"]
+    assert (codex_home / "config.toml").read_text() == USER_CONFIG
+
+
+def test_credentials_never_stay_in_artifacts(tmp_path: Path, auth_home: Path) -> None:
+    folder = tmp_path / "artifacts"
+    (folder / "rollouts" / "A").mkdir(parents=True)
+    (folder / "rollouts" / "A" / "clean.jsonl").write_text('{"type": "session_meta"}\n')
+    (folder / "appserver").mkdir()
+    (folder / "appserver" / "A.g1.appserver.jsonl").write_text('{"token": "at-0123456789abcdef"}\n')
+    (folder / "auth.json").write_text("{}")
+
+    secrets = artifacts.credential_values(auth_home)
+
+    assert secrets == ["at-0123456789abcdef", "rt-fedcba9876"]
+    assert artifacts.credential_leaks(folder, secrets) == [folder / "appserver" / "A.g1.appserver.jsonl",
+                                                           folder / "auth.json"]
+
+
+@pytest.mark.codex
+def test_a_codex_of_another_version_stops_the_run_naming_both_versions(tmp_path: Path) -> None:
+    err = io.StringIO()
+    status = main(["--expected-version", "0.1.0", "--runs-root", str(tmp_path)], stderr=err)
+    assert status == 2
+    assert "0.1.0" in err.getvalue() and "0.171.0" in err.getvalue()
+    assert not any(tmp_path.iterdir()), "nothing was started"

@@ -1,0 +1,112 @@
+"""Scenario files: what loads, what is refused before anything starts, and which runs a selection makes."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from harness.acceptance.checks import JUDGEMENTS
+from harness.acceptance.scenario import (SCENARIOS_DIR, discover, is_acceptance_scenario, scenario_from_document,
+                                         select)
+from harness.model_rules import ScenarioError
+
+MINIMAL = """
+[scenario]
+name = "mini"
+description = "A minimal scenario."
+
+[prompts]
+A = ["Hello there."]
+
+[[rules.A]]
+id = "greet"
+hold = "h"
+when = [{ user_text = { last = true, contains = "Hello" } }]
+emit = [{ message = { phase = "final_answer", text = "Hi." } }]
+
+[[steps]]
+do = "prompt"
+agent = "A"
+
+[[steps]]
+do = "await_turn"
+turn = "A1"
+
+[[checks]]
+id = "bound"
+check = "task_bound"
+record = { kind = "task" }
+"""
+
+
+def document(**changes) -> dict:
+    doc = tomllib.loads(MINIMAL)
+    for key, value in changes.items():
+        doc[key] = value
+    return doc
+
+
+def test_every_shipped_scenario_loads_and_names_known_checks() -> None:
+    scenarios = discover()
+    names = {scenario.name for scenario in scenarios}
+    assert {"smoke", "information", "task-reply-explicit", "task-reply-auto", "interrupt", "lifecycle", "modes",
+            "negative"} <= names
+    for scenario in scenarios:
+        assert all(spec.check in JUDGEMENTS for spec in scenario.checks)
+        assert scenario.description
+
+
+def test_a_minimal_scenario_loads_with_defaults() -> None:
+    scenario = scenario_from_document(document())
+    assert scenario.agents == ("A",)
+    assert scenario.modes == ("attached",)
+    assert scenario.providers == ("scripted",)
+    assert [step.do for step in scenario.steps] == ["prompt", "await_turn"]
+    assert scenario.checks[0].params == {"record": {"kind": "task"}}
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    ({"checks": [{"id": "x", "check": "no_such_judgement"}]}, "unknown check 'no_such_judgement'"),
+    ({"steps": [{"do": "prompt", "agent": "A"}, {"do": "prompt", "agent": "A"}]}, "no prompt left for A"),
+    ({"steps": [{"do": "await_hold", "hold": "never-defined"}]}, "no rule defines hold 'never-defined'"),
+    ({"steps": [{"do": "prompt", "agent": "Z"}]}, "agent 'Z' is not started"),
+    ({"steps": [{"do": "teleport"}]}, "steps/0/do"),
+    ({"steps": [{"do": "tool", "agent": "A", "tool": "send_message"}]}, "'arguments' is a required property"),
+    ({"checks": [{"id": "a", "check": "nothing_admitted"}, {"id": "a", "check": "nothing_admitted"}]},
+     "duplicate check id"),
+])
+def test_inconsistent_scenarios_are_refused_when_loading(change: dict, problem: str) -> None:
+    with pytest.raises(ScenarioError) as refused:
+        scenario_from_document(document(**change), path=Path("bad.toml"))
+    assert problem in str(refused.value)
+    assert str(refused.value).startswith("bad.toml: ")
+
+
+def test_files_without_steps_serve_other_tools_and_are_not_run(tmp_path: Path) -> None:
+    (tmp_path / "probe.toml").write_text('[[rules.A]]\nid = "x"\nemit = []\n', encoding="utf-8")
+    (tmp_path / "mini.toml").write_text(MINIMAL, encoding="utf-8")
+    assert not is_acceptance_scenario(tmp_path / "probe.toml")
+    assert [scenario.name for scenario in discover(tmp_path)] == ["mini"]
+
+
+def test_selection_by_name_group_mode_and_provider() -> None:
+    scenarios = discover(SCENARIOS_DIR)
+    everything = select(scenarios)
+    assert ("modes", "background") in {(s.name, m) for s, m in everything.runs}
+    assert len(everything.runs) == sum(len(s.modes) for s in scenarios)
+
+    group = select(scenarios, names=["task-reply"])
+    assert sorted(s.name for s, _ in group.runs) == ["task-reply-auto", "task-reply-explicit"]
+
+    background = select(scenarios, mode="background")
+    assert [(s.name, m) for s, m in background.runs] == [("modes", "background")]
+    assert any("smoke: has no background mode" in why for why in background.skipped)
+
+    with pytest.raises(ValueError, match="no scenario named nonesuch"):
+        select(scenarios, names=["nonesuch"])
+    with pytest.raises(ValueError, match="has no background mode"):
+        select(scenarios, names=["smoke"], mode="background")
+    with pytest.raises(ValueError, match="not meaningful with provider openai"):
+        select(scenarios, names=["interrupt"], provider="openai")

@@ -1,0 +1,125 @@
+"""No process outlives ``python runner.py``: on a normal exit, a failing step, SIGINT and SIGTERM.
+
+Each test runs the real runner on the smoke scenario (or a copy made to fail)
+with its run homes under ``tmp_path``, then looks for any process whose
+command line or working directory is inside ``tmp_path``: the core app (its
+``--home``), the Codex app-servers and their MCP servers (working in the
+fixture workspaces).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = ROOT / "scenarios" / "smoke.toml"
+RUN_TIMEOUT_S = 120.0
+READY_TIMEOUT_S = 60.0
+
+pytestmark = [pytest.mark.codex, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
+
+
+def start_runner(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "runner.py"), "--runs-root", str(tmp_path / "runs"),
+         "--report-dir", str(tmp_path / "reports"), *args],
+        cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def leftovers(tmp_path: Path) -> list[str]:
+    marker = str(tmp_path)
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
+        try:
+            cmdline = " ".join(proc.info["cmdline"] or [])
+            if marker in cmdline or (proc.info["cwd"] or "").startswith(marker):
+                found.append(f"{proc.info['pid']}: {cmdline[:120]}")
+        except (psutil.Error, TypeError):
+            continue
+    return found
+
+
+def wait_for_line(stream, needle: str, timeout: float) -> threading.Thread:
+    """Read ``stream`` until a line contains ``needle``; fail after ``timeout`` seconds.
+
+    Returns the reader thread, which drains the rest of the stream until EOF.
+    """
+    lines: queue.Queue[bytes] = queue.Queue()
+    seen: list[str] = []
+
+    def pump() -> None:
+        for line in iter(stream.readline, b""):
+            lines.put(line)
+        lines.put(b"")
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    while True:
+        try:
+            line = lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line with {needle!r} within {timeout} s: {seen[-10:]}") from None
+        if not line:
+            raise AssertionError(f"the runner ended before {needle!r}: {seen[-10:]}")
+        seen.append(line.decode(errors="replace").rstrip())
+        if needle in seen[-1]:
+            return reader
+
+
+def test_a_passing_run_leaves_nothing_running_and_no_home(tmp_path: Path) -> None:
+    runner = start_runner(tmp_path, "--scenario", "smoke")
+    _, err = runner.communicate(timeout=RUN_TIMEOUT_S)
+    assert runner.returncode == 0, err.decode(errors="replace")[-3000:]
+    assert b"report: " in err
+    assert leftovers(tmp_path) == []
+    assert not any((tmp_path / "runs").iterdir()), "a passing run's home is removed"
+
+
+def test_a_failing_step_ends_the_run_with_everything_torn_down(tmp_path: Path) -> None:
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    # The hold's rule never fires: the step times out after the agents started.
+    text = SCENARIO.read_text(encoding="utf-8").replace(
+        '[[steps]]\ndo = "prompt"\nagent = "A"\n',
+        '[[steps]]\ndo = "await_hold"\nhold = "never"\ntimeout_s = 1\n\n[[steps]]\ndo = "prompt"\nagent = "A"\n', 1)
+    text += '\n[[rules.A]]\nid = "unreachable"\nhold = "never"\nwhen = [{ user_text = { contains = "no prompt says this" } }]\n' \
+            'emit = [{ message = { phase = "final_answer", text = "never" } }]\n'
+    (scenarios / "smoke.toml").write_text(text, encoding="utf-8")
+
+    runner = start_runner(tmp_path, "--scenarios-dir", str(scenarios))
+    _, err = runner.communicate(timeout=RUN_TIMEOUT_S)
+
+    assert runner.returncode == 1, err.decode(errors="replace")[-3000:]
+    assert b"no request reached hold 'never'" in err
+    assert leftovers(tmp_path) == []
+    kept = [p for p in (tmp_path / "runs").iterdir()]
+    assert len(kept) == 1 and (kept[0] / "scenarios" / "smoke.attached").is_dir(), "a failed run's home is kept"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_tears_everything_down_and_exits_non_zero(tmp_path: Path, signum: int) -> None:
+    runner = start_runner(tmp_path, "--scenario", "modes", "--mode", "attached")
+    reader = None
+    try:
+        reader = wait_for_line(runner.stderr, "agents attached", READY_TIMEOUT_S)
+        assert leftovers(tmp_path), "the agents run before the signal"
+        os.kill(runner.pid, signum)
+        runner.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        if reader is not None:
+            reader.join(timeout=READY_TIMEOUT_S)
+        runner.stderr.close()
+    assert runner.returncode == 128 + signum
+    assert leftovers(tmp_path) == []
