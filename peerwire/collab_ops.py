@@ -80,13 +80,13 @@ class CollabOperations:
         self.store.admit_task(caller, child, message, receipt=self.ops.receipt(meta))
         codex = self.ops.providers.get("codex")
         if codex is not None:
-            self.ops._spawn(codex.spawn_child(caller, child, fork), f"spawn {path}")
+            self.ops.in_background(codex.spawn_child(caller, child, fork), f"spawn {path}")
         return {"task_name": path}
 
     async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         recipient = self._target(caller, args.get("target"))
         receipt = self.store.admit_information(caller, recipient, self._body(args), receipt=self.ops.receipt(meta))
-        self.ops._after_commit(recipient, self.ops.providers.get(recipient.provider), receipt["interaction_id"])
+        self.ops.after_commit(recipient, self.ops.providers.get(recipient.provider), receipt["interaction_id"])
         return {}
 
     async def followup_task(self, caller: AgentRow, args: dict, meta: dict) -> dict:
@@ -97,7 +97,7 @@ class CollabOperations:
         self.ops.hub.notify(recipient.agent_id)
         provider = self.ops.providers.get(recipient.provider)
         if provider is not None:
-            self.ops._spawn(provider.dispatch(recipient), f"dispatch to {recipient.name}")
+            self.ops.in_background(provider.dispatch(recipient), f"dispatch to {recipient.name}")
         return {}
 
     async def wait_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:

@@ -94,7 +94,7 @@ class Operations:
         provider = require_known(recipient.provider, self.providers)
         receipt = self.store.admit_information(caller, recipient, args["message"],
                                                receipt=tool_receipt(meta), run_id=meta.get("run_id"))
-        self._after_commit(recipient, provider, receipt["interaction_id"])
+        self.after_commit(recipient, provider, receipt["interaction_id"])
         return receipt
 
     async def followup_task(self, caller: AgentRow, args: dict, meta: dict) -> dict:
@@ -103,14 +103,14 @@ class Operations:
         receipt = self.store.admit_task(caller, recipient, args["message"],
                                         receipt=tool_receipt(meta), run_id=meta.get("run_id"))
         self.hub.notify(recipient.agent_id)
-        self._spawn(provider.dispatch(recipient), f"dispatch to {recipient.name}")
+        self.in_background(provider.dispatch(recipient), f"dispatch to {recipient.name}")
         return receipt
 
     async def reply(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         receipt = self.store.admit_reply(caller, args["request_id"], args["status"], args["message"],
                                          receipt=tool_receipt(meta))
         requester = self.store.agent(receipt["recipient"]["agent_id"])
-        self._after_commit(requester, self.providers.get(requester.provider), receipt["interaction_id"])
+        self.after_commit(requester, self.providers.get(requester.provider), receipt["interaction_id"])
         return receipt
 
     async def receive_messages(self, caller: AgentRow, args: dict, meta: dict) -> dict:
@@ -256,18 +256,20 @@ class Operations:
 
     # -- delivery -----------------------------------------------------------------
 
-    def _after_commit(self, recipient: AgentRow, provider: Provider | None, interaction_id: str) -> None:
+    def after_commit(self, recipient: AgentRow, provider: Provider | None, interaction_id: str) -> None:
+        """A record is durable: wake the recipient's waiters, then hand it to its provider."""
         self.hub.notify(recipient.agent_id)
         if provider is not None:
             record = self.store.interaction(interaction_id)
-            self._spawn(provider.deliver(recipient, record), f"deliver {interaction_id}")
+            self.in_background(provider.deliver(recipient, record), f"deliver {interaction_id}")
 
     def published(self, recipient_id: str, interaction_id: str) -> None:
         """A record the app wrote itself (a turn's reply, a notice): wake and deliver it."""
         recipient = self.store.agent(recipient_id)
-        self._after_commit(recipient, self.providers.get(recipient.provider), interaction_id)
+        self.after_commit(recipient, self.providers.get(recipient.provider), interaction_id)
 
-    def _spawn(self, coro: Awaitable[None], what: str) -> None:
+    def in_background(self, coro: Awaitable[None], what: str) -> None:
+        """Run provider work after the reply to the caller; failures are logged, never lost silently."""
         task = asyncio.ensure_future(coro)
         self._background.add(task)
 
