@@ -32,9 +32,12 @@ def test_home_is_private_and_locked(core):
     assert ControlClient(home).call("status")["ok"] is True
 
 
-def test_sigterm_releases_lock_and_socket(core):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_stop_signal_releases_lock_and_socket(core, sig):
     app = core.app
-    assert app.terminate() == 0
+    app.process.send_signal(sig)
+    assert app.process.wait(timeout=20) == 0
+    app.terminate()
     assert not core.home.socket.exists()
     assert core.home.lock.read_text() == ""
     core.app = AppProcess.start(core.home)  # the home can be owned again at once
