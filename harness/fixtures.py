@@ -32,7 +32,8 @@ _PEERWIRE_ID = re.compile(r"\b(rq|ix|cl|bd)_[0-9a-f]{32}\b")
 _CALL_ID = re.compile(r"\bcall_[A-Za-z0-9_-]+\b")
 _ITEM_ID = re.compile(r"\b(msg|fc|rs|item)_[A-Za-z0-9]+\b")
 _TIME_KEYS = {"createdAt", "updatedAt", "startedAt", "completedAt", "completedAtMs", "startedAtMs",
-              "emittedAtMs", "durationMs", "timestamp", "wall", "mono", "recordedAt"}
+              "emittedAtMs", "durationMs", "timestamp", "wall", "mono", "recordedAt", "recencyAt"}
+_ROLLOUT_TIME = re.compile(r"sessions/\d{4}/\d{2}/\d{2}/rollout-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}")
 # Values that describe the recording machine, not the protocol.
 _MACHINE_KEYS = {"serverName": "<host>", "userAgent": "<user-agent>"}
 
@@ -55,6 +56,7 @@ class Normaliser:
     def text(self, value: str) -> str:
         for name, path in self.paths:
             value = value.replace(path, f"<path:{name}>")
+        value = _ROLLOUT_TIME.sub("sessions/<date>/rollout-<time>", value)
         value = _PEERWIRE_ID.sub(lambda m: self._name(m.group(1), m.group(0)), value)
         value = _UUID.sub(lambda m: self._name("id", m.group(0)), value)
         value = _CALL_ID.sub(lambda m: self._name("call", m.group(0)), value)
@@ -112,11 +114,10 @@ def _run_inprocess_path(path_name: str, root: Path) -> tuple[Path, list[str], No
     script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
 
     async def run() -> tuple[list[str], Normaliser]:
-        async with inprocess_adapter(root, script) as (provider, store, a, b, codex_home, workspace):
-            await adapter_paths.INPROCESS_PATHS[path_name](provider, store, a, b)
-            tokens = [row["token_hash"] for row in store.db.execute("SELECT token_hash FROM sessions")]
-            return tokens, Normaliser({"workspace": str(workspace), "codex_home": str(codex_home),
-                                       "root": str(root)})
+        async with inprocess_adapter(root, script) as lab:
+            await adapter_paths.INPROCESS_PATHS[path_name](lab.provider, lab.store, lab.requester, lab.recipient)
+            return [lab.token], Normaliser({"workspace": str(lab.workspace), "codex_home": str(lab.codex_home),
+                                            "root": str(root)})
 
     secrets, normaliser = asyncio.run(run())
     return root / "core" / "codex", secrets, normaliser

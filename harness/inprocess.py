@@ -9,10 +9,12 @@ app runs (the scripted rules of these paths call no tools).
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator
 
 from peerwire.codex.adapter import CodexProvider
+from peerwire.registry import AgentRow
 from peerwire.store import Store
 
 from .codex_home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
@@ -23,8 +25,20 @@ from .scripted_model import ScriptedModel
 from .workspace import FixtureWorkspace
 
 
+@dataclass(frozen=True)
+class InProcess:
+    provider: CodexProvider
+    store: Store
+    requester: AgentRow
+    recipient: AgentRow
+    token: str
+    """The recipient's session credential (it is in its config.toml; never in a fixture)."""
+    codex_home: Path
+    workspace: Path
+
+
 @asynccontextmanager
-async def inprocess_adapter(root: Path, script: ModelScript) -> AsyncIterator[tuple]:
+async def inprocess_adapter(root: Path, script: ModelScript) -> AsyncIterator[InProcess]:
     codex = locate_codex()
     model = ScriptedModel(script, log_path=root / "model-requests.jsonl").start()
     (root / "core").mkdir(parents=True, exist_ok=True)
@@ -44,7 +58,7 @@ async def inprocess_adapter(root: Path, script: ModelScript) -> AsyncIterator[tu
     try:
         await provider.attach(recipient, codex=str(codex.executable), codex_home=str(codex_home),
                               cwd=str(workspace.path), env={**codex.child_env(), ScriptedProvider.env_key: MODEL_KEY_VALUE})
-        yield provider, store, requester, recipient, codex_home, workspace.path
+        yield InProcess(provider, store, requester, recipient, token, codex_home, workspace.path)
     finally:
         await provider.close()
         projection.restore()

@@ -154,9 +154,9 @@ def test_stale_steer_releases_the_claim_and_a_later_turn_takes_the_task(tmp_path
     script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
 
     async def run():
-        async with inprocess_adapter(tmp_path, script) as (provider, store, a, b, *_):
-            out = await adapter_paths.stale_steer(provider, store, a, b)
-            return out, store.trace(out["second"])
+        async with inprocess_adapter(tmp_path, script) as lab:
+            out = await adapter_paths.stale_steer(lab.provider, lab.store, lab.requester, lab.recipient)
+            return out, lab.store.trace(out["second"])
 
     out, trace = asyncio.run(run())
     assert out["state_after_stale"] == "pending"  # nothing was admitted: the claim is back
