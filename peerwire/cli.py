@@ -61,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     det = agent.add_parser("detach", parents=[common], help="stop a codex agent's owner")
     det.add_argument("agent")
     agent.add_parser("owners", parents=[common], help="attached codex owners and their active turns")
+    rev = agent.add_parser("revoke", parents=[common], help="revoke every session token of an agent")
+    rev.add_argument("agent")
 
     prompt = sub.add_parser("prompt", parents=[common], help="an operator's message: a new turn on an idle codex agent")
     prompt.add_argument("agent")
@@ -169,6 +171,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.agent_command == "detach":
             out = admin.call("detach_codex", {"agent_id": _agent_id(admin, args.agent)}, wait_s=30)
             return _print(args, out, f"detached {out['name']} (generation {out['generation']})")
+        if args.agent_command == "revoke":
+            out = admin.call("revoke_sessions", {"agent_id": _agent_id(admin, args.agent)})
+            return _print(args, out, f"revoked {out['revoked']} session token(s) of {out['agent']['name']}")
         if args.agent_command == "owners":
             out = admin.call("owners")
             return _print(args, out, "\n".join(f"{o['name']:<20} generation {o['generation']} thread {o['thread_id']} "

@@ -59,6 +59,7 @@ class Operations:
             "register_agent": self.register_agent,
             "agents": self.agents,
             "set_agent": self.set_agent,
+            "revoke_sessions": self.revoke_sessions,
             "trace": self.trace,
             "whoami": self.whoami,
             "attach_codex": self.attach_codex,
@@ -202,6 +203,11 @@ class Operations:
         if not fields:
             raise PeerwireError(Code.INVALID_ARGUMENT, "set_agent changes enabled and/or sendable")
         return {"agent": self.store.update_agent(agent_id, **fields).public()}
+
+    async def revoke_sessions(self, args: dict, token: str | None) -> dict:
+        """Revoke every session credential of an agent (its callers then get unknown_caller)."""
+        agent = self._agent_arg(args)
+        return {"agent": agent.public(), "revoked": self.store.revoke_sessions(agent.agent_id)}
 
     async def trace(self, args: dict, token: str | None) -> dict:
         ident = args.get("id")

@@ -136,6 +136,12 @@ def test_app_unavailable_and_unknown_caller(core, tmp_path):
     with pytest.raises(PeerwireError) as info:
         ControlClient(core.home, "not-a-token").call("list_agents")
     assert info.value.code is Code.UNKNOWN_CALLER
+    revoked = core.register("revoked")
+    assert call(core, revoked, "list_agents")["agents"]
+    assert cli_json(core, "agent", "revoke", "revoked")["revoked"] == 1
+    with pytest.raises(PeerwireError) as info:
+        call(core, revoked, "list_agents")
+    assert info.value.code is Code.UNKNOWN_CALLER and "revoked" in info.value.message
     core.stop()
     done = cli(core, "send", "--to", "a", "--body", "x", caller=a)
     assert done.returncode == 1
