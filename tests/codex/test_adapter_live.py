@@ -171,3 +171,32 @@ def test_stale_steer_releases_the_claim_and_a_later_turn_takes_the_task(tmp_path
     assert steer["params"]["expectedTurnId"] == out["stale_turn"]
     (refusal,) = [l["message"] for l in lines if l["dir"] == "received" and l["message"].get("id") == steer["id"]]
     assert refusal["error"]["code"] == -32600
+
+
+def test_owner_death_mid_turn_makes_the_task_uncertain_and_it_is_never_replayed(lab):
+    import os
+    import signal as signals
+
+    held = lab.as_agent("A").call("followup_task", {"target": "B", "message": "[hold] you will lose your owner"})
+    turn_id = adapter_paths.await_active(lab, "B")
+    os.killpg(lab.owner("B")["pid"], signals.SIGKILL)  # the app-server and its MCP server
+    notice = None
+    client = lab.as_agent("A")
+    cursor = None
+    for _ in range(20):  # each receive blocks on the mailbox; a bound on the number of batches
+        page = client.call("receive_messages", {"timeout_ms": 10_000, **({"cursor": cursor} if cursor else {})},
+                           wait_s=10)
+        cursor = page["cursor"]
+        notice = next((r for r in page["records"] if r["kind"] == "notice"), None)
+        if notice or page["timed_out"]:
+            break
+    assert notice and notice["code"] == "delivery_uncertain" and notice["request_id"] == held["request_id"]
+    trace = lab.trace(held["request_id"])
+    assert trace["interactions"][0]["state"] == "uncertain"
+    assert [b["state"] for b in trace["bindings"]] == ["uncertain"] and trace["bindings"][0]["turn_id"] == turn_id
+    # a new owner gets every dispatch opportunity, and still never sees the uncertain task
+    lab.attach("B", resume=True)
+    after = adapter_paths.idle_start(lab)
+    assert after["reply"]["status"] == "done"
+    starts = sent(transcript(lab, 2), "turn/start")
+    assert len(starts) == 1 and starts[0]["params"]["clientUserMessageId"] == after["request_id"]
