@@ -33,6 +33,7 @@ import re
 import select
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -371,6 +372,14 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], model: ScriptedModel):
         super().__init__(address, handler)
         self.model = model
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client hanging up (Codex dropping a superseded or interrupted stream) is
+        # an outcome the exchange log records, not a server fault worth a traceback.
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
