@@ -1,11 +1,15 @@
 """The contract suite as a pytest plugin.
 
-``pytest -p harness.contract_plugin --server-cmd "CMD" [--level must|should|may]
-[--requirement ID ...] [--baseline FILE] [--report-dir DIR] [--provisioner module:Class]``
+``pytest -p harness.contract_plugin --server-cmd "CMD" [--collab-server-cmd "CMD"]
+[--profiles messaging,collab] [--level must|should|may] [--requirement ID ...]
+[--baseline FILE] [--report-dir DIR] [--provisioner module:Class]``
 
 Given no test paths, the plugin runs the contract suite (``harness/contract/suite``).
 Every item verifies one requirement (a case's, or a test's ``@requirement``);
-items outside the selection are deselected, baselined ones are marked xfail. Each
+items outside the selection are deselected, baselined ones are marked xfail.
+The selection covers the tool profiles the target offers (``--profiles``
+narrows it): a profile left out, like a target without a collab server command,
+leaves its requirements not tested, and the report says so. Each
 item's votes travel in its report (so pytest-xdist workers are fine and the JUnit
 XML carries them); the controlling process judges compliance, prints it, writes
 ``compliance.json``/``compliance.md`` (and ``junit.xml``) into ``--report-dir``
@@ -34,8 +38,8 @@ from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin prov
     votes,
 )
 from harness.contract.layout import SUITE_DIR
-from harness.contract.manifest import Level, Manifest, ManifestError, Selection, manifest
-from harness.contract.report import JUNIT_NAME, write_reports
+from harness.contract.manifest import PROFILES, Level, Manifest, ManifestError, Selection, manifest, parse_profiles
+from harness.contract.report import JUNIT_NAME, not_tested_summary, write_reports
 from harness.contract.target import Target, TargetError
 from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, decode_votes, encode_votes
 
@@ -62,6 +66,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--server-cmd", default=None, metavar="CMD",
                     help="the MCP server command under test, launched once per caller "
                          "(default: peerwire's reference `python -m peerwire mcp serve`)")
+    group.addoption("--collab-server-cmd", default=None, metavar="CMD",
+                    help="the collaboration profile's server command (default: the reference's "
+                         "`... mcp serve --profile collab` when --server-cmd is the reference, else none: "
+                         "the collab profile is then not tested)")
+    group.addoption("--profiles", default=None, metavar="LIST",
+                    help=f"tool profiles to test, comma-separated: {', '.join(PROFILES)} "
+                         "(default: every profile the target offers)")
     group.addoption("--provisioner", default=None, metavar="MODULE:CLASS",
                     help="the Provisioner for the implementation (default: harness.provisioner:ReferenceProvisioner)")
     group.addoption("--level", default="may", choices=("must", "should", "may"),
@@ -82,15 +93,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if report_dir and not config.option.xmlpath:
         config.option.xmlpath = str(Path(report_dir) / JUNIT_NAME)
     try:
+        target = Target.from_options(config.getoption("--server-cmd"), config.getoption("--provisioner"),
+                                     config.getoption("--collab-server-cmd"))
         run = ContractRun(
             manifest=manifest(),
             selection=Selection(level=Level.parse(config.getoption("--level")),
-                                patterns=tuple(config.getoption("--requirement"))),
+                                patterns=tuple(config.getoption("--requirement")),
+                                profiles=target.select_profiles(parse_profiles(config.getoption("--profiles")))),
             baseline=load_baseline(Path(config.getoption("--baseline")) if config.getoption("--baseline") else None),
-            target=Target.from_options(config.getoption("--server-cmd"), config.getoption("--provisioner")),
+            target=target,
             report_dir=Path(report_dir) if report_dir else None,
         )
-    except (ManifestError, BaselineError, TargetError) as exc:
+    except (ManifestError, BaselineError, TargetError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
     if not hasattr(config, "workerinput"):
@@ -185,6 +199,14 @@ class ComplianceCollector:
             write(f"{level.name:<6} {score.passed}/{score.total} pass, {score.failed} fail, "
                   f"{score.expected_failures} expected failure, {score.not_tested} not tested "
                   f"({score.score * 100:.1f}%)")
+        write(not_tested_summary([{"result": v.result.value, "selected": v.selected,
+                                    "verified_by": v.requirement.verified_by, "deferred": v.requirement.deferred}
+                                   for v in compliance.verdicts]))
+        for profile, levels in compliance.profile_scores.items():
+            tested = profile in compliance.selection.profiles
+            write(f"{profile} profile{'' if tested else ' (not selected)'}: " + ", ".join(
+                f"{level.name} {score.passed}/{score.total} pass, {score.not_tested} not tested"
+                for level, score in levels.items() if score.total))
         for problem in compliance.problems:
             write(f"FAILS RUN: {problem}")
         for warning in compliance.warnings:

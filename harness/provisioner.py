@@ -3,8 +3,10 @@
 A provisioner creates a home, starts the app that owns it, registers managed
 callers and restarts the app on demand. The suite then launches the server
 command once per caller with :meth:`Provisioner.caller_env` added to its
-environment. Another implementation plugs in its own provisioner by naming a
-class ``module:Class`` (``--provisioner``) that implements this interface.
+environment. For the collaboration profile it registers the tree's root
+(``register(..., collab_root=True)``) on a provisioner of its own per case.
+Another implementation plugs in its own provisioner by naming a class
+``module:Class`` (``--provisioner``) that implements this interface.
 
 The default, :class:`ReferenceProvisioner`, drives peerwire's reference core:
 ``peerwire app --home H`` as a real subprocess and ``register_agent`` over the
@@ -21,9 +23,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Any, Protocol
 
 from peerwire.control import ControlClient
 from peerwire.home import HOME_ENV, SESSION_ENV, Home
@@ -49,8 +52,16 @@ class Provisioner(Protocol):
     def start(self) -> None:
         """Create a fresh home and start the app; return once it accepts calls."""
 
-    def register(self, name: str, *, provider: str = "manual", aliases: tuple[str, ...] = ()) -> Caller:
-        """Register a managed caller and return its credential."""
+    def register(self, name: str, *, provider: str = "manual", aliases: tuple[str, ...] = (),
+                 collab_root: bool = False) -> Caller:
+        """Register a managed caller and return its credential.
+
+        ``collab_root``: make it the root (``/root``) of this home's collaboration
+        tree, the caller the ``collab`` profile's cases act as. Only the suite's
+        collab cases pass it, each on a provisioner of its own (one tree a home).
+        An implementation without the collaboration profile need not accept it:
+        run the suite with ``--profiles messaging``.
+        """
 
     def caller_env(self, caller: Caller) -> dict[str, str]:
         """Environment variables the server command needs to act as ``caller``."""
@@ -75,6 +86,15 @@ class AppNotReady(RuntimeError):
     pass
 
 
+Spawn = Callable[[list[str], dict[str, str], IO[bytes]], subprocess.Popen]
+"""Starts the app: ``(argv, environment, stderr file) -> process`` whose stdout is a pipe."""
+
+
+def _own_session(argv: list[str], env: dict[str, str], stderr: IO[bytes]) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env,
+                            start_new_session=True)
+
+
 @dataclass
 class AppProcess:
     """A running ``peerwire app`` subprocess and the ready line it printed."""
@@ -85,23 +105,32 @@ class AppProcess:
     log: Path
 
     @classmethod
-    def start(cls, home: Home, *, env: dict[str, str] | None = None, timeout: float = READY_TIMEOUT_S) -> "AppProcess":
+    def start(cls, home: Home, *, env: dict[str, str] | None = None, timeout: float = READY_TIMEOUT_S,
+              spawn: Spawn | None = None) -> "AppProcess":
+        """Start ``peerwire app`` for ``home`` and wait for its JSON ready line (``{"event": "ready", ...}``).
+
+        ``env`` is added to this process's environment. ``spawn`` starts the
+        process: by default a plain subprocess in its own session; the
+        acceptance runner starts it through its job instead. Raises
+        :class:`AppNotReady`, with the tail of the app's stderr log, when the app
+        exits, stays silent for ``timeout`` seconds or prints anything but a
+        ready line; the process is killed first.
+        """
         home.create()
         log = home.path.parent / f"{home.path.name}.app-stderr.log"
+        argv = [sys.executable, "-m", "peerwire", "app", "--home", str(home.path)]
         with open(log, "ab") as err:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "peerwire", "app", "--home", str(home.path)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
-                env={**os.environ, **(env or {})}, start_new_session=True,
-            )
-        assert process.stdout is not None
+            process = (spawn or _own_session)(argv, {**os.environ, **(env or {})}, err)
         line = _read_line(process, timeout)
-        if not line:
+        ready = _ready(line)
+        if ready is None:
             process.kill()
             process.wait()
-            raise AppNotReady(f"peerwire app exited with {process.returncode} before it was ready; "
+            if process.stdout is not None:
+                process.stdout.close()
+            raise AppNotReady(f"peerwire app was not ready (status {process.returncode}, first line {line[:200]!r}); "
                               f"see {log}:\n{log.read_text(errors='replace')[-2000:]}")
-        return cls(home=home, process=process, ready=json.loads(line), log=log)
+        return cls(home=home, process=process, ready=ready, log=log)
 
     def terminate(self, timeout: float = STOP_TIMEOUT_S) -> int:
         if self.process.poll() is None:
@@ -123,6 +152,14 @@ class AppProcess:
     def _close(self) -> None:
         if self.process.stdout:
             self.process.stdout.close()
+
+
+def _ready(line: bytes) -> dict[str, Any] | None:
+    try:
+        ready = json.loads(line)
+    except ValueError:
+        return None
+    return ready if isinstance(ready, dict) and ready.get("event") == "ready" else None
 
 
 def _read_line(process: subprocess.Popen, timeout: float) -> bytes:
@@ -160,9 +197,11 @@ class ReferenceProvisioner:
     def start(self) -> None:
         self.app = AppProcess.start(self.home)
 
-    def register(self, name: str, *, provider: str = "manual", aliases: tuple[str, ...] = ()) -> Caller:
+    def register(self, name: str, *, provider: str = "manual", aliases: tuple[str, ...] = (),
+                 collab_root: bool = False) -> Caller:
         out = ControlClient(self.home).call(
-            "register_agent", {"name": name, "provider": provider, "aliases": list(aliases), "source": "suite"})
+            "register_agent", {"name": name, "provider": provider, "aliases": list(aliases), "source": "suite",
+                               "collab_root": collab_root})
         caller = Caller(name=name, agent_id=out["agent"]["agent_id"], token=out["session_token"],
                         provider=provider, aliases=tuple(aliases))
         self.callers.append(caller)

@@ -3,8 +3,10 @@
 A case file (``contracts/cases/NAME.json``) is validated against
 ``contracts/case.schema.json`` and then statically: unique names and step ids,
 known actors and requirements, await steps that collect exactly the background
-calls, expressions that refer to what exists. :func:`load_cases` reports every
-problem of every file at once.
+calls, expressions that refer to what exists, and the file's tool profile
+(``"profile"``, default ``messaging``): its cases call only that profile's
+tools and name only its requirements, and only a ``collab`` case has a tree
+root actor. :func:`load_cases` reports every problem of every file at once.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from jsonschema.exceptions import ValidationError
 
 from .expressions import static_problems
 from .layout import CASE_SCHEMA_PATH, CASES_DIR
-from .manifest import Manifest, manifest
-from .schemas import error_codes
+from .manifest import Manifest, manifest, profile_of
+from .schemas import PROFILE_TOOLS, error_codes
 
 OPERATORS = ("equals", "not_equals", "contains", "lacks", "matches", "length", "absent", "increasing",
              "excludes_text")
@@ -38,6 +40,7 @@ class ActorSpec:
     stem: str
     aliases: tuple[str, ...] = ()
     registered: bool = True
+    collab_root: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Outcome:
     error: str | None = None
     error_mentions: tuple[str, ...] = ()
     within_ms: int | None = None
+    not_before_ms: int | None = None
     expect: tuple[Mapping[str, Any], ...] = ()
 
 
@@ -93,6 +97,7 @@ class Case:
     values: Mapping[str, Any]
     steps: tuple[Step, ...]
     interop: bool = False
+    profile: str = "messaging"
 
     @property
     def id(self) -> str:
@@ -106,8 +111,12 @@ class Case:
 
     @property
     def needs_own_app(self) -> bool:
-        """A case that stops or restarts the app cannot share it with other cases."""
-        return any(isinstance(s, ControlStep) for s in self.steps)
+        """A case that stops or restarts the app, or builds a collaboration tree, cannot share it.
+
+        A home holds one tree (one ``/root``) whose capacity all its children
+        count against, so every collab case gets an app of its own.
+        """
+        return self.profile == "collab" or any(isinstance(s, ControlStep) for s in self.steps)
 
     def requirements(self) -> set[str]:
         """The primary requirement and every one a step or expectation names."""
@@ -160,12 +169,13 @@ def _load_file(path: Path, requirements: Manifest) -> tuple[list[str], list[Case
     problems: list[str] = []
     cases: list[Case] = []
     seen: set[str] = set()
+    profile = data.get("profile", "messaging")
     for raw in data["cases"]:
         name = raw["name"]
         if name in seen:
             problems.append(f"case {name!r} appears twice")
         seen.add(name)
-        case_problems, case = _build_case(path.stem, raw, requirements)
+        case_problems, case = _build_case(path.stem, raw, requirements, profile)
         problems += [f"{name}: {p}" for p in case_problems]
         if case is not None:
             cases.append(case)
@@ -184,11 +194,13 @@ def _explain(error: ValidationError) -> str:
     return f"{'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message[:300]}"
 
 
-def _build_case(suite: str, raw: Mapping[str, Any], requirements: Manifest) -> tuple[list[str], Case | None]:
+def _build_case(suite: str, raw: Mapping[str, Any], requirements: Manifest,
+                profile: str = "messaging") -> tuple[list[str], Case | None]:
     problems: list[str] = []
     actors = {key: ActorSpec(key=key, stem=spec.get("name", key), aliases=tuple(spec.get("aliases", ())),
-                             registered=spec.get("registered", True))
+                             registered=spec.get("registered", True), collab_root=spec.get("collab_root", False))
               for key, spec in raw["actors"].items()}
+    tools = PROFILE_TOOLS[profile][1]
     values = raw.get("values", {})
     steps: list[Step] = []
     seen_steps: set[str] = set()
@@ -200,7 +212,7 @@ def _build_case(suite: str, raw: Mapping[str, Any], requirements: Manifest) -> t
             continue
         outcome = Outcome(requirement=rs.get("requirement"), error=rs.get("error"),
                           error_mentions=tuple(rs.get("error_mentions", ())), within_ms=rs.get("within_ms"),
-                          expect=tuple(rs.get("expect", ())))
+                          not_before_ms=rs.get("not_before_ms"), expect=tuple(rs.get("expect", ())))
         if "await" in rs:
             awaited = rs["await"]
             if awaited not in background:
@@ -213,6 +225,8 @@ def _build_case(suite: str, raw: Mapping[str, Any], requirements: Manifest) -> t
                 problems.append(f"{where}: step id {sid!r} is used twice")
             if rs["actor"] not in actors:
                 problems.append(f"{where}: actor {rs['actor']!r} is not one of the case's actors")
+            if rs["call"] not in tools:
+                problems.append(f"{where}: {rs['call']} is not a tool of the {profile} profile")
             problems += [f"{where} arguments: {p}" for p in static_problems(
                 rs["arguments"], actors=actors, values=values, earlier_steps=seen_steps)]
             is_background = rs.get("background", False)
@@ -230,11 +244,19 @@ def _build_case(suite: str, raw: Mapping[str, Any], requirements: Manifest) -> t
     if raw["requirement"] not in requirements:
         problems.append(f"requirement {raw['requirement']!r} is not in the manifest")
     for key, actor in actors.items():
-        if not actor.registered and actor.aliases:
-            problems.append(f"actor {key!r} is not registered, so it cannot have aliases")
+        if not actor.registered and (actor.aliases or actor.collab_root):
+            problems.append(f"actor {key!r} is not registered, so it cannot have aliases or be a tree root")
+    roots = [key for key, actor in actors.items() if actor.collab_root]
+    if roots and profile != "collab":
+        problems.append(f"actor {roots[0]!r} is a collab_root, but this is a {profile} case file")
+    if len(roots) > 1:
+        problems.append(f"a tree has one root, not {len(roots)} ({', '.join(roots)})")
     problems += [f"values: {p}" for p in static_problems(values, actors=actors, values=values, earlier_steps=set())]
     case = Case(suite=suite, name=raw["name"], requirement=raw["requirement"], description=raw["description"],
-                actors=actors, values=values, steps=tuple(steps), interop=raw.get("interop", False))
+                actors=actors, values=values, steps=tuple(steps), interop=raw.get("interop", False), profile=profile)
+    foreign = sorted(r for r in case.requirements() if r in requirements and profile_of(r) != profile)
+    if foreign:
+        problems.append(f"names {', '.join(foreign)}, which belong to another profile than this file's {profile}")
     return problems, case
 
 

@@ -27,6 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--server-cmd", metavar="CMD",
                         help="server command, launched once per managed caller with the provisioner's "
                              "environment (default: peerwire's reference `python -m peerwire mcp serve`)")
+    parser.add_argument("--collab-server-cmd", metavar="CMD",
+                        help="the collaboration profile's server command (default: the reference's "
+                             "`mcp serve --profile collab` when testing the reference; with another --server-cmd "
+                             "none, so the collab profile is reported not tested)")
+    parser.add_argument("--profiles", metavar="LIST",
+                        help="tool profiles to test, comma-separated: messaging, collab (default: every profile "
+                             "the target offers); e.g. --profiles messaging for a server without the collab profile")
     parser.add_argument("--provisioner", metavar="MODULE:CLASS",
                         help="Provisioner class for the implementation (default: the reference's)")
     parser.add_argument("--level", choices=("must", "should", "may"), default="may",
@@ -53,6 +60,10 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
             "--level", args.level, "--report-dir", str(report_dir)]
     if args.server_cmd:
         argv += ["--server-cmd", args.server_cmd]
+    if args.collab_server_cmd:
+        argv += ["--collab-server-cmd", args.collab_server_cmd]
+    if args.profiles:
+        argv += ["--profiles", args.profiles]
     if args.provisioner:
         argv += ["--provisioner", args.provisioner]
     if args.baseline:

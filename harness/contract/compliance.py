@@ -5,11 +5,13 @@ and none failed, and is *not tested* otherwise — never passing. A failure ever
 one of whose votes is covered by the baseline (the requirement itself, or the
 cases that failed) is an *expected failure*.
 
-The run is compliant exactly when every selected, non-deferred MUST requirement
-passes or is an expected failure, and the baseline holds: no entry is stale (it
-passes now) or unknown. SHOULD and MAY failures are reported, not fatal.
-Scores count every requirement of a level, deferred and unselected included,
-so "not tested" always counts against them.
+The run is compliant exactly when every selected MUST requirement passes or is
+an expected failure, and the baseline holds: no entry is stale (it passes now)
+or unknown. A deferred requirement, one ``verified_by`` the reference's own
+tests, and one of a profile the run leaves out are never selected. SHOULD and
+MAY failures are reported, not fatal. Scores count every requirement of a
+level (overall and per profile), deferred and unselected included, so "not
+tested" always counts against them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from .baseline import Baseline
-from .manifest import Level, Manifest, Requirement, Selection
+from .manifest import PROFILES, Level, Manifest, Requirement, Selection
 from .verdicts import Vote
 
 
@@ -60,6 +62,7 @@ class LevelScore:
 class Compliance:
     verdicts: tuple[RequirementVerdict, ...]
     scores: dict[Level, LevelScore]
+    profile_scores: dict[str, dict[Level, LevelScore]]
     problems: tuple[str, ...]
     warnings: tuple[str, ...]
     selection: Selection
@@ -102,7 +105,7 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
             result = Result.EXPECTED_FAILURE if covered else Result.FAIL
         else:
             result = Result.PASS if own else Result.NOT_TESTED
-        selected = selection.includes(req) and not req.deferred
+        selected = selection.includes(req) and not req.outside_suite
         stale = baselined is not None and result is Result.PASS
         verdicts.append(RequirementVerdict(
             requirement=req, result=result, selected=selected, passes=len(own) - len(failures),
@@ -126,6 +129,13 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
         elif entry.key in passed_cases:
             problems.append(f"baseline entry {entry.key} is stale: the case passes now; remove it")
 
+    return Compliance(verdicts=tuple(verdicts), scores=_scores(verdicts),
+                      profile_scores={p: _scores([v for v in verdicts if v.requirement.profile == p])
+                                      for p in PROFILES},
+                      problems=tuple(problems), warnings=tuple(warnings), selection=selection, baseline=baseline)
+
+
+def _scores(verdicts: list[RequirementVerdict]) -> dict[Level, LevelScore]:
     scores = {}
     for level in Level:
         mine = [v for v in verdicts if v.requirement.level is level]
@@ -135,8 +145,7 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
             failed=sum(v.result is Result.FAIL for v in mine),
             expected_failures=sum(v.result is Result.EXPECTED_FAILURE for v in mine),
             not_tested=sum(v.result is Result.NOT_TESTED for v in mine))
-    return Compliance(verdicts=tuple(verdicts), scores=scores, problems=tuple(problems),
-                      warnings=tuple(warnings), selection=selection, baseline=baseline)
+    return scores
 
 
 def _first(failures: tuple[Vote, ...]) -> str:

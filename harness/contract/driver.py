@@ -1,16 +1,20 @@
 """Runs one contract case against a target and turns what happens into votes.
 
 The driver registers the case's actors through the provisioner (names made
-unique per run, so cases can share an app), starts one server process per
-calling actor, performs the MCP handshake and runs the steps in order. Each
-check becomes a vote; the first failed check ends the case, because later steps
-usually build on it. Every call is bounded: by the step's ``within_ms``, or by
-the call's own timeout plus :data:`CALL_GRACE_S`.
+unique per run, so cases can share an app; a collab case's root actor as the
+root of its tree), starts one server process per calling actor with the
+command of the case's profile, performs the MCP handshake and runs the steps
+in order. Each check becomes a vote; the first failed check ends the case,
+because later steps usually build on it. Every call is bounded: by the step's
+``within_ms``, or by the call's own timeout plus :data:`CALL_GRACE_S`; a step's
+``not_before_ms`` says how long a call must at least have taken (a wait that
+really waited).
 
 Two checks apply to every call step, whatever the case verifies:
 ``tools:result:structured`` (a success conforms to the output schema) and
 ``tools:error:is-error`` (a failure is an ``isError`` result with a contract
-error object).
+error object); in the collab profile ``collab:result:structured`` and
+``collab:error:is-error``, against ``contracts/collab``.
 """
 
 from __future__ import annotations
@@ -39,9 +43,17 @@ CALL_GRACE_S = 10.0
 RESULT_REQUIREMENT = "tools:result:structured"
 ERROR_REQUIREMENT = "tools:error:is-error"
 INTEROP_REQUIREMENT = "interop:sdk:happy-path"
+PROFILE_REQUIREMENTS = {
+    "messaging": {"result": RESULT_REQUIREMENT, "error": ERROR_REQUIREMENT, "interop": INTEROP_REQUIREMENT},
+    "collab": {"result": "collab:result:structured", "error": "collab:error:is-error",
+               "interop": "collab:interop:sdk"},
+}
+"""The requirements every call step votes for, and the interop one, per profile."""
 
 MAX_TIMEOUT_MS = 60_000
 DEFAULT_TIMEOUT_MS = {"wait_agent": 60_000}
+COLLAB_WAIT_DEFAULT_MS = 30_000
+COLLAB_WAIT_MIN_MS = 10_000
 
 
 class StepFailed(Exception):
@@ -54,10 +66,17 @@ class _Running:
     pending: PendingCall
 
 
-def call_bound_s(call: str, arguments: Any) -> float:
-    """How long a call may take: its own timeout (capped at the contract's maximum) plus grace."""
+def call_bound_s(call: str, arguments: Any, profile: str = "messaging") -> float:
+    """How long a call may take: its own timeout (capped at the contract's maximum) plus grace.
+
+    The collab profile's wait_agent waits 30 s by default and at least 10 s.
+    """
     timeout = arguments.get("timeout_ms") if isinstance(arguments, dict) else None
-    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        timeout = None
+    if profile == "collab" and call == "wait_agent":
+        timeout = COLLAB_WAIT_DEFAULT_MS if timeout is None else max(timeout, COLLAB_WAIT_MIN_MS)
+    elif timeout is None:
         timeout = DEFAULT_TIMEOUT_MS.get(call, 0)
     return min(timeout, MAX_TIMEOUT_MS) / 1000 + CALL_GRACE_S
 
@@ -76,6 +95,9 @@ class CaseRun:
         self.recorder = recorder
         self.via = via
         self.portal = portal
+        self.profile = case.profile
+        self.server_cmd = target.server_cmd_for(case.profile)
+        self.structure = PROFILE_REQUIREMENTS[case.profile]
         self.nonce = secrets.token_hex(3)
         self.identities: dict[str, ActorIdentity] = {}
         self.envs: dict[str, dict[str, str]] = {}
@@ -106,8 +128,10 @@ class CaseRun:
             for key, spec in self.case.actors.items():
                 name = self.unique_name(spec.stem)
                 if spec.registered:
+                    # collab_root is passed only when set: a provisioner without the profile need not know it.
+                    root = {"collab_root": True} if spec.collab_root else {}
                     caller = self.provisioner.register(
-                        name, aliases=tuple(self.unique_name(a) for a in spec.aliases))
+                        name, aliases=tuple(self.unique_name(a) for a in spec.aliases), **root)
                     self.identities[key] = ActorIdentity(caller.name, caller.agent_id, caller.aliases)
                     self.envs[key] = self.provisioner.caller_env(caller)
                 else:
@@ -126,8 +150,8 @@ class CaseRun:
         env = self.target.server_env(self.envs[key])
         stderr = self.workdir / f"{key}.{self.via}.stderr.log"
         if self.via == "sdk":
-            return SdkEndpoint.open(self.portal, self.target.server_cmd, env, stderr=stderr)
-        return RawEndpoint.open(self.target.server_cmd, env, stderr=stderr)
+            return SdkEndpoint.open(self.portal, self.server_cmd, env, stderr=stderr)
+        return RawEndpoint.open(self.server_cmd, env, stderr=stderr)
 
     def _close_endpoints(self) -> None:
         for endpoint in self.endpoints.values():
@@ -140,7 +164,7 @@ class CaseRun:
             running = self.running.pop(step.awaited)
             started = time.monotonic()
             bound = (step.outcome.within_ms / 1000 if step.outcome.within_ms
-                     else call_bound_s(running.step.call, running.pending.arguments))
+                     else call_bound_s(running.step.call, running.pending.arguments, self.profile))
             outcome = running.pending.outcome(bound)
             self._judge(step.awaited, step.id, running.step.call, outcome, step.outcome,
                         (time.monotonic() - started) * 1000)
@@ -148,7 +172,7 @@ class CaseRun:
             arguments = self._evaluate(step.arguments, step.outcome, step.id)
             try:
                 pending = self.endpoints[step.actor].call_tool(
-                    step.call, arguments, timeout=call_bound_s(step.call, arguments))
+                    step.call, arguments, timeout=call_bound_s(step.call, arguments, self.profile))
             except ServerExited as exc:
                 self._fail(self._attribute(step.outcome.requirement or self.case.requirement),
                            "the server is still there to take the call", step=step.id, detail=str(exc))
@@ -156,7 +180,7 @@ class CaseRun:
                 self.running[step.id] = _Running(step, pending)
                 return
             bound = (step.outcome.within_ms / 1000 if step.outcome.within_ms
-                     else call_bound_s(step.call, arguments))
+                     else call_bound_s(step.call, arguments, self.profile))
             outcome = pending.outcome(bound)
             self._judge(step.id, step.id, step.call, outcome, step.outcome, outcome.elapsed_ms)
 
@@ -185,6 +209,12 @@ class CaseRun:
             if elapsed_ms > expected.within_ms:
                 self._fail(req, took, step=label, detail=f"took {elapsed_ms:.0f} ms", **evidence)
             self.recorder.record(req, True, took, step=label)
+        if expected.not_before_ms is not None:
+            # From the call's start: a wait must really have waited, however the case collected it.
+            waited = f"responds no sooner than {expected.not_before_ms} ms"
+            if outcome.elapsed_ms < expected.not_before_ms:
+                self._fail(req, waited, step=label, detail=f"took {outcome.elapsed_ms:.0f} ms", **evidence)
+            self.recorder.record(req, True, waited, step=label)
         if outcome.protocol_error is not None or outcome.result is None:
             error = outcome.protocol_error or {}
             self._fail(req, "tools/call returns a result", step=label,
@@ -199,13 +229,13 @@ class CaseRun:
         elif expected.error:
             self._fail(req, f"fails with {expected.error}", step=label, detail="the call succeeded", **evidence)
         else:
-            violations = (tool_contract(tool).output_violations(structured) if structured is not None
+            violations = (tool_contract(tool, self.profile).output_violations(structured) if structured is not None
                           else ["no structuredContent"])
             check_text = f"{tool}'s structuredContent conforms to its output schema"
             if violations:
-                self._fail(self._attribute(RESULT_REQUIREMENT), check_text, step=label,
+                self._fail(self._attribute(self.structure["result"]), check_text, step=label,
                            detail="; ".join(violations[:5]), **evidence)
-            self.recorder.record(self._attribute(RESULT_REQUIREMENT), True, check_text, step=label)
+            self.recorder.record(self._attribute(self.structure["result"]), True, check_text, step=label)
             if not expected.expect:
                 self.recorder.record(req, True, f"{tool} succeeds", step=label)
         self.results[result_key] = structured
@@ -224,9 +254,9 @@ class CaseRun:
             problems.insert(0, f"isError is {result.get('isError', 'absent')!r}, not true")
         shape = "a tool error is an isError result with a contract error object"
         if problems:
-            self._fail(self._attribute(ERROR_REQUIREMENT), shape, step=label, detail="; ".join(problems[:5]),
+            self._fail(self._attribute(self.structure["error"]), shape, step=label, detail="; ".join(problems[:5]),
                        **evidence)
-        self.recorder.record(self._attribute(ERROR_REQUIREMENT), True, shape, step=label)
+        self.recorder.record(self._attribute(self.structure["error"]), True, shape, step=label)
         error = structured["error"]
         found = f"{error['code']}: {error['message']}"
         if not expected.error:
@@ -250,7 +280,7 @@ class CaseRun:
                        "the values this step needs exist", step=label, detail=str(exc))
 
     def _attribute(self, requirement: str) -> str:
-        return INTEROP_REQUIREMENT if self.via == "sdk" else requirement
+        return self.structure["interop"] if self.via == "sdk" else requirement
 
     def _fail(self, requirement: str, check_text: str, *, step: str, detail: str | None = None,
               request: Any = None, response: Any = None) -> None:

@@ -31,7 +31,12 @@ def check(expectation: Mapping[str, Any], structured: Any, result: Any) -> Check
         return CheckResult(not hits, what, f"it is in {_short(hits[0])}" if hits else None)
 
     path = expectation["path"]
-    where = path or "the result"
+    if expectation.get("of") == "result":
+        # The whole tool result (content, isError), e.g. to see that an empty output has no content.
+        structured = result
+        where = f"result.{path}" if path else "the tool result"
+    else:
+        where = path or "the result"
     if "absent" in expectation:
         parent_path, _, key = path.rpartition(".")
         what = f"{where} is absent"

@@ -42,9 +42,10 @@ def item_info(item: pytest.Item) -> ItemInfo | None:
 
 @pytest.fixture(scope="session")
 def contract_target(pytestconfig: pytest.Config) -> Target:
-    """The implementation under test (the reference unless --server-cmd/--provisioner say otherwise)."""
+    """The implementation under test: the reference unless the command-line options name another."""
     return Target.from_options(pytestconfig.getoption("--server-cmd", default=None),
-                               pytestconfig.getoption("--provisioner", default=None))
+                               pytestconfig.getoption("--provisioner", default=None),
+                               pytestconfig.getoption("--collab-server-cmd", default=None))
 
 
 @pytest.fixture(scope="session")
@@ -94,12 +95,12 @@ class Servers:
         return self.provisioner.register(f"{stem}-{secrets.token_hex(3)}")
 
     def start(self, caller: Caller | None = None, *, env: dict[str, str] | None = None,
-              handshake: bool = True) -> RawEndpoint:
-        """The server running as ``caller`` (a new one if omitted), or with exactly ``env``."""
+              handshake: bool = True, profile: str = "messaging") -> RawEndpoint:
+        """The ``profile``'s server running as ``caller`` (a new one if omitted), or with exactly ``env``."""
         if env is None:
             env = self.target.server_env(self.provisioner.caller_env(caller or self.caller()))
         stderr = self.workdir / f"server-{len(self._started) + 1}.stderr.log"
-        endpoint = RawEndpoint.open(self.target.server_cmd, env, stderr=stderr)
+        endpoint = RawEndpoint.open(self.target.server_cmd_for(profile), env, stderr=stderr)
         self._started.append(endpoint)
         if handshake:
             endpoint.handshake()

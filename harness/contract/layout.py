@@ -16,4 +16,7 @@ SUITE_DIR = Path(__file__).resolve().parent / "suite"
 REFERENCE_SERVER_CMD: tuple[str, ...] = (sys.executable, "-m", "peerwire", "mcp", "serve")
 """The default implementation under test: peerwire's reference MCP server."""
 
+REFERENCE_COLLAB_SERVER_CMD: tuple[str, ...] = (*REFERENCE_SERVER_CMD, "--profile", "collab")
+"""The reference's collaboration profile (the default ``--collab-server-cmd`` when testing the reference)."""
+
 REFERENCE_PROVISIONER = "harness.provisioner:ReferenceProvisioner"

@@ -1,9 +1,14 @@
 """The requirement manifest (``contracts/requirements.toml``) and run selection.
 
 A requirement has a stable ID ``area:feature[:variant]``, a level (MUST, SHOULD,
-MAY), its source, one sentence of behaviour and optionally a known divergence
-or the reason it is deferred. A :class:`Selection` picks the requirements a run
-is about: everything up to a level, optionally narrowed to ID patterns.
+MAY), its source, one sentence of behaviour and optionally a known divergence,
+the reason it is deferred, or ``verified_by``: where the reference proves a
+behaviour the black-box suite cannot observe (a provider turn, a live Codex
+thread), in its own tests. Each requirement belongs to one tool profile: the
+area ``collab`` is the collaboration profile's, every other area the messaging
+profile's. A :class:`Selection` picks the requirements a run is about: the
+profiles the target offers, everything up to a level, optionally narrowed to
+ID patterns.
 """
 
 from __future__ import annotations
@@ -24,6 +29,26 @@ from .layout import MANIFEST_PATH, MANIFEST_SCHEMA_PATH
 
 class ManifestError(ValueError):
     """The manifest does not load: TOML syntax or schema violations (all listed)."""
+
+
+PROFILES: tuple[str, ...] = ("messaging", "collab")
+"""Tool profiles: ``messaging`` (contract v1, ``contracts/tools``) and ``collab`` (``contracts/collab``)."""
+
+
+def profile_of(requirement_id: str) -> str:
+    """The profile a requirement (or its ID's area) belongs to."""
+    return "collab" if requirement_id.partition(":")[0] == "collab" else "messaging"
+
+
+def parse_profiles(text: str | None) -> tuple[str, ...] | None:
+    """``messaging,collab`` -> a tuple in :data:`PROFILES` order; ``None`` stays ``None`` (the default)."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PROFILES]
+    if unknown or not names:
+        raise ValueError(f"--profiles {text!r}: use a comma-separated list of {', '.join(PROFILES)}")
+    return tuple(p for p in PROFILES if p in names)
 
 
 class Level(enum.IntEnum):
@@ -50,6 +75,16 @@ class Requirement:
     behaviour: str
     divergence: str | None = None
     deferred: str | None = None
+    verified_by: str | None = None
+
+    @property
+    def profile(self) -> str:
+        return profile_of(self.id)
+
+    @property
+    def outside_suite(self) -> bool:
+        """Deferred, or verified by the reference's own tests: the suite casts no votes for it."""
+        return bool(self.deferred or self.verified_by)
 
 
 @dataclass(frozen=True)
@@ -87,7 +122,8 @@ def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
         raise ManifestError(f"{path.name} does not match its schema:\n  " + "\n  ".join(problems))
     return Manifest(tuple(
         Requirement(id=rid, level=Level[entry["level"]], source=entry["source"], behaviour=entry["behaviour"],
-                    divergence=entry.get("divergence"), deferred=entry.get("deferred"))
+                    divergence=entry.get("divergence"), deferred=entry.get("deferred"),
+                    verified_by=entry.get("verified_by"))
         for rid, entry in data["requirement"].items()
     ))
 
@@ -102,6 +138,8 @@ def manifest() -> Manifest:
 class Selection:
     """Which requirements a run is about.
 
+    ``profiles`` are the tool profiles under test (a profile the target does not
+    offer is left out, so its requirements are reported not tested).
     ``level`` includes every stricter level (``SHOULD`` selects MUST and SHOULD).
     ``patterns`` narrow further: an exact ID, a glob (``wire:*``) or an ID prefix
     up to a colon (``send`` selects ``send:…``). No patterns means all IDs.
@@ -109,8 +147,11 @@ class Selection:
 
     level: Level = Level.MAY
     patterns: tuple[str, ...] = ()
+    profiles: tuple[str, ...] = PROFILES
 
     def includes(self, requirement: Requirement) -> bool:
+        if requirement.profile not in self.profiles:
+            return False
         if requirement.level > self.level:
             return False
         if not self.patterns:
@@ -119,17 +160,20 @@ class Selection:
                    for p in self.patterns)
 
     def to_json(self) -> dict:
-        return {"level": self.level.name, "patterns": list(self.patterns)}
+        return {"level": self.level.name, "patterns": list(self.patterns), "profiles": list(self.profiles)}
 
 
 REQUIREMENT_ATTRIBUTE = "contract_requirement"
 
 
 def requirement(requirement_id: str):
-    """Declare the one requirement a suite test verifies (checked against the manifest).
+    """Declare the one requirement a test verifies (checked against the manifest).
 
-    An unknown ID raises at import time, so a typo fails collection instead of
-    silently testing nothing.
+    Suite tests (``harness/contract/suite``) must declare one; the reference's
+    own tests (``tests/``) declare one where their assertions prove a
+    requirement's sentence, which is how a ``verified_by`` requirement is
+    covered (the meta-test reads these declarations). An unknown ID raises at
+    import time, so a typo fails collection instead of silently testing nothing.
     """
     if requirement_id not in manifest():
         raise ManifestError(f"{requirement_id!r} is not in {MANIFEST_PATH.name}")

@@ -1,8 +1,9 @@
 """The compliance report: ``compliance.json`` for machines, ``compliance.md`` for people.
 
-Both list every requirement of the manifest with its level and result (pass,
-fail, not tested, expected failure), the score per level, why the run passed
-or failed, and for every failure the failing step with its request and response.
+Both list every requirement of the manifest with its level, profile and result
+(pass, fail, not tested, expected failure), the score per level overall and per
+tool profile, why the run passed or failed, and for every failure the failing
+step with its request and response.
 """
 
 from __future__ import annotations
@@ -40,21 +41,23 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
             "problems": list(compliance.problems),
             "warnings": list(compliance.warnings),
         },
-        "scores": {
-            level.name: {"pass": s.passed, "fail": s.failed, "expected_failure": s.expected_failures,
-                         "not_tested": s.not_tested, "total": s.total, "score": round(s.score, 4)}
-            for level, s in compliance.scores.items()
+        "scores": _scores_json(compliance.scores),
+        "profile_scores": {
+            profile: {"selected": profile in compliance.selection.profiles, **_scores_json(scores)}
+            for profile, scores in compliance.profile_scores.items()
         },
         "tests": tests,
         "requirements": [
             {
                 "id": v.requirement.id,
                 "level": v.requirement.level.name,
+                "profile": v.requirement.profile,
                 "source": v.requirement.source,
                 "behaviour": v.requirement.behaviour,
                 "result": v.result.value,
                 "selected": v.selected,
                 **({"deferred": v.requirement.deferred} if v.requirement.deferred else {}),
+                **({"verified_by": v.requirement.verified_by} if v.requirement.verified_by else {}),
                 **({"divergence": v.requirement.divergence} if v.requirement.divergence else {}),
                 **({"baselined": v.baselined} if v.baselined else {}),
                 **({"stale": True} if v.stale else {}),
@@ -65,6 +68,12 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
             for v in compliance.verdicts
         ],
     }
+
+
+def _scores_json(scores: dict) -> dict[str, Any]:
+    return {level.name: {"pass": s.passed, "fail": s.failed, "expected_failure": s.expected_failures,
+                         "not_tested": s.not_tested, "total": s.total, "score": round(s.score, 4)}
+            for level, s in scores.items()}
 
 
 def write_reports(directory: Path, compliance: Compliance, *, target: dict[str, Any],
@@ -90,8 +99,12 @@ def render_markdown(document: dict[str, Any]) -> str:
         f"- Suite: {document['suite']}",
         f"- Generated: {document['generated_at']}",
         f"- Server command: `{' '.join(target.get('server_cmd', []))}`",
+        "- Collab server command: " + (f"`{' '.join(target['collab_server_cmd'])}`" if target.get("collab_server_cmd")
+                                       else "none (the collab profile is not offered)"),
         f"- Provisioner: `{target.get('provisioner', '')}`",
         f"- Selection: level {document['selection']['level']}"
+        + (f", profiles {', '.join(document['selection']['profiles'])}" if 'profiles' in document['selection']
+           else "")
         + (f", requirements {', '.join(document['selection']['patterns'])}" if document['selection']['patterns']
            else ""),
         f"- Baseline: {document['baseline']['path'] or 'none'} ({len(document['baseline']['entries'])} entries)",
@@ -100,7 +113,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         "",
         "## Scores",
         "",
-        "Not tested counts against the score.",
+        "Not tested counts against the score. " + not_tested_summary(document["requirements"]),
         "",
         "| Level | Pass | Fail | Expected failure | Not tested | Total | Score |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -109,6 +122,18 @@ def render_markdown(document: dict[str, Any]) -> str:
         s = document["scores"][level.name]
         lines.append(f"| {level.name} | {s['pass']} | {s['fail']} | {s['expected_failure']} | {s['not_tested']} "
                      f"| {s['total']} | {s['score'] * 100:.1f}% |")
+    profile_scores = document.get("profile_scores") or {}
+    if profile_scores:
+        lines += ["", "By tool profile (a profile not selected is not tested):", "",
+                  "| Profile | Level | Pass | Fail | Expected failure | Not tested | Total | Score |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for profile, scores in profile_scores.items():
+            label = profile if scores["selected"] else f"{profile} (not selected)"
+            for level in Level:
+                s = scores[level.name]
+                if s["total"]:
+                    lines.append(f"| {label} | {level.name} | {s['pass']} | {s['fail']} | {s['expected_failure']} "
+                                 f"| {s['not_tested']} | {s['total']} | {s['score'] * 100:.1f}% |")
     if verdict["problems"] or verdict["warnings"]:
         lines += ["", "## Why the run fails" if verdict["problems"] else "## Warnings", ""]
         lines += [f"- {_cell(p)}" for p in verdict["problems"]]
@@ -133,10 +158,12 @@ def render_markdown(document: dict[str, Any]) -> str:
     lines += ["", "## Requirements", "", "| ID | Level | Result | Source | Notes |", "|---|---|---|---|---|"]
     for req in document["requirements"]:
         notes = []
-        if not req["selected"] and not req.get("deferred"):
+        if not req["selected"] and not req.get("deferred") and not req.get("verified_by"):
             notes.append("not selected")
         if req.get("deferred"):
             notes.append(f"deferred: {req['deferred']}")
+        if req.get("verified_by"):
+            notes.append(f"outside the black-box suite; verified by {req['verified_by']}")
         if req.get("divergence"):
             notes.append(f"divergence: {req['divergence']}")
         if req.get("baselined"):
@@ -150,6 +177,17 @@ def render_markdown(document: dict[str, Any]) -> str:
     if tests:
         lines += ["", "## Test items", "", ", ".join(f"{k}: {v}" for k, v in sorted(tests.items()))]
     return "\n".join(lines) + "\n"
+
+
+def not_tested_summary(requirements: list[dict[str, Any]]) -> str:
+    """Why requirements went untested: outside the suite (verified_by, deferred) or left out of the selection."""
+    untested = [r for r in requirements if r["result"] == Result.NOT_TESTED.value]
+    verified = sum(1 for r in untested if r.get("verified_by"))
+    deferred = sum(1 for r in untested if r.get("deferred"))
+    unselected = sum(1 for r in untested if not r["selected"] and not r.get("verified_by") and not r.get("deferred"))
+    return (f"Not tested: {len(untested)} ({verified} verified by the reference's own tests outside this suite, "
+            f"{deferred} deferred, {unselected} not selected, {len(untested) - verified - deferred - unselected} "
+            "selected but without a vote).")
 
 
 def _cell(text: str) -> str:

@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 
 from harness import adapter_paths
+from harness.contract.manifest import requirement
 from harness.inprocess import inprocess_adapter
 from harness.lab import CodexLab
 from harness.model_rules import script_from_document
+from peerwire import envelope
+from peerwire.contract import definition_validator
 
 pytestmark = pytest.mark.codex
 
@@ -65,6 +68,24 @@ def test_idle_start(lab):
     assert stages(lab, rid)[:4] == ["admitted", "claim_by_dispatch", "provider_accepted", "binding_capture"]
 
 
+@requirement("envelope:format")
+def test_the_task_envelope_reaches_the_model_exactly(lab):
+    out = adapter_paths.idle_start(lab)
+    sender = lab.as_agent("A").call("whoami")["agent"]
+    request = next(e for e in lab.model.exchanges if e.agent == "B")
+    texts = [part["text"] for item in request.input_items() if item.get("type") == "message"
+             for part in item.get("content") or [] if part.get("type") == "input_text"]
+    (text,) = [t for t in texts if t.startswith("Message Type: ")]
+    assert definition_validator("envelope").is_valid(text), text  # contracts/definitions.json#/$defs/envelope
+    parsed = envelope.parse(text)
+    headers = parsed["headers"]
+    assert (headers["Message Type"], headers["Request"]) == ("NEW_TASK", out["request_id"])
+    assert headers["Sender"] == f"A ({sender['agent_id']})"
+    assert f"reply tool with request_id {out['request_id']}" in headers["Answer"]
+    assert parsed["payload"] == "[idle] What is six times seven?"
+
+
+@requirement("reply:explicit:suppresses-automatic")
 def test_explicit_reply_suppresses_the_automatic_one(lab):
     out = adapter_paths.explicit_reply(lab)
     rid = out["request_id"]
@@ -119,6 +140,7 @@ def test_oversized_final_is_not_forwarded(lab):
     assert evidence["text_chars"] == adapter_paths.OVERSIZE_CHARS and len(evidence["text_sha256"]) == 64
 
 
+@requirement("information:turn:never-started")
 def test_inject_starts_no_turn_and_reaches_the_next_model_input(lab):
     out = adapter_paths.inject(lab)
     lines = transcript(lab)
@@ -126,6 +148,11 @@ def test_inject_starts_no_turn_and_reaches_the_next_model_input(lab):
     assert "FYI: the build is green ✓\nno action" in injected["params"]["items"][0]["content"][0]["text"]
     assert out["turns_before_prompt"] == 0
     assert len(notes(lines, "turn/started")) == 1  # only the prompted turn
+    # the one turn/start is the operator's prompt; the information neither started, steered nor interrupted one
+    assert [m["params"].get("turnTrigger") for m in sent(lines, "turn/start")] == ["operator"]
+    assert not sent(lines, "turn/steer") and not sent(lines, "turn/interrupt")
+    stages = [s["stage"] for s in lab.trace(out["interaction_id"])["interactions"][0]["stages"]]
+    assert not any(s.startswith("claim") for s in stages), f"information entered a runnable queue: {stages}"
     (request,) = [e for e in lab.model.exchanges if e.agent == "B"]
     texts = json.dumps(request.input_items(), ensure_ascii=False)
     assert "Message Type: MESSAGE" in texts and "FYI: the build is green ✓\\nno action" in texts
@@ -150,6 +177,7 @@ def test_resume_gives_a_new_generation_the_same_thread(lab):
     assert sent(transcript(lab, 2), "thread/resume")[0]["params"]["threadId"] == out["thread_before"]
 
 
+@requirement("delivery:stale-steer:released")
 def test_stale_steer_releases_the_claim_and_a_later_turn_takes_the_task(tmp_path):
     script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
 

@@ -1,17 +1,21 @@
 """The collaboration profile live: a parent spawns a child through real Codex threads.
 
-The probe is computed from the model request log only, so the exchange counts
-only if each leg reached an actual model input.
+One exchange (``scenarios/collab.toml``) runs once per test process; each test
+then checks one requirement against what it left behind. The probe is computed
+from the model request log only, so a leg counts only if it reached an actual
+model input.
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.codex_install import project_root
+from harness.contract.manifest import requirement
 from harness.lab import CodexLab
 from harness.probe import ProbeExpectation, collab_probe, requests_from_log
 
@@ -28,22 +32,66 @@ def expectation() -> tuple[str, ProbeExpectation]:
         child_final=probe["child_final"], final=probe["final"])
 
 
-def test_parent_child_exchange(tmp_path: Path):
+def _input_texts(request: dict[str, Any]) -> list[str]:
+    """The text parts of a model request's input items."""
+    return [part.get("text", "") for item in request["input"] if isinstance(item, dict)
+            for part in item.get("content") or [] if isinstance(part, dict)]
+
+
+@pytest.fixture(scope="module")
+def exchange(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The root's prompt run to completion: the tree, the owners, the probe and the model requests."""
+    tmp_path = tmp_path_factory.mktemp("collab-live")
     prompt, expect = expectation()
     with CodexLab(tmp_path, SCENARIO, agents=("root",), profile="collab") as lab:
         turn = lab.prompt("root", prompt)
-        assert lab.await_turn("root", turn, 60)["status"] == "completed"
+        status = lab.await_turn("root", turn, 60)["status"]
         agents = {a["path"]: a for a in lab.control().call("agents")["agents"] if a.get("path")}
         owners = {o["name"]: o for o in lab.control().call("owners")["owners"]}
         log = (tmp_path / "artifacts" / "model-requests.jsonl").read_text("utf-8").splitlines()
+    requests = requests_from_log(log, "root")
+    return {"status": status, "agents": agents, "owners": owners, "requests": requests,
+            "summary": collab_probe(requests, expect), "expect": expect}
+
+
+@requirement("collab:child:starts")
+def test_the_child_runs_as_a_thread_of_its_own(exchange):
+    assert exchange["status"] == "completed"
+    agents, owners = exchange["agents"], exchange["owners"]
     # the child is a real Codex thread in the root's app-server, one level below /root
     assert set(agents) == {"/root", "/root/worker"}
     child = agents["/root/worker"]
     assert child["provider_session_id"] and child["provider_session_id"] != agents["/root"]["provider_session_id"]
     assert owners["/root/worker"]["pid"] == owners["root"]["pid"]
-    summary = collab_probe(requests_from_log(log, "root"), expect)
+    child_inputs = [r for r in exchange["requests"]
+                     if any(t.startswith("Message Type: NEW_TASK\nTask name: /root/worker\n") for t in _input_texts(r))]
+    assert child_inputs, "no model request was made in the child's conversation"
+
+
+@requirement("collab:envelope:delivered")
+def test_mail_reaches_each_model_in_the_collaboration_envelope(exchange):
+    summary = exchange["summary"]
+    # each leg is an exact envelope (type, task name, sender, payload) found in a model input
+    assert summary["childQuestionObserved"] and summary["parentReplyObserved"], summary
+    assert summary["nativeMessageOccurrences"] >= 4 and summary["requests"] >= 8, summary
+
+
+@requirement("collab:sender:session")
+def test_the_childs_message_is_sent_as_the_child(exchange):
+    expect = exchange["expect"]
+    # The child called send_message through the root's MCP server and credential; the parent's model
+    # sees the child's path as Sender, never /root.
+    assert exchange["owners"]["/root/worker"]["pid"] == exchange["owners"]["root"]["pid"]
+    assert exchange["summary"]["childQuestionObserved"], exchange["summary"]
+    wrong = f"Task name: {expect.parent}\nSender: {expect.parent}\nPayload:\n{expect.question}"
+    assert not any(wrong in t for r in exchange["requests"] for t in _input_texts(r))
+
+
+@requirement("collab:child:notifies-parent")
+def test_the_childs_final_answer_reaches_its_parent(exchange):
+    summary = exchange["summary"]
+    assert summary["childFinalObserved"] and summary["finalExact"], summary
     assert summary["success"], summary
-    assert summary["nativeMessageOccurrences"] >= 4 and summary["requests"] >= 8
 
 
 def test_probe_fails_when_a_leg_is_missing():

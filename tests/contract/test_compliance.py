@@ -15,6 +15,8 @@ MANIFEST = Manifest((
     Requirement("c:should", Level.SHOULD, "SPEC.md § x", "C should."),
     Requirement("d:may", Level.MAY, "SPEC.md § x", "D may."),
     Requirement("e:must:deferred", Level.MUST, "SPEC.md § x", "E later.", deferred="needs a provider"),
+    Requirement("f:must:elsewhere", Level.MUST, "SPEC.md § x", "F live.", verified_by="tests/codex/test_x.py"),
+    Requirement("collab:g:must", Level.MUST, "SPEC.md § x", "G in the tree."),
 ))
 CASES = ["suite/a-case", "suite/b-case"]
 
@@ -28,7 +30,8 @@ def run(votes, selection=Selection(), baseline=Baseline()):
     return judge(MANIFEST, votes, selection, baseline, CASES)
 
 
-ALL_PASS = [vote("a:must", True), vote("b:must", True), vote("c:should", True), vote("d:may", True)]
+ALL_PASS = [vote("a:must", True), vote("b:must", True), vote("c:should", True), vote("d:may", True),
+            vote("collab:g:must", True)]
 
 
 def test_all_selected_musts_passing_is_compliant():
@@ -48,7 +51,7 @@ def test_not_tested_never_passes():
     compliance = run([vote("a:must", True)])
     assert compliance.verdict("b:must").result is Result.NOT_TESTED
     assert "MUST b:must was not tested" in compliance.problems
-    assert compliance.scores[Level.MUST].score == pytest.approx(1 / 3)  # the deferred one counts too
+    assert compliance.scores[Level.MUST].score == pytest.approx(1 / 5)  # deferred and verified_by count too
 
 
 def test_deferred_and_unselected_requirements_do_not_fail_the_run():
@@ -56,6 +59,27 @@ def test_deferred_and_unselected_requirements_do_not_fail_the_run():
     assert compliance.ok, compliance.problems
     assert not compliance.verdict("e:must:deferred").selected
     assert compliance.verdict("b:must").result is Result.NOT_TESTED
+
+
+def test_verified_by_requirements_are_reported_not_tested_and_do_not_fail_the_run():
+    compliance = run(ALL_PASS)
+    verdict = compliance.verdict("f:must:elsewhere")
+    assert verdict.result is Result.NOT_TESTED and not verdict.selected
+    assert compliance.ok, compliance.problems
+    assert compliance.scores[Level.MUST].passed == 3 and compliance.scores[Level.MUST].not_tested == 2
+
+
+def test_a_profile_left_out_is_not_tested_and_scored_apart():
+    messaging_only = Selection(profiles=("messaging",))
+    compliance = run([v for v in ALL_PASS if v.requirement != "collab:g:must"], selection=messaging_only)
+    assert compliance.ok, compliance.problems
+    collab = compliance.verdict("collab:g:must")
+    assert collab.result is Result.NOT_TESTED and not collab.selected
+    assert compliance.profile_scores["collab"][Level.MUST].not_tested == 1
+    assert compliance.profile_scores["collab"][Level.MUST].score == 0
+    assert compliance.profile_scores["messaging"][Level.MUST].passed == 2
+    # selected, the same profile's untested MUST fails the run
+    assert "MUST collab:g:must was not tested" in run(ALL_PASS[:4]).problems
 
 
 def test_should_failures_warn_but_do_not_fail():
@@ -72,6 +96,9 @@ def test_level_selection_includes_stricter_levels():
     assert Selection(patterns=("a",)).includes(MANIFEST["a:must"])
     assert not Selection(patterns=("a",)).includes(MANIFEST["b:must"])
     assert Selection(patterns=("*:must",)).includes(MANIFEST["b:must"])
+    assert MANIFEST["collab:g:must"].profile == "collab" and MANIFEST["a:must"].profile == "messaging"
+    assert not Selection(profiles=("messaging",)).includes(MANIFEST["collab:g:must"])
+    assert Selection(profiles=("collab",)).includes(MANIFEST["collab:g:must"])
 
 
 def test_a_baselined_requirement_is_an_expected_failure():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract.cases import CaseError, load_cases
-from harness.contract.driver import ERROR_REQUIREMENT, RESULT_REQUIREMENT, CaseRun
+from harness.contract.driver import ERROR_REQUIREMENT, PROFILE_REQUIREMENTS, RESULT_REQUIREMENT, CaseRun, call_bound_s
 from harness.contract.endpoints import PendingCall, ToolOutcome
 from harness.contract.expectations import check, same
 from harness.contract.expressions import ActorIdentity, ExpressionError, PathError, Scope, evaluate, lookup
@@ -89,6 +89,9 @@ RESULT = {"records": [{"kind": "task", "seq": 1, "body": "hé"}, {"kind": "infor
     ({"path": "missing", "equals": 1}, False),
     ({"excludes_text": "hé"}, False),
     ({"excludes_text": "absent text"}, True),
+    ({"of": "result", "path": "content", "length": 0}, True),
+    ({"of": "result", "path": "structuredContent.woke", "equals": True}, True),
+    ({"of": "result", "path": "content", "length": 1}, False),
 ])
 def test_expectations(expectation, passed):
     verdict = check(expectation, RESULT, {"structuredContent": RESULT, "content": []})
@@ -100,9 +103,10 @@ def test_json_equality_keeps_booleans_apart():
     assert same(1, 1.0) and not same(True, 1) and not same([True], [1]) and same({"a": [1]}, {"a": [1]})
 
 
-def _write_cases(directory: Path, cases: list[dict]) -> Path:
+def _write_cases(directory: Path, cases: list[dict], profile: str | None = None) -> Path:
     directory.mkdir()
-    (directory / "bad.json").write_text(json.dumps({"description": "bad cases", "cases": cases}), "utf-8")
+    document = {"description": "bad cases", "cases": cases, **({"profile": profile} if profile else {})}
+    (directory / "bad.json").write_text(json.dumps(document), "utf-8")
     return directory
 
 
@@ -131,11 +135,56 @@ def test_case_loader_refuses_bad_cases(tmp_path, case, complaint):
         load_cases(_write_cases(tmp_path / "cases", [case]), manifest())
 
 
+SPAWN = {"id": "spawn", "actor": "alice", "call": "spawn_agent", "arguments": {"task_name": "w", "message": "y"}}
+
+
+@pytest.mark.parametrize("profile, case, complaint", [
+    (None, _case([SPAWN]), "spawn_agent is not a tool of the messaging profile"),
+    (None, _case([SEND], actors={"alice": {"collab_root": True}}), "collab_root, but this is a messaging"),
+    (None, _case([SEND], requirement="collab:send:empty-output"), "belong to another profile"),
+    ("collab", _case([SPAWN]), "belong to another profile"),
+    ("collab", _case([{**SEND, "call": "receive_messages", "arguments": {}}], requirement="collab:list:tree"),
+     "receive_messages is not a tool of the collab profile"),
+    ("collab", _case([SPAWN], requirement="collab:list:tree", actors={"alice": {"collab_root": True},
+                                                                      "bob": {"collab_root": True}}),
+     "one root, not 2"),
+    ("collab", _case([SPAWN], requirement="collab:list:tree", actors={"alice": {"collab_root": True},
+                                                                      "ghost": {"registered": False,
+                                                                                "collab_root": True}}),
+     "cannot have aliases or be a tree root"),
+])
+def test_case_loader_keeps_profiles_apart(tmp_path, profile, case, complaint):
+    with pytest.raises(CaseError, match=complaint):
+        load_cases(_write_cases(tmp_path / "cases", [case], profile), manifest())
+
+
+def test_collab_cases_get_an_app_of_their_own(tmp_path):
+    root = {"alice": {"collab_root": True}}
+    (case,) = load_cases(_write_cases(tmp_path / "cases", [_case([SPAWN], requirement="collab:list:tree",
+                                                                 actors=root)], "collab"), manifest())
+    assert case.profile == "collab" and case.needs_own_app and case.actors["alice"].collab_root
+
+
+@pytest.mark.parametrize("call, arguments, profile, seconds", [
+    ("wait_agent", {}, "messaging", 60), ("wait_agent", {"timeout_ms": 0}, "messaging", 0),
+    ("wait_agent", {}, "collab", 30), ("wait_agent", {"timeout_ms": 0}, "collab", 10),
+    ("wait_agent", {"timeout_ms": 12_500}, "collab", 12.5), ("wait_agent", {"timeout_ms": 3_600_000}, "collab", 60),
+    ("spawn_agent", {}, "collab", 0),
+])
+def test_call_bounds_follow_each_profiles_wait_rules(call, arguments, profile, seconds):
+    assert call_bound_s(call, arguments, profile) == pytest.approx(seconds + 10.0)
+
+
 # -- judging against a scripted endpoint ---------------------------------------------
 
 
 class ScriptedProvisioner:
-    def register(self, name, *, provider="manual", aliases=()):
+    def __init__(self):
+        self.roots = []
+
+    def register(self, name, *, provider="manual", aliases=(), **collab):
+        if collab.get("collab_root"):
+            self.roots.append(name)
         return Caller(name=name, agent_id=f"id-{name}", token="t", aliases=tuple(aliases))
 
     def caller_env(self, caller):
@@ -213,6 +262,32 @@ def test_each_kind_of_wrong_response_fails_its_requirement(tmp_path, steps, resp
     assert stage in failure.check + (failure.detail or "")
     assert failure.step == "send" and failure.request is not None
     assert all(v.step != "never" for v in recorder.votes), "the case goes on after a failure"
+
+
+def test_collab_cases_vote_for_the_collab_profiles_own_checks(tmp_path):
+    steps = [{**SPAWN, "expect": [{"path": "task_name", "equals": "/root/w"}]},
+             {**SPAWN, "id": "refused", "error": "limit_exceeded"},
+             {"id": "wait", "actor": "alice", "call": "wait_agent", "arguments": {}, "not_before_ms": 29000}]
+    case_file = _case(steps, requirement="collab:spawn:task-name", actors={"alice": {"collab_root": True}})
+    (case,) = load_cases(_write_cases(tmp_path / "cases", [case_file], "collab"), manifest())
+    recorder, provisioner = VoteRecorder(item="t", case=case.id), ScriptedProvisioner()
+    refused = {"error": {"code": "limit_exceeded", "message": "4 active"}}
+    endpoint = ScriptedEndpoint([(_ok({"task_name": "/root/w"}), 1.0), (_ok(refused, is_error=True), 1.0),
+                                 (_ok({"message": "", "timed_out": True}), 400.0)])
+    opened = []
+
+    class Run(CaseRun):
+        def _open(self, key):
+            opened.append(self.server_cmd)
+            return endpoint
+
+    Run(case, Target(), provisioner, tmp_path, recorder).run()
+    assert provisioner.roots and opened == [Target().collab_server_cmd]
+    structure = PROFILE_REQUIREMENTS["collab"]
+    assert {v.requirement for v in recorder.votes if v.passed} == {
+        "collab:spawn:task-name", structure["result"], structure["error"]}
+    (failure,) = recorder.failures  # the wait came back after 0.4 s, not after 29
+    assert failure.step == "wait" and "no sooner than 29000 ms" in failure.check and failure.detail == "took 400 ms"
 
 
 def test_a_good_response_passes_the_implicit_and_explicit_checks(tmp_path):

@@ -1,13 +1,17 @@
-"""The meta-test: requirements, cases and suite tests stay tied to each other, both ways.
+"""The meta-test: requirements, cases and tests stay tied to each other, both ways.
 
-Every requirement that is not deferred has a case or a suite test naming it as
-its requirement; every case and every suite test names one that exists; a
-deferred requirement has no coverage (else it should not be deferred). The
-contract's schemas are valid and stay within what the generator can draw from.
+Every requirement that is neither deferred nor ``verified_by`` has a case or a
+suite test naming it as its requirement; every case and every suite test names
+one that exists. A ``verified_by`` requirement is what the black-box suite
+cannot observe: a test of the reference's own (``tests/``) declares it with
+``@requirement`` and no case or suite test does. A deferred requirement has no
+coverage at all (else it should not be deferred). The contract's schemas, both
+profiles', are valid and stay within what the generator can draw from.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
@@ -19,9 +23,12 @@ from jsonschema import Draft202012Validator
 
 from harness.contract.cases import all_cases
 from harness.contract.generation import properties_of
-from harness.contract.layout import CASE_SCHEMA_PATH, CONTRACTS_DIR, MANIFEST_SCHEMA_PATH, SUITE_DIR
+from harness.contract.layout import CASE_SCHEMA_PATH, CONTRACTS_DIR, MANIFEST_SCHEMA_PATH, PROJECT_ROOT, SUITE_DIR
 from harness.contract.manifest import REQUIREMENT_ATTRIBUTE, manifest
-from harness.contract.schemas import TOOL_NAMES, error_codes, tool_contract
+from harness.contract.schemas import PROFILE_TOOLS, error_codes, tool_contract
+
+TESTS_DIR = PROJECT_ROOT / "tests"
+PROFILE_TOOL_PAIRS = [(profile, tool) for profile, (_, tools) in PROFILE_TOOLS.items() for tool in tools]
 
 
 def suite_tests() -> dict[str, str | None]:
@@ -46,18 +53,72 @@ def coverage() -> dict[str, list[str]]:
     return covered
 
 
+def _declared(decorator: ast.expr) -> ast.expr | None:
+    """The argument of a ``@requirement(...)`` decorator, else None."""
+    if not isinstance(decorator, ast.Call):
+        return None
+    func = decorator.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    return decorator.args[0] if name == "requirement" and decorator.args else None
+
+
+def project_tests() -> dict[str, str]:
+    """Every test of ``tests/`` declaring ``@requirement(ID)``: ``path::function`` -> ID.
+
+    Read from the source, not imported: the live Codex tests need not be
+    importable to be counted, and a declaration must be a literal ID.
+    """
+    out: dict[str, str] = {}
+    for path in sorted(TESTS_DIR.rglob("test_*.py")):
+        tree = ast.parse(path.read_text("utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for argument in filter(None, map(_declared, node.decorator_list)):
+                where = f"{path.relative_to(PROJECT_ROOT)}::{node.name}"
+                assert isinstance(argument, ast.Constant) and isinstance(argument.value, str), \
+                    f"{where}: @requirement needs a literal requirement ID"
+                assert where not in out, f"{where} declares more than one requirement"
+                out[where] = argument.value
+    return out
+
+
+def project_coverage() -> dict[str, list[str]]:
+    """Requirement -> the tests of tests/ that declare it."""
+    covered: dict[str, list[str]] = {}
+    for test, requirement_id in project_tests().items():
+        covered.setdefault(requirement_id, []).append(test)
+    return covered
+
+
 def test_every_requirement_has_a_case_or_a_test():
     covered = coverage()
-    missing = [r.id for r in manifest() if not r.deferred and r.id not in covered]
+    missing = [r.id for r in manifest() if not r.outside_suite and r.id not in covered]
     assert not missing, f"requirements without a case or suite test: {missing}"
 
 
 def test_deferred_requirements_have_no_coverage_and_say_why():
-    covered = coverage()
+    covered, elsewhere = coverage(), project_coverage()
     deferred = [r for r in manifest() if r.deferred]
     assert deferred, "the manifest lists the deferred requirements explicitly"
-    wrongly = [r.id for r in deferred if r.id in covered]
-    assert not wrongly, f"covered but marked deferred (drop `deferred`): {wrongly}"
+    wrongly = [r.id for r in deferred if r.id in covered or r.id in elsewhere]
+    assert not wrongly, f"covered but marked deferred (drop `deferred`, or make it verified_by): {wrongly}"
+
+
+def test_verified_by_requirements_are_proven_by_the_reference_tests_alone():
+    covered, elsewhere = coverage(), project_coverage()
+    verified = [r for r in manifest() if r.verified_by]
+    unproven = [r.id for r in verified if r.id not in elsewhere]
+    assert not unproven, f"verified_by, but no test in tests/ declares them with @requirement: {unproven}"
+    in_suite = [r.id for r in verified if r.id in covered]
+    assert not in_suite, f"the suite covers them, so they are not outside it (drop verified_by): {in_suite}"
+
+
+def test_tests_of_the_reference_declare_known_requirements():
+    declared = project_tests()
+    assert declared, "the reference's tests declare the requirements they prove"
+    unknown = {t: r for t, r in declared.items() if r not in manifest()}
+    assert not unknown, f"tests declaring unknown requirements: {unknown}"
 
 
 def test_every_suite_test_names_a_requirement():
@@ -88,9 +149,9 @@ def test_contract_documents_are_valid_schemas(path):
     Draft202012Validator.check_schema(json.loads(path.read_text("utf-8")))
 
 
-@pytest.mark.parametrize("tool", TOOL_NAMES)
-def test_tool_schemas_are_valid_flat_and_generable(tool):
-    contract = tool_contract(tool)
+@pytest.mark.parametrize("profile, tool", PROFILE_TOOL_PAIRS, ids=[f"{p}-{t}" for p, t in PROFILE_TOOL_PAIRS])
+def test_tool_schemas_are_valid_flat_and_generable(profile, tool):
+    contract = tool_contract(tool, profile)
     Draft202012Validator.check_schema(contract.input_schema)
     Draft202012Validator.check_schema(contract.output_schema)
     props, required = properties_of(contract.input_schema)
@@ -100,8 +161,8 @@ def test_tool_schemas_are_valid_flat_and_generable(tool):
         assert Draft202012Validator(schema).is_valid(value), f"{tool}.{name}: drew {value!r}"
 
 
-@pytest.mark.parametrize("tool", TOOL_NAMES)
-def test_declared_error_codes_are_contract_codes(tool):
-    declared = tool_contract(tool).errors
+@pytest.mark.parametrize("profile, tool", PROFILE_TOOL_PAIRS, ids=[f"{p}-{t}" for p, t in PROFILE_TOOL_PAIRS])
+def test_declared_error_codes_are_contract_codes(profile, tool):
+    declared = tool_contract(tool, profile).errors
     assert declared and declared <= error_codes(), f"{tool}: {sorted(declared - error_codes())}"
     assert {"invalid_argument", "unknown_caller", "app_unavailable"} <= declared

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib
 
-SUITE_MODULES = ("test_cases", "test_wire", "test_tools", "test_generated", "test_interop")
+from harness.contract.layout import SUITE_DIR
+
+SUITE_MODULES = tuple(sorted(path.stem for path in SUITE_DIR.glob("test_*.py")))
 
 for _name in SUITE_MODULES:
     _module = importlib.import_module(f"harness.contract.suite.{_name}")

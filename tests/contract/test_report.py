@@ -58,6 +58,29 @@ def test_reports_show_deferred_baselined_and_stale_requirements(tmp_path):
     assert results["wire:ping"]["stale"] is True
     assert results["send:receipt:admitted"]["result"] == "expected failure"
     assert results["send:receipt:admitted"]["baselined"] == "known"
-    assert "deferred" in results["envelope:format"] and results["envelope:format"]["result"] == "not tested"
+    deferred = results["collab:interrupt:previous-status"]
+    assert "deferred" in deferred and deferred["result"] == "not tested" and not deferred["selected"]
+    verified = results["envelope:format"]
+    assert "verified_by" in verified and verified["result"] == "not tested" and not verified["selected"]
     markdown = md_path.read_text("utf-8")
     assert "STALE baseline entry" in markdown and "deferred: " in markdown
+    assert "outside the black-box suite; verified by tests/codex/test_adapter_live.py" in markdown
+
+
+def test_reports_score_each_profile_and_name_one_left_out(tmp_path):
+    votes = [Vote("wire:ping", True, "ping works", item="t1")]
+    compliance = judge(manifest(), votes, Selection(profiles=("messaging",)), parse_baseline(""), [])
+    json_path, md_path = write_reports(tmp_path / "report", compliance, tests={},
+                                       target={"server_cmd": ["srv"], "collab_server_cmd": None, "provisioner": "p:P"})
+    document = json.loads(json_path.read_text("utf-8"))
+    collab = document["profile_scores"]["collab"]
+    assert collab["selected"] is False and collab["MUST"]["pass"] == 0
+    assert collab["MUST"]["not_tested"] == collab["MUST"]["total"] > 0, "a profile left out is not tested"
+    assert document["profile_scores"]["messaging"]["MUST"]["pass"] == 1
+    assert document["scores"]["MUST"]["total"] == sum(document["profile_scores"][p]["MUST"]["total"]
+                                                       for p in ("messaging", "collab"))
+    results = {r["id"]: r for r in document["requirements"]}
+    spawn = results["collab:spawn:task-name"]
+    assert spawn["profile"] == "collab" and not spawn["selected"]
+    markdown = md_path.read_text("utf-8")
+    assert "none (the collab profile is not offered)" in markdown and "| collab (not selected) | MUST |" in markdown

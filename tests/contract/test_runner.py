@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 import pytest
 
 from harness.contract import cli
-from harness.contract.layout import SUITE_DIR
+from harness.contract.layout import REFERENCE_COLLAB_SERVER_CMD, REFERENCE_SERVER_CMD, SUITE_DIR
+from harness.contract.manifest import parse_profiles
 from harness.contract.target import Target, TargetError
 
 from .conftest import RUNNER, run_contract
@@ -15,11 +17,13 @@ from .conftest import RUNNER, run_contract
 
 def test_contract_arguments_become_a_pytest_run_of_the_suite(tmp_path):
     args = cli.build_parser().parse_args(["--server-cmd", "srv --flag", "--level", "must", "--requirement", "wire",
-                                          "--baseline", "b.txt", "--provisioner", "m:C", "-n", "3"])
+                                          "--baseline", "b.txt", "--provisioner", "m:C", "-n", "3",
+                                          "--collab-server-cmd", "srv --collab", "--profiles", "messaging"])
     argv = cli.pytest_arguments(args, tmp_path / "r", ["-x"])
     assert argv[:2] == ["-p", "harness.contract_plugin"] and argv[-1] == str(SUITE_DIR)
     pairs = dict(zip(argv, argv[1:]))
     assert pairs["--server-cmd"] == "srv --flag" and pairs["--level"] == "must" and pairs["--requirement"] == "wire"
+    assert pairs["--collab-server-cmd"] == "srv --collab" and pairs["--profiles"] == "messaging"
     assert pairs["--provisioner"] == "m:C" and pairs["-n"] == "3" and pairs["--report-dir"] == str(tmp_path / "r")
     assert pairs["--baseline"].endswith("b.txt") and "-x" in argv
 
@@ -82,3 +86,80 @@ def test_server_commands_are_split_like_a_shell():
     assert target.server_cmd == ("my server", "mcp", "serve", "--flag=a b")
     with pytest.raises(TargetError):
         Target.from_options("   ", None)
+
+
+def test_the_reference_offers_both_profiles():
+    target = Target.from_options(None, None)
+    assert target.profiles == ("messaging", "collab")
+    assert target.server_cmd_for("collab") == REFERENCE_COLLAB_SERVER_CMD
+    assert REFERENCE_COLLAB_SERVER_CMD == (*REFERENCE_SERVER_CMD, "--profile", "collab")
+    assert target.select_profiles(None) == ("messaging", "collab")
+    assert target.select_profiles(("messaging",)) == ("messaging",)
+
+
+def test_another_server_offers_collab_only_with_its_own_collab_command():
+    foreign = Target.from_options("my-server mcp", None)
+    assert foreign.profiles == ("messaging",) and foreign.describe()["collab_server_cmd"] is None
+    assert foreign.select_profiles(None) == ("messaging",)
+    with pytest.raises(TargetError, match="--collab-server-cmd"):
+        foreign.select_profiles(("messaging", "collab"))
+    with pytest.raises(TargetError):
+        foreign.server_cmd_for("collab")
+    both = Target.from_options("my-server mcp", None, "my-server mcp --tree")
+    assert both.profiles == ("messaging", "collab") and both.server_cmd_for("collab") == ("my-server", "mcp", "--tree")
+
+
+class MessagingOnlyProvisioner:
+    def __init__(self, root):
+        self.root = root
+
+    def register(self, name, *, provider="manual", aliases=()):
+        raise NotImplementedError
+
+
+def test_a_provisioner_without_collab_roots_cannot_select_the_collab_profile():
+    target = Target.from_options(None, f"{__name__}:MessagingOnlyProvisioner")
+    assert not target.registers_collab_roots()
+    with pytest.raises(TargetError, match="--profiles messaging"):
+        target.select_profiles(None)
+    assert target.select_profiles(("messaging",)) == ("messaging",)
+
+
+@pytest.mark.parametrize("text, profiles", [
+    (None, None), ("messaging", ("messaging",)), ("collab, messaging", ("messaging", "collab")),
+])
+def test_profile_lists_parse(text, profiles):
+    assert parse_profiles(text) == profiles
+
+
+@pytest.mark.parametrize("text", ["", "tree", "messaging,tree"])
+def test_unknown_profiles_are_refused(text):
+    with pytest.raises(ValueError, match="messaging, collab"):
+        parse_profiles(text)
+
+
+@pytest.mark.slow
+def test_a_server_without_the_collab_profile_runs_messaging_and_reports_collab_not_tested(tmp_path):
+    """Another --server-cmd (here the reference, spelled differently) without --collab-server-cmd."""
+    server = shlex.join([*REFERENCE_SERVER_CMD, "--profile", "messaging"])
+    run = run_contract(tmp_path, "--server-cmd", server, "--requirement", "wire:ping",
+                       "--requirement", "collab:spawn:task-name")
+    assert run.returncode == 0, run.output[-3000:]
+    document = run.compliance
+    assert document["selection"]["profiles"] == ["messaging"] and document["target"]["collab_server_cmd"] is None
+    assert run.result("wire:ping")["result"] == "pass"
+    skipped = run.result("collab:spawn:task-name")
+    assert skipped["result"] == "not tested" and skipped["selected"] is False
+    collab = document["profile_scores"]["collab"]
+    assert collab["selected"] is False and collab["MUST"]["pass"] == 0 and collab["MUST"]["not_tested"] > 0
+    assert "collab profile (not selected)" in run.output
+
+
+@pytest.mark.slow
+def test_the_collab_profile_runs_against_the_reference(tmp_path):
+    run = run_contract(tmp_path, "--profiles", "collab", "--requirement", "collab:spawn:task-name",
+                       "--requirement", "collab:tools:list", "--requirement", "wire:ping")
+    assert run.returncode == 0, run.output[-3000:]
+    assert run.result("collab:spawn:task-name")["result"] == "pass"
+    assert run.result("collab:tools:list")["result"] == "pass"
+    assert run.result("wire:ping")["result"] == "not tested", "messaging was left out"

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from harness.contract.manifest import requirement
 from harness.provisioner import AppProcess
-from peerwire.control import ControlClient
+from peerwire.control import ControlClient, encode
 from peerwire.errors import Code, PeerwireError
 from peerwire.home import HOME_ENV, SESSION_ENV
 
@@ -88,6 +90,7 @@ def test_receive_with_timeout_returns_what_arrives(core):
     assert page["timed_out"] is False and page["wake_reason"] == "mailbox_activity"
 
 
+@requirement("wait:empty:cancels-nothing")
 def test_empty_wait_times_out_and_cancels_nothing(core):
     a, b = core.register("a"), core.register("b")
     receipt = call(core, a, "followup_task", {"target": "b", "message": "keep me"})
@@ -98,6 +101,7 @@ def test_empty_wait_times_out_and_cancels_nothing(core):
     assert ControlClient(core.home).call("trace", {"id": receipt["request_id"]})["interactions"][0]["state"] == "claimed"
 
 
+@requirement("task:new-work:once")
 def test_two_claimants_race_and_each_task_is_exposed_once(core):
     a, b = core.register("a"), core.register("b")
     tasks = 40
@@ -129,6 +133,28 @@ def test_two_claimants_race_and_each_task_is_exposed_once(core):
     exposures = outs[0] + outs[1] + rest
     assert sorted(exposures) == sorted(sent), "every task exposed exactly once across all claimants"
     assert not set(outs[0]) & set(outs[1])
+
+
+@requirement("call:client-timeout:cancels-nothing")
+def test_a_control_client_that_gives_up_mid_call_cancels_nothing(core):
+    a, b = core.register("a"), core.register("b")
+    request = {"id": 1, "op": "followup_task", "token": a.token, "meta": {},
+               "args": {"target": "b", "message": "finish it although I left"}}
+    # The client sends its call and leaves at once, never reading the answer (what a timed-out client does).
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        with core.home.socket_address() as address:
+            sock.connect(address)
+        sock.sendall(encode(request))
+    page = call(core, b, "receive_messages", {"timeout_ms": 5000}, wait_s=5)
+    (task,) = [r for r in page["records"] if r["kind"] == "task"]
+    assert task["body"] == "finish it although I left" and page["new_work"] == [task["request_id"]]
+    stages = [s["stage"] for s in ControlClient(core.home).call("trace", {"id": task["request_id"]})
+              ["interactions"][0]["stages"]]
+    assert stages[0] == "admitted" and not any("cancel" in s for s in stages), stages
+    call(core, b, "reply", {"request_id": task["request_id"], "status": "done", "message": "done anyway"})
+    answer = call(core, a, "receive_messages", {"timeout_ms": 5000}, wait_s=5)
+    assert [(r["kind"], r["request_id"], r["body"]) for r in answer["records"]] == [
+        ("reply", task["request_id"], "done anyway")]
 
 
 def test_app_unavailable_and_unknown_caller(core, tmp_path):

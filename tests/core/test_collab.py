@@ -1,8 +1,11 @@
 """The collaboration profile over ``peerwire mcp serve --profile collab``, inert (no Codex).
 
-Spawning reserves capacity synchronously, so every limit is reachable without a
-provider: the children are reserved rows whose threads would start once the
-root has a live owner.
+Spawning reserves capacity synchronously, so the active-children limit is
+reachable without a provider: the children are reserved rows whose threads
+would start once the root has a live owner. What only a started child has —
+a Codex thread id its calls carry, a finished turn — is written into the store
+while the app is stopped (:func:`_grown_tree`); every call then goes through
+the real MCP server and app, with the turn metadata Codex sends.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import sys
 
 import pytest
 
+from harness.contract.manifest import requirement
 from peerwire import collab
 from peerwire.contract import COLLAB_ORDER
 from peerwire.control import ControlClient
 from peerwire.home import HOME_ENV, SESSION_ENV
+from peerwire.store import Store
 
 SERVE = [sys.executable, "-m", "peerwire", "mcp", "serve", "--profile", "collab"]
 
@@ -28,10 +33,13 @@ def _root(core):
     return out["session_token"]
 
 
-def _calls(core, token, calls: list[tuple[str, dict]]) -> list[dict]:
+def _calls(core, token, calls: list[tuple[str, dict]], *, thread: str | None = None) -> list[dict]:
+    """The results of ``calls`` through one MCP server; ``thread``: made in that Codex thread."""
     env = {**os.environ, HOME_ENV: str(core.home.path), SESSION_ENV: token}
+    turn = json.dumps({"thread_id": thread, "turn_id": "turn-1"})
+    meta = {"_meta": {"x-codex-turn-metadata": turn}} if thread else {}
     lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}]
-    lines += [{"jsonrpc": "2.0", "id": i + 2, "method": "tools/call", "params": {"name": n, "arguments": a}}
+    lines += [{"jsonrpc": "2.0", "id": i + 2, "method": "tools/call", "params": {"name": n, "arguments": a, **meta}}
               for i, (n, a) in enumerate(calls)]
     data = b"".join(json.dumps(l).encode() + b"\n" for l in lines)
     done = subprocess.run(SERVE, input=data, env=env, capture_output=True, timeout=60)
@@ -43,6 +51,24 @@ def _error(result: dict) -> str | None:
     return result["structuredContent"]["error"]["code"] if result["isError"] else None
 
 
+def _grown_tree(core, token: str, children: dict[str, dict]) -> None:
+    """Add children as a provider would have left them: ``{path: {status, thread}}``, app stopped meanwhile."""
+    root_id = ControlClient(core.home, token).call("whoami")["agent"]["agent_id"]
+    core.stop_app()
+    store = Store(core.home.db)
+    try:
+        ids = {collab.ROOT: root_id}
+        for path, state in sorted(children.items()):
+            row, _ = store.register_agent(path, "codex", source="spawn_agent", status=state.get("status", "idle"),
+                                          path=path, parent_agent_id=ids[path.rsplit("/", 1)[0]],
+                                          provider_session_id=state.get("thread"))
+            ids[path] = row.agent_id
+    finally:
+        store.close()
+    core.start_app()
+
+
+@requirement("collab:tools:list")
 def test_tools_listed_are_the_collab_profile():
     done = subprocess.run(SERVE, input=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n', capture_output=True,
                           timeout=60, env={k: v for k, v in os.environ.items() if k != HOME_ENV})
@@ -53,6 +79,7 @@ def test_tools_listed_are_the_collab_profile():
     assert wait["inputSchema"]["properties"]["timeout_ms"]["type"] == "number"
 
 
+@requirement("collab:limit:active")
 def test_spawn_paths_and_capacity(core):
     token = _root(core)
     # The five spawns race (the server runs tool calls concurrently): exactly one loses.
@@ -98,6 +125,7 @@ def test_interrupt_refuses_root_and_self_and_wait_bounds(core):
     assert out[4]["isError"] is False and out[4]["structuredContent"] == {} and out[4]["content"] == []
 
 
+@requirement("collab:wait:timeout-clamped")
 def test_wait_is_clamped_up_to_ten_seconds():
     assert collab.wait_timeout_ms(None) == 30_000
     assert collab.wait_timeout_ms(0) == 10_000
@@ -106,12 +134,14 @@ def test_wait_is_clamped_up_to_ten_seconds():
         collab.wait_timeout_ms(3_600_001)
 
 
+@requirement("collab:caller:outside-tree")
 def test_non_tree_agent_is_refused(core):
     plain = core.register("plain")
     (out,) = _calls(core, plain.token, [("list_agents", {})])
     assert _error(out) == "not_authorized"
 
 
+@requirement("collab:fork:history")
 def test_history_keeps_only_completed_call_pairs():
     turns = [
         {"items": [{"type": "userMessage", "content": [{"type": "text", "text": "first"}]},
@@ -129,6 +159,7 @@ def test_history_keeps_only_completed_call_pairs():
     assert collab.history_items(turns, "none") == []
 
 
+@requirement("collab:limit:retained")
 def test_capacity_counts_active_and_retained_children():
     idle = [{"status": "idle"}] * (collab.MAX_RETAINED_CHILDREN - 1)
     collab.check_capacity(idle)  # 31 retained, none active: room for one more
@@ -140,6 +171,7 @@ def test_capacity_counts_active_and_retained_children():
     assert info.value.details["limit"] == "active_children"
 
 
+@requirement("collab:child:turn-limit")
 def test_child_turn_limit_interrupts_exactly_the_running_turn():
     import asyncio
 
@@ -169,3 +201,63 @@ def test_child_turn_limit_interrupts_exactly_the_running_turn():
     asyncio.run(run(0.02))
     assert interrupts == [("th", "t1")]
     assert collab.CHILD_TURN_LIMIT_S == 600.0
+
+
+@requirement("collab:limit:retained")
+def test_the_thirty_third_retained_child_is_refused(core):
+    token = _root(core)
+    # 31 children that finished their turns: retained, none of them active
+    _grown_tree(core, token, {f"/root/c{i:02d}": {"status": "idle"} for i in range(collab.MAX_RETAINED_CHILDREN - 1)})
+    # one call at a time: calls in one batch run concurrently in the server
+    (last,) = _calls(core, token, [("spawn_agent", {"task_name": "c31", "message": "one more"})])
+    (over,) = _calls(core, token, [("spawn_agent", {"task_name": "c32", "message": "too many"})])
+    assert last["structuredContent"] == {"task_name": "/root/c31"}
+    assert _error(over) == "limit_exceeded", over
+    error = over["structuredContent"]["error"]
+    assert error["details"]["limit"] == "retained_children" and "32" in error["message"]
+    (listed,) = _calls(core, token, [("list_agents", {})])
+    assert len(listed["structuredContent"]["agents"]) == 1 + collab.MAX_RETAINED_CHILDREN  # /root/c32 reserved nothing
+
+
+@requirement("collab:limit:depth")
+def test_a_fourth_level_is_refused(core):
+    token = _root(core)
+    _grown_tree(core, token, {"/root/a": {"thread": "th-a"}, "/root/a/b": {"thread": "th-b"},
+                              "/root/a/b/c": {"thread": "th-c"}})
+    # The calls come from the children's own threads, as Codex marks them; they share the root's token.
+    (third,) = _calls(core, token, [("spawn_agent", {"task_name": "c2", "message": "go"})], thread="th-b")
+    assert third["structuredContent"] == {"task_name": "/root/a/b/c2"}
+    (fourth,) = _calls(core, token, [("spawn_agent", {"task_name": "d", "message": "go"})], thread="th-c")
+    assert _error(fourth) == "limit_exceeded", fourth
+    assert fourth["structuredContent"]["error"]["details"] == {"limit": "depth", "max": collab.MAX_DEPTH}
+    (listed,) = _calls(core, token, [("list_agents", {"path_prefix": "/root/a/b/c"})])
+    assert [a["name"] for a in listed["structuredContent"]["agents"]] == ["/root/a/b/c"]
+
+
+@requirement("collab:interrupt:self")
+def test_a_child_cannot_interrupt_itself(core):
+    token = _root(core)
+    _grown_tree(core, token, {"/root/a": {"thread": "th-a", "status": "active"}})
+    itself, root = _calls(core, token, [("interrupt_agent", {"target": "/root/a"}),
+                                        ("interrupt_agent", {"target": "/root"})], thread="th-a")
+    assert _error(itself) == "not_authorized" and "itself" in itself["structuredContent"]["error"]["message"]
+    assert _error(root) == "not_authorized"
+    # the same target from the root is a real interrupt attempt (no live turn here: not_active)
+    (from_root,) = _calls(core, token, [("interrupt_agent", {"target": "/root/a"})])
+    assert _error(from_root) == "not_active"
+
+
+@requirement("collab:sender:session")
+def test_a_childs_call_is_attributed_to_the_child(core):
+    token = _root(core)
+    _grown_tree(core, token, {"/root/a": {"thread": "th-a"}, "/root/b": {"thread": "th-b"}})
+    # One MCP server and one token for the whole tree; the thread a call was made in decides the sender.
+    (sent,) = _calls(core, token, [("send_message", {"target": "/root", "message": "from a"})], thread="th-a")
+    assert sent["structuredContent"] == {}
+    (spawned,) = _calls(core, token, [("spawn_agent", {"task_name": "helper", "message": "go"})], thread="th-b")
+    assert spawned["structuredContent"] == {"task_name": "/root/b/helper"}
+    (woken,) = _calls(core, token, [("wait_agent", {"timeout_ms": 0})])
+    assert woken["structuredContent"]["message"] == "MESSAGE from /root/a"
+    # a thread outside the tree is not a way in: the call stays the root's
+    (outsider,) = _calls(core, token, [("spawn_agent", {"task_name": "x", "message": "go"})], thread="th-unknown")
+    assert outsider["structuredContent"] == {"task_name": "/root/x"}

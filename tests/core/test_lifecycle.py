@@ -1,5 +1,6 @@
 import pytest
 
+from harness.contract.manifest import requirement
 from peerwire.errors import Code, PeerwireError
 from peerwire.lifecycle import BINDING, INFORMATION, LIFECYCLES, TASK, IllegalTransition
 from peerwire.store import Store
@@ -35,6 +36,7 @@ def test_terminal_states_have_no_way_out(lifecycle):
         assert not any(lifecycle.allows(state, e) for e in lifecycle.events)
 
 
+@requirement("delivery:uncertain:never-replayed")
 def test_uncertain_task_is_never_dispatched_again():
     # The table itself forbids replay: nothing leads from uncertain back to pending.
     assert not any(TASK.allows("uncertain", e) for e in ("release", "claim_by_dispatch", "claim_by_receive"))

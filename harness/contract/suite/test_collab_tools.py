@@ -1,0 +1,44 @@
+"""The collaboration profile's tool discovery (``--collab-server-cmd``).
+
+Discovery needs no caller: the server is launched without any caller
+environment, as Codex does before its first call.
+"""
+
+from __future__ import annotations
+
+from harness.contract.manifest import requirement
+from harness.contract.schemas import COLLAB_TOOL_NAMES, tool_contract
+
+BOUND_S = 10.0
+
+
+def _advertised(servers) -> list[dict]:
+    endpoint = servers.start(env=servers.bare_env(), profile="collab")
+    response = endpoint.server.call("tools/list", {}, timeout=BOUND_S)
+    tools = response.get("result", {}).get("tools")
+    assert isinstance(tools, list), f"tools/list: {response}"
+    return [t for t in tools if isinstance(t, dict)]
+
+
+@requirement("collab:tools:list")
+def test_collab_tools_are_exactly_the_six(servers):
+    advertised = _advertised(servers)
+    names = [t.get("name") for t in advertised]
+    assert sorted(map(str, names)) == sorted(COLLAB_TOOL_NAMES), \
+        f"the collab profile lists {names}, not exactly {list(COLLAB_TOOL_NAMES)}"
+    for tool in advertised:
+        for key in ("inputSchema", "outputSchema"):
+            schema = tool.get(key)
+            assert isinstance(schema, dict) and schema.get("type") == "object", f"{tool['name']}.{key}: {schema}"
+
+
+@requirement("collab:tools:contract-schemas")
+def test_collab_schemas_are_the_contract(servers):
+    advertised = {t.get("name"): t for t in _advertised(servers)}
+    for name in COLLAB_TOOL_NAMES:
+        contract = tool_contract(name, "collab")
+        tool = advertised.get(name, {})
+        assert tool.get("inputSchema") == contract.input_schema, f"{name}: inputSchema differs from contracts/collab"
+        assert tool.get("outputSchema") == contract.output_schema, f"{name}: outputSchema differs from contracts/collab"
+    timeout = advertised["wait_agent"]["inputSchema"]["properties"]["timeout_ms"]
+    assert timeout.get("type") == "number", f"wait_agent.timeout_ms is typed number (Codex rejects integer): {timeout}"
