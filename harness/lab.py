@@ -26,16 +26,13 @@ leaves the provider settings as the user had them.
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import IO, Any, Sequence
 
 from peerwire.contract import PROFILES
 from peerwire.control import ControlClient
@@ -45,14 +42,13 @@ from .codex_home import AgentSettings, PeerwireServer, Projection, ScriptedProvi
 from .codex_install import CodexInstallation, locate_codex
 from .jobs import Job
 from .model_rules import ModelScript, load_script
-from .provisioner import AppNotReady, AppProcess
+from .provisioner import AppProcess, Spawn
 from .scripted_model import ScriptedModel
 from .workspace import FixtureWorkspace
 
 MODEL_KEY_VALUE = "scripted-model-has-no-key"
 AUTH_FILE = "auth.json"
 """The credential file of an authorized Codex home: copied into agent homes, never into artifacts."""
-APP_READY_TIMEOUT_S = 20.0
 
 
 @dataclass
@@ -121,10 +117,8 @@ class CodexLab:
         self.root.mkdir(parents=True, exist_ok=True)
         if self.scripted:
             self.model.start()
-        if self.job is None:
-            self.app = AppProcess.start(self.home, env=self.child_env())
-        else:
-            self.app = start_app_in_job(self.job, self.home, env={**os.environ, **self.child_env()})
+        self.app = AppProcess.start(self.home, env=self.child_env(),
+                                    spawn=None if self.job is None else spawn_through(self.job))
         for name in self.agent_names:
             self.agents[name] = self._provision(name)
         if self.attach_on_start:
@@ -259,44 +253,8 @@ def copy_authorization(auth_home: Path, codex_home: Path) -> None:
         shutil.copyfile(config, codex_home / "config.toml")
 
 
-def start_app_in_job(job: Job, home: Home, *, env: dict[str, str], timeout: float = APP_READY_TIMEOUT_S) -> AppProcess:
-    """Start ``peerwire app`` for ``home`` through ``job`` and wait for its JSON ready line.
-
-    Raises :class:`~harness.provisioner.AppNotReady` (with the tail of the
-    app's stderr log) if it exits or stays silent for ``timeout`` seconds;
-    the job still owns the process and ends it when closed.
-    """
-    home.create()
-    log = home.path.parent / f"{home.path.name}.app-stderr.log"
-    with open(log, "ab") as err:
-        started = job.spawn([sys.executable, "-m", "peerwire", "app", "--home", str(home.path)], name="peerwire-app",
-                            env=env, stdout=subprocess.PIPE, stderr=err)
-    process = started.popen
-    line = _ready_line(process, timeout)
-    try:
-        ready = json.loads(line)
-    except ValueError:
-        ready = None
-    if not isinstance(ready, dict) or ready.get("event") != "ready":
-        process.kill()
-        process.wait()
-        raise AppNotReady(f"peerwire app was not ready (status {process.returncode}, first line {line[:200]!r}); "
-                          f"see {log}:\n{log.read_text(errors='replace')[-2000:]}")
-    return AppProcess(home=home, process=process, ready=ready, log=log)
-
-
-def _ready_line(process: subprocess.Popen, timeout: float) -> bytes:
-    """The child's first stdout line; b"" if it exits or stays silent past ``timeout``."""
-    assert process.stdout is not None
-    fd = process.stdout.fileno()
-    deadline = time.monotonic() + timeout
-    buffer = b""
-    while b"\n" not in buffer:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            return b""
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            return b""
-        buffer += chunk
-    return buffer.split(b"\n", 1)[0]
+def spawn_through(job: Job) -> Spawn:
+    """Start the core app as a process of ``job``: the job ends it, and what it starts, when closed."""
+    def spawn(argv: list[str], env: dict[str, str], stderr: IO[bytes]) -> subprocess.Popen:
+        return job.spawn(argv, name="peerwire-app", env=env, stdout=subprocess.PIPE, stderr=stderr).popen
+    return spawn

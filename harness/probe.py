@@ -17,8 +17,16 @@ history counts again, as it does for the model.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
+
+LEGS = ("childQuestionObserved", "parentReplyObserved", "childFinalObserved", "finalExact")
+STATEMENT = ("Each leg counts only when it is observed in an actual model input (the scripted model's "
+             "request log), and the final answer must be exactly the expected text; a model that claims "
+             "success without the exchange fails. Message occurrences include repeated history.")
+"""How a report states what the probe's verdict means."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,20 @@ class ProbeExpectation:
     child_final: str
     final: str
     parent: str = "/root"
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any]) -> "ProbeExpectation":
+        """From a scenario's ``[probe]`` table (``child`` defaults to ``/root/worker``)."""
+        return cls(child=table.get("child", "/root/worker"), question=table["question"], reply=table["reply"],
+                   child_final=table["child_final"], final=table["final"], parent=table.get("parent", "/root"))
+
+
+@dataclass(frozen=True)
+class ProbeObservation:
+    """The probe summary and, per leg, the model requests (``seq``) it was observed in."""
+
+    summary: dict[str, Any]
+    seen: dict[str, list[int]] = field(default_factory=dict)
 
 
 def _texts(items: Iterable[Any]) -> list[str]:
@@ -45,30 +67,52 @@ def _envelope(kind: str, recipient: str, sender: str, body: str) -> str:
 
 def collab_probe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> dict[str, Any]:
     """``requests``: the model log's request/response pairs, as ``{"input": [...], "emitted": [...]}``."""
+    return observe(requests, expect).summary
+
+
+def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> ProbeObservation:
+    """Like :func:`collab_probe`, also naming the requests each leg was seen in.
+
+    A request is named by its ``seq`` (as :func:`requests_from_log` gives it),
+    else by its position. ``finalExact`` is seen in the request that produced
+    the parent's last final answer.
+    """
     child_task = f"Message Type: NEW_TASK\nTask name: {expect.child}\n"
     question = _envelope("MESSAGE", expect.parent, expect.child, expect.question)
     reply = _envelope("MESSAGE", expect.child, expect.parent, expect.reply)
     final = _envelope("FINAL_ANSWER", expect.parent, expect.child, expect.child_final)
     summary = {"requests": 0, "nativeMessageOccurrences": 0, "childQuestionObserved": False,
                "parentReplyObserved": False, "childFinalObserved": False, "finalExact": False}
-    parent_finals: list[str] = []
-    for request in requests:
+    seen: dict[str, list[int]] = {leg: [] for leg in LEGS}
+    parent_finals: list[tuple[int, str]] = []
+    for position, request in enumerate(requests):
+        seq = request.get("seq", position)
         summary["requests"] += 1
         texts = _texts(request.get("input") or [])
         summary["nativeMessageOccurrences"] += sum(t.count("Message Type: ") for t in texts)
         in_child = any(t.startswith(child_task) for t in texts)
+        legs = {"parentReplyObserved": reply} if in_child else {"childQuestionObserved": question,
+                                                                  "childFinalObserved": final}
+        for leg, envelope in legs.items():
+            if envelope in texts:
+                summary[leg] = True
+                seen[leg].append(seq)
         if in_child:
-            summary["parentReplyObserved"] |= any(t == reply for t in texts)
             continue
-        summary["childQuestionObserved"] |= any(t == question for t in texts)
-        summary["childFinalObserved"] |= any(t == final for t in texts)
         for item in request.get("emitted") or []:
             if item.get("type") == "message" and item.get("phase") == "final_answer":
-                parent_finals.append("".join(p.get("text", "") for p in item.get("content") or []))
-    summary["finalExact"] = bool(parent_finals) and parent_finals[-1] == expect.final
-    legs = ("childQuestionObserved", "parentReplyObserved", "childFinalObserved", "finalExact")
-    summary["success"] = all(summary[leg] for leg in legs)
-    return summary
+                parent_finals.append((seq, "".join(p.get("text", "") for p in item.get("content") or [])))
+    if parent_finals and parent_finals[-1][1] == expect.final:
+        summary["finalExact"] = True
+        seen["finalExact"].append(parent_finals[-1][0])
+    summary["success"] = all(summary[leg] for leg in LEGS)
+    return ProbeObservation(summary, seen)
+
+
+def observe_log(path: Path, agent: str, expect: ProbeExpectation) -> ProbeObservation:
+    """:func:`observe` over the model request log at ``path`` (absent: no request), route ``agent``."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return observe(requests_from_log(lines, agent), expect)
 
 
 def requests_from_log(lines: Iterable[str], agent: str) -> list[dict[str, Any]]:
@@ -79,7 +123,7 @@ def requests_from_log(lines: Iterable[str], agent: str) -> list[dict[str, Any]]:
         record = json.loads(line)
         seq = record.get("seq")
         if record.get("event") == "request" and record.get("agent") == agent:
-            requests[seq] = {"input": (record.get("body") or {}).get("input") or [], "emitted": []}
+            requests[seq] = {"seq": seq, "input": (record.get("body") or {}).get("input") or [], "emitted": []}
             order.append(seq)
         elif record.get("event") == "response" and seq in requests:
             requests[seq]["emitted"] = record.get("items") or []

@@ -13,7 +13,8 @@ too, saying what is missing.
 
 Every scenario also gets the :data:`UNIVERSAL` checks: nothing is delivered
 twice, every turn is accounted for, and (with the scripted model) every
-model request matched a rule.
+model request matched a rule. The judgements over a collaboration tree live
+in :mod:`.collab_checks` and register here too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from typing import Any
 
 from peerwire import envelope
 
-from .observations import EvidenceMissing, Observations, RolloutLine, TranscriptLine, item_text, output_json
+from harness.evidence.rollouts import RolloutLine
+
+from .observations import EvidenceMissing, Observations, TranscriptLine, item_text, output_json
 from .scenario import CheckSpec
 
 
@@ -52,7 +55,7 @@ class Evidence:
             if item is None:
                 continue
             if isinstance(item, RolloutLine):
-                _add(self.rollout, item.ref)
+                _add(self.rollout, str(item.at))
             elif isinstance(item, TranscriptLine):
                 _add(self.appserver, item.ref)
             elif isinstance(item, int):
@@ -122,23 +125,32 @@ def _envelope_of(text: str) -> dict[str, Any] | None:
         return None
 
 
-def _carries(text: str, record: Mapping[str, Any]) -> bool:
-    """Whether ``text`` is the envelope of ``record``: its type, request and exact body."""
+def _carries(obs: Observations, text: str, record: Mapping[str, Any]) -> bool:
+    """Whether ``text`` is the envelope of ``record``: its type, request and exact body.
+
+    Between agents of a collaboration tree the envelope names no request but
+    the recipient's and the sender's paths (:func:`peerwire.collab.render`).
+    """
     parsed = _envelope_of(text)
     if parsed is None or parsed["payload"] != record["body"]:
         return False
     headers = parsed["headers"]
     if headers.get("Message Type") != envelope.MESSAGE_TYPES[record["kind"]]:
         return False
+    recipient_path = obs.paths.get(record["recipient_id"])
+    if recipient_path is not None:
+        sender = obs.paths.get(record["sender_id"]) or obs.agent_name(record["sender_id"])
+        return headers.get("Task name") == recipient_path and headers.get("Sender") == sender
     return headers.get("Request") == record.get("request_id") if record.get("request_id") else True
 
 
-def _injects(obs: Observations, agent: str, record: Mapping[str, Any]) -> list[TranscriptLine]:
+def inject_lines(obs: Observations, agent: str, record: Mapping[str, Any]) -> list[TranscriptLine]:
+    """The thread/inject_items requests in ``agent``'s transcript that carry the envelope of ``record``."""
     found = []
     for line in obs.transcript(agent):
         if line.dir == "sent" and line.method == "thread/inject_items":
             texts = [item_text(item) for item in line.params.get("items") or []]
-            if any(_carries(text, record) for text in texts):
+            if any(_carries(obs, text, record) for text in texts):
                 found.append(line)
     return found
 
@@ -152,10 +164,6 @@ def _receive_outputs(obs: Observations, agent: str, record_id: str) -> list[tupl
             if received.get("record_id") == record_id:
                 found.append((output, received))
     return found
-
-
-def _threads(obs: Observations, agent: str) -> list[str]:
-    return [a["thread_id"] for a in obs.view.attachments if a["agent"] == agent]
 
 
 def _reply_of(obs: Observations, task: Mapping[str, Any]) -> dict[str, Any]:
@@ -191,64 +199,90 @@ def tool_receipt(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
     ev.cite(call, output)
     call_id = call.payload["call_id"]
     require(receipt.get("call_id") == call_id, f"receipt call {receipt.get('call_id')} is not the rollout's {call_id}")
-    require(receipt.get("turn_id") == call.turn_id, f"receipt turn {receipt.get('turn_id')} is not {call.turn_id}")
+    require(receipt.get("turn_id") == call.running_turn_id,
+            f"receipt turn {receipt.get('turn_id')} is not {call.running_turn_id}")
     if "turn" in params:
         expected = obs.turn(params["turn"])["turn_id"]
-        require(call.turn_id == expected, f"the call was made in turn {call.turn_id}, not {params['turn']} ({expected})")
-    require(receipt.get("thread_id") in _threads(obs, agent),
-            f"receipt thread {receipt.get('thread_id')} is none of {agent}'s threads {_threads(obs, agent)}")
-    item = next((line for line in obs.transcript(agent) if line.method == "item/completed"
+        require(call.running_turn_id == expected,
+                f"the call was made in turn {call.running_turn_id}, not {params['turn']} ({expected})")
+    require(receipt.get("thread_id") in obs.threads(agent),
+            f"receipt thread {receipt.get('thread_id')} is none of {agent}'s threads {obs.threads(agent)}")
+    item = next((line for line in obs.transcript(obs.host(agent)) if line.method == "item/completed"
                  and (line.params.get("item") or {}).get("type") == "mcpToolCall"
                  and line.params["item"].get("id") == call_id), None)
     require(item is not None, f"{agent}'s app-server reported no mcpToolCall {call_id}")
     ev.cite(item)
-    require(item.params.get("turnId") == call.turn_id, "the app-server placed the call in another turn")
+    require(item.params.get("turnId") == call.running_turn_id, "the app-server placed the call in another turn")
     return (f"{record['interaction_id']} ({record['kind']}) carries {agent}'s thread {receipt['thread_id']}, "
             f"turn {receipt['turn_id']} and call {call_id}, as the rollout and the app-server report them")
 
 
 @judgement
 def injected_without_turn(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
-    """The record reached its idle recipient by thread/inject_items, and no turn started from it."""
+    """The record reached its recipient by thread/inject_items, and no turn started from it.
+
+    ``recipient_was``: ``idle`` (default) — no turn was running, so the envelope
+    waits in the thread's history for the next turn someone starts; ``active`` —
+    it landed inside the recipient's running turn, which went on to complete,
+    and no other turn started.
+    """
     record = obs.select(params["record"])
     recipient = obs.agent_name(record["recipient_id"])
+    host = obs.host(recipient)
+    idle = params.get("recipient_was", "idle") == "idle"
     ev.cite(record["interaction_id"])
     visible = obs.evidence(record["interaction_id"], "provider_visible")
     require(len(visible) == 1, f"{len(visible)} provider_visible evidence rows, not one")
     detail = visible[0]["detail"]
     require(detail.get("via") == "thread/inject_items", f"made visible via {detail.get('via')}")
-    require(detail.get("active_turn") is None, f"{recipient} was in turn {detail.get('active_turn')}, not idle")
-    injects = _injects(obs, recipient, record)
-    require(len(injects) == 1, f"{recipient}'s transcript has {len(injects)} inject_items of it, not one")
+    running = detail.get("active_turn")
+    if idle:
+        require(running is None, f"{recipient} was in turn {running}, not idle")
+    else:
+        require(running is not None, f"{recipient} was idle, not in a running turn")
+    injects = inject_lines(obs, host, record)
+    require(len(injects) == 1, f"{host}'s transcript has {len(injects)} inject_items of it, not one")
     inject = injects[0]
-    answer = obs.response_to(recipient, inject)
+    thread = inject.params.get("threadId")
+    require(thread in obs.threads(recipient), f"it was injected into thread {thread}, not {recipient}'s")
+    answer = obs.response_to(host, inject)
     ev.cite(inject, answer)
     require(answer is not None and "result" in answer.message, "thread/inject_items was not acknowledged")
-    transcript = obs.transcript(recipient)
-    after = [line for line in transcript[transcript.index(inject) + 1:] if line.generation == inject.generation]
+    transcript = obs.transcript(host)
+    after = [line for line in transcript[transcript.index(inject) + 1:]
+             if line.generation == inject.generation and line.params.get("threadId") == thread]
     next_start = next((line for line in after if line.dir == "sent" and line.method == "turn/start"), None)
     window = after[:after.index(next_start)] if next_start else after
     started = [line for line in window if line.method == "turn/started"]
     ev.cite(*started)
     require(not started, f"a turn started on {recipient} after the inject without anyone starting it")
+    if not idle:
+        completed = next((line for line in window if line.method == "turn/completed"
+                          and (line.params.get("turn") or {}).get("id") == running), None)
+        require(completed is not None, f"{recipient}'s running turn {running} did not complete after the inject")
+        ev.cite(completed)
     next_turn = None
     if next_start is not None:
-        response = obs.response_to(recipient, next_start)
+        response = obs.response_to(host, next_start)
         next_turn = ((response.message.get("result") or {}).get("turn") or {}).get("id") if response else None
     text = item_text(inject.params["items"][0])
     lines = obs.rollout(recipient)
-    injected = [line for line in lines if line.type == "response_item" and line.item_type == "message"
+    injected = [line for line in lines if line.record_type == "response_item" and line.payload_type == "message"
                 and line.text() == text]
     require(len(injected) == 1, f"{recipient}'s rollout holds the injected envelope {len(injected)} times")
     ev.cite(injected[0])
-    require(injected[0].turn_id is None, f"the rollout placed the injected item inside turn {injected[0].turn_id}")
+    require(injected[0].running_turn_id == running,
+            f"the rollout placed the injected item in turn {injected[0].running_turn_id}, not {running}")
     later_starts = [line for line in lines[lines.index(injected[0]) + 1:]
-                    if line.type == "event_msg" and line.item_type == "task_started"]
+                    if line.record_type == "event_msg" and line.payload_type == "task_started"]
     if later_starts:
         ev.cite(later_starts[0])
         require(later_starts[0].payload.get("turn_id") == next_turn,
                 f"the next turn in the rollout ({later_starts[0].payload.get('turn_id')}) is not the one "
                 f"the next turn/start opened ({next_turn})")
+    if not idle:
+        return (f"{record['interaction_id']} was injected into {recipient}'s running turn {running} once and "
+                f"acknowledged; that turn went on to complete and no turn started from it")
     return (f"{record['interaction_id']} was injected into idle {recipient} once and acknowledged; no turn "
             f"started until the next turn/start{f' ({next_turn})' if next_turn else ''}")
 
@@ -279,14 +313,15 @@ def in_model_input(obs: Observations, params: Mapping[str, Any], ev: Evidence) -
     turn = obs.turn(params["turn"])["turn_id"] if "turn" in params else None
     if obs.view.scripted:
         hits = [exchange for exchange in obs.exchanges(agent) if turn in (None, exchange.turn_id)
-                and any(item.get("role") != "assistant" and _carries(item_text(item), record)
+                and any(item.get("role") != "assistant" and _carries(obs, item_text(item), record)
                         for item in exchange.input_items() if item.get("type") == "message")]
         require(hits, f"no model request of {agent}{' in ' + params['turn'] if turn else ''} carries the envelope")
         ev.cite(*(exchange.seq for exchange in hits[:3]))
         where = f"model requests {[exchange.seq for exchange in hits]}"
     else:
-        lines = [line for line in obs.rollout(agent) if line.type == "response_item" and line.item_type == "message"
-                 and _carries(line.text(), record)]
+        lines = [line for line in obs.rollout(agent)
+                 if line.record_type == "response_item" and line.payload_type == "message"
+                 and _carries(obs, line.text(), record)]
         require(lines, f"{agent}'s rollout holds no envelope of {record['interaction_id']}")
         ev.cite(*lines)
         where = "the rollout"
@@ -307,17 +342,18 @@ def task_bound(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> st
     accepted = obs.evidence(task["interaction_id"], "provider_accepted")
     require(len(accepted) == 1 and accepted[0]["detail"].get("via") == method,
             f"provider_accepted evidence {[row['detail'] for row in accepted]} does not say {method}")
-    sent = [line for line in obs.transcript(recipient) if line.dir == "sent" and line.method == method
+    host = obs.host(recipient)
+    sent = [line for line in obs.transcript(host) if line.dir == "sent" and line.method == method
             and line.params.get("clientUserMessageId") == request_id]
-    require(len(sent) == 1, f"{recipient}'s transcript has {len(sent)} {method} for {request_id}, not one")
-    answer = obs.response_to(recipient, sent[0])
+    require(len(sent) == 1, f"{host}'s transcript has {len(sent)} {method} for {request_id}, not one")
+    answer = obs.response_to(host, sent[0])
     ev.cite(sent[0], answer)
     result = (answer.message.get("result") or {}) if answer else {}
     turn_id = (result.get("turn") or {}).get("id") or result.get("turnId")
     require(turn_id == binding["turn_id"], f"{method} opened turn {turn_id}, the binding says {binding['turn_id']}")
     require(sent[0].params.get("threadId") == binding["thread_id"], "the binding names another thread")
     require(sent[0].generation == binding["generation"], "the binding names another owner generation")
-    require(any(_carries(item.get("text", ""), task) for item in sent[0].params.get("input") or []),
+    require(any(_carries(obs, item.get("text", ""), task) for item in sent[0].params.get("input") or []),
             f"the {method} input is not the task's envelope")
     if "state" in params:
         require(binding["state"] == params["state"], f"binding state is {binding['state']}, not {params['state']}")
@@ -376,7 +412,7 @@ def consumed_before_final(obs: Observations, params: Mapping[str, Any], ev: Evid
     turn_id = obs.turn(params["turn"])["turn_id"]
     reply = _reply_of(obs, task)
     ev.cite(task["interaction_id"], reply["interaction_id"])
-    lines = [line for line in obs.rollout(agent) if line.turn_id == turn_id]
+    lines = [line for line in obs.rollout(agent) if line.running_turn_id == turn_id]
     assigned = [out for call, out in obs.tool_calls(agent, "followup_task") if out in lines
                 and (output_json(out.text()) or {}).get("request_id") == task["request_id"]]
     require(assigned, f"{agent} did not assign {task['request_id']} in turn {params['turn']}")
@@ -448,7 +484,8 @@ def interrupted_exactly(obs: Observations, params: Mapping[str, Any], ev: Eviden
                 others.append(f"{name}:{turn.get('id')}={turn.get('status')}")
                 ev.cite(line)
     require(not others, f"other turns did not complete: {others}")
-    aborted = [line for line in obs.rollout(agent) if line.type == "event_msg" and line.item_type == "turn_aborted"]
+    aborted = [line for line in obs.rollout(agent)
+               if line.record_type == "event_msg" and line.payload_type == "turn_aborted"]
     ev.cite(*aborted)
     require([line.payload.get("turn_id") for line in aborted] == [expected],
             f"the rollout records aborted turns {[line.payload.get('turn_id') for line in aborted]}")
@@ -523,7 +560,7 @@ def recalls_from_history(obs: Observations, params: Mapping[str, Any], ev: Evide
         items = exchanges[0].input_items()
         ev.cite(exchanges[0].seq)
         position = next((i for i, item in enumerate(items) if item.get("type") == "message"
-                         and _carries(item_text(item), later)), None)
+                         and _carries(obs, item_text(item), later)), None)
         require(position is not None, "the later task's envelope is not in the model input")
         remembered = [item for item in items[:position] if item.get("role") == "assistant" and fact in item_text(item)]
         require(remembered, "the earlier result is not in the agent's own history")
@@ -585,7 +622,7 @@ def delivered_at_most_once(obs: Observations, params: Mapping[str, Any], ev: Evi
                 submissions[line.params["clientUserMessageId"]] += 1
             elif line.method == "thread/inject_items":
                 texts = [item_text(item) for item in line.params.get("items") or []]
-                matched = [row["interaction_id"] for row in records if any(_carries(t, row) for t in texts)]
+                matched = [row["interaction_id"] for row in records if any(_carries(obs, t, row) for t in texts)]
                 if len(matched) != 1:
                     problems.append(f"{line.ref} injects {len(matched)} known records")
                 for interaction_id in matched:
@@ -639,3 +676,7 @@ def model_requests_matched_rules(obs: Observations, params: Mapping[str, Any], e
     require(obs.model_exchanges, "the scripted model received no request")
     require(not bad, f"model requests {[exchange.seq for exchange in bad]} matched no rule or did not finish")
     return f"all {len(obs.model_exchanges)} model requests matched a rule"
+
+
+# The collaboration tree's judgements register themselves on import.
+from . import collab_checks  # noqa: E402,F401

@@ -11,7 +11,9 @@ Order of a run, each a timed phase:
 ``stop``     the lab stops (app terminated, projections restored) and the job
              is closed: nothing the run started is left running;
 ``collect``  the evidence is copied into the scenario's artifacts folder;
-``checks``   every declared check, plus the universal ones, is judged.
+``checks``   every declared check, plus the universal ones, is judged; a
+             scenario with a ``[probe]`` also gets the collaboration probe's
+             summary, computed from the model request log alone.
 
 A step that fails, or a lab that does not start, does not skip the later
 phases: what was recorded is still collected and judged, and the failure is
@@ -34,11 +36,12 @@ from typing import Any
 from harness.codex_install import CodexInstallation
 from harness.jobs import Job, install_signal_handlers
 from harness.lab import CodexLab
+from harness.probe import ProbeObservation, observe_log
 from harness.run_home import RunHome
 
 from . import artifacts
 from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
-from .observations import CORE_DUMP, Observations, RunnerView
+from .observations import CORE_DUMP, MODEL_REQUESTS, Observations, RunnerView
 from .progress import Progress
 from .scenario import Scenario
 from .steps import ScenarioDriver
@@ -95,7 +98,8 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         job = Job(f"scenario {key}", grace=JOB_GRACE_S, adopt_orphans=True)
         restore = install_signal_handlers(job) if handle_signals else None
         lab = CodexLab(home.path, scenario.script, scenario.agents, codex=settings.codex,
-                       approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home)
+                       approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home,
+                       profile=scenario.profile)
         try:
             try:
                 with phase("start"):
@@ -129,7 +133,8 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         with phase("collect"):
             artifacts.collect(lab, destination)
         with phase("checks"):
-            verdicts = _judge(scenario, mode, settings, view, destination, failure)
+            probe = _probe(scenario, destination)
+            verdicts, observations = _judge(scenario, mode, settings, view, destination, failure, probe)
         passed = all(verdict.passed for verdict in verdicts)
         progress.say(f"checks {sum(v.passed for v in verdicts)}/{len(verdicts)} passed" +
                      ("" if passed else ": failed " + ", ".join(v.id for v in verdicts if not v.passed)))
@@ -142,19 +147,28 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         "passed": passed,
         "wall_s": round(time.monotonic() - started, 3),
         "phases": phases,
-        "agents": _agents(view, scenario),
+        "agents": _agents(view, scenario, observations),
         "inputs": {"prompts": driver.prompts_sent if driver else {}},
-        "outputs": _outputs(destination, view, scenario),
+        "outputs": _outputs(observations, scenario),
         "checks": [verdict.as_dict() for verdict in verdicts],
         "artifacts_dir": f"{key}/",
     }
+    if probe is not None:
+        result["probe"] = probe.summary
     if not passed:
         result["home"] = str(home.path)
     return result
 
 
+def _probe(scenario: Scenario, destination: Path) -> ProbeObservation | None:
+    if scenario.probe is None:
+        return None
+    # The tree's root is the first agent; its children are threads of its app-server and share its model route.
+    return observe_log(destination / MODEL_REQUESTS, scenario.agents[0], scenario.probe)
+
+
 def _judge(scenario: Scenario, mode: str, settings: RunSettings, view: RunnerView, destination: Path,
-           failure: str | None) -> list[Verdict]:
+           failure: str | None, probe: ProbeObservation | None) -> tuple[list[Verdict], Observations | None]:
     verdicts = [Verdict("steps-completed", failure is None,
                         failure or f"all steps of the {mode} run completed", Evidence())]
     if settings.auth_home is not None:
@@ -167,28 +181,40 @@ def _judge(scenario: Scenario, mode: str, settings: RunSettings, view: RunnerVie
                                 "no artifact holds a value of the credential file", Evidence()))
     if not (destination / CORE_DUMP).is_file():
         verdicts.append(Verdict("evidence-collected", False, "the core left no store to dump", Evidence()))
-        return verdicts
-    observations = Observations(destination, view)
+        return verdicts, None
+    observations = Observations(destination, view, probe=probe)
     specs = [spec for spec in scenario.checks if spec.applies(mode)]
     declared = {spec.id for spec in specs}
     universal = UNIVERSAL + (SCRIPTED_ONLY if view.scripted else ())
     specs += [spec for spec in universal if spec.id not in declared]
     verdicts += [judge(spec, observations) for spec in specs]
-    return verdicts
+    return verdicts, observations
 
 
-def _agents(view: RunnerView, scenario: Scenario) -> dict[str, Any]:
+def _agents(view: RunnerView, scenario: Scenario, observations: Observations | None) -> dict[str, Any]:
     out = {}
     for name in scenario.agents:
         mine = [a for a in view.attachments if a["agent"] == name]
         out[name] = {"agent_id": view.agents.get(name),
                      "thread_ids": list(dict.fromkeys(a["thread_id"] for a in mine)),
                      "generations": [a["generation"] for a in mine]}
+    for name in _children(observations):
+        # A child of a collaboration tree: a thread of its root's app-server, known from the core's records.
+        row = observations.agent_row(name)
+        out[name] = {"agent_id": row["agent_id"], "thread_ids": observations.threads(name),
+                     "generations": [row["generation"]] if row.get("generation") else []}
     return out
 
 
-def _outputs(destination: Path, view: RunnerView, scenario: Scenario) -> dict[str, list[str]]:
-    if not (destination / CORE_DUMP).is_file():
+def _outputs(observations: Observations | None, scenario: Scenario) -> dict[str, list[str]]:
+    if observations is None:
         return {}
-    observations = Observations(destination, view)
-    return {name: [line.text() for line in observations.final_messages(name)] for name in scenario.agents}
+    return {name: [line.text() for line in observations.final_messages(name)]
+            for name in [*scenario.agents, *_children(observations)]}
+
+
+def _children(observations: Observations | None) -> list[str]:
+    """The tree agents the core registered during the run (not started by the runner)."""
+    if observations is None:
+        return []
+    return [row["name"] for row in observations.agents if row.get("parent_agent_id")]

@@ -14,17 +14,25 @@ plus what the runner itself saw: the turn ids of its prompts, the receipts of
 its tool steps and the owners it attached. Every line handed to a check
 carries its reference (``rollouts/B/<file>:<line>``,
 ``appserver/B.g1.appserver.jsonl:<line>``, 1-based) so a verdict can cite it.
+
+Rollouts are read through :class:`~harness.evidence.rollouts.RolloutIndex`, the
+same reader the report binds evidence with. An agent's rollout is the lines of
+its own threads: a collaboration child is a thread of its root's app-server, so
+its rollout file lies in the root's folder but belongs to the child.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.evidence.rollouts import RolloutIndex, RolloutLine
 from harness.model_rules import json_objects
+from harness.probe import ProbeObservation
 
 CORE_DUMP = "core-dump.json"
 MODEL_REQUESTS = "model-requests.jsonl"
@@ -53,28 +61,6 @@ class TranscriptLine:
 
 
 @dataclass(frozen=True)
-class RolloutLine:
-    ref: str
-    type: str
-    payload: dict[str, Any]
-    turn_id: str | None
-    """The turn this line belongs to (between its task_started and its end), else None."""
-
-    @property
-    def item_type(self) -> str | None:
-        return self.payload.get("type")
-
-    def text(self) -> str:
-        """A message's text parts joined, or a tool output's text."""
-        content = self.payload.get("content") if self.item_type == "message" else self.payload.get("output")
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
-        return ""
-
-
-@dataclass(frozen=True)
 class ModelExchange:
     seq: int
     agent: str | None
@@ -91,6 +77,21 @@ class ModelExchange:
         """The Codex turn this request belongs to (Codex sends it in ``client_metadata``)."""
         metadata = self.body.get("client_metadata")
         return metadata.get("turn_id") if isinstance(metadata, dict) else None
+
+    @property
+    def thread_id(self) -> str | None:
+        """The Codex thread this request belongs to: ``client_metadata`` names it, directly or in
+        its ``x-codex-turn-metadata`` (the first request of a turn has only the latter)."""
+        metadata = self.body.get("client_metadata")
+        if not isinstance(metadata, dict):
+            return None
+        if metadata.get("thread_id"):
+            return str(metadata["thread_id"])
+        try:
+            turn = json.loads(metadata.get("x-codex-turn-metadata") or "")
+        except (TypeError, ValueError):
+            return None
+        return str(turn["thread_id"]) if isinstance(turn, dict) and turn.get("thread_id") else None
 
 
 @dataclass
@@ -110,11 +111,18 @@ class RunnerView:
 
 
 class Observations:
-    """Read access to one scenario run's artifacts (see the module docs)."""
+    """Read access to one scenario run's artifacts (see the module docs).
 
-    def __init__(self, artifacts: Path, view: RunnerView):
+    Agents the core registered during the run (the children a collaboration
+    root spawned) join ``view.agents`` under their names, so selectors and
+    checks can name them like the agents the runner started. ``probe`` is the
+    collaboration probe computed for the run (scenarios with a ``[probe]``).
+    """
+
+    def __init__(self, artifacts: Path, view: RunnerView, *, probe: ProbeObservation | None = None):
         self.artifacts = Path(artifacts)
         self.view = view
+        self.probe = probe
         dump = json.loads((self.artifacts / CORE_DUMP).read_text(encoding="utf-8"))
         self.interactions: list[dict[str, Any]] = sorted(dump.get("interactions", []), key=lambda r: r["seq"])
         for row in self.interactions:
@@ -124,8 +132,13 @@ class Observations:
             row["detail"] = json.loads(row["detail"]) if isinstance(row.get("detail"), str) else row.get("detail")
         self.bindings: list[dict[str, Any]] = dump.get("bindings", [])
         self.requests: list[dict[str, Any]] = dump.get("requests", [])
+        self.agents: list[dict[str, Any]] = dump.get("agents", [])
+        for row in self.agents:
+            view.agents.setdefault(row["name"], row["agent_id"])
+        self.paths: dict[str, str] = {row["agent_id"]: row["path"] for row in self.agents if row.get("path")}
+        """agent_id -> collaboration tree path, for the agents of a tree."""
         self._transcripts: dict[str, list[TranscriptLine]] = {}
-        self._rollouts: dict[str, list[RolloutLine]] = {}
+        self._rollouts: RolloutIndex | None = None
         self.model_exchanges: list[ModelExchange] = _read_model_log(self.artifacts / MODEL_REQUESTS)
 
     # -- the store ------------------------------------------------------------
@@ -165,21 +178,54 @@ class Observations:
         except KeyError:
             raise EvidenceMissing(f"no turn labelled {label!r} was observed") from None
 
+    def agent_row(self, name: str) -> dict[str, Any]:
+        """The core's row of agent ``name`` (its path, parent, thread, status)."""
+        agent_id = self.agent_id(name)
+        for row in self.agents:
+            if row["agent_id"] == agent_id:
+                return row
+        raise EvidenceMissing(f"no agent row for {name} in the core dump")
+
+    def threads(self, agent: str) -> list[str]:
+        """The agent's Codex threads: those of the owners the runner attached, and the one the core records."""
+        threads = [a["thread_id"] for a in self.view.attachments if a["agent"] == agent]
+        agent_id = self.view.agents.get(agent)
+        threads += [row["provider_session_id"] for row in self.agents
+                    if row["agent_id"] == agent_id and row.get("provider_session_id")]
+        return list(dict.fromkeys(threads))
+
     # -- app-server transcripts -------------------------------------------------
 
     def transcript(self, agent: str) -> list[TranscriptLine]:
         """Every generation's transcript of ``agent``, in generation order."""
         if agent not in self._transcripts:
+            # A child of a collaboration tree has no transcript of its own: its thread's
+            # traffic is in its root's. Names are matched, never globbed (a path has '/').
+            name = re.compile(rf"{re.escape(agent)}\.g(\d+)\.appserver\.jsonl")
+            folder = self.artifacts / APPSERVER_DIR
+            found = [(int(m.group(1)), folder / m.group(0)) for m in
+                     (name.fullmatch(p.name) for p in (folder.iterdir() if folder.is_dir() else ())) if m]
             lines: list[TranscriptLine] = []
-            for path in sorted((self.artifacts / APPSERVER_DIR).glob(f"{agent}.g*.appserver.jsonl"),
-                               key=lambda p: int(p.name.split(".g")[1].split(".")[0])):
-                generation = int(path.name.split(".g")[1].split(".")[0])
+            for generation, path in sorted(found):
                 for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
                     entry = json.loads(raw)
                     lines.append(TranscriptLine(f"{APPSERVER_DIR}/{path.name}:{number}", generation,
                                                 entry["dir"], entry["message"]))
             self._transcripts[agent] = lines
         return self._transcripts[agent]
+
+    def host(self, agent: str) -> str:
+        """The agent whose app-server transcript carries ``agent``'s threads: itself, or for a child
+        of a collaboration tree (a thread of its root's app-server) the nearest ancestor with one."""
+        name, seen = agent, set()
+        while not self.transcript(name) and name not in seen:
+            seen.add(name)
+            parent = next((row.get("parent_agent_id") for row in self.agents
+                           if row["agent_id"] == self.view.agents.get(name)), None)
+            if not parent:
+                return agent
+            name = self.agent_name(parent)
+        return name
 
     def response_to(self, agent: str, request: TranscriptLine) -> TranscriptLine | None:
         """The answer to a request sent on the same generation's connection."""
@@ -191,46 +237,48 @@ class Observations:
 
     # -- rollouts ----------------------------------------------------------------
 
+    @property
+    def rollouts(self) -> RolloutIndex:
+        """Every rollout of the run, indexed (files in path order: agent folder, then creation)."""
+        if self._rollouts is None:
+            folder = self.artifacts / ROLLOUTS_DIR
+            files = sorted(folder.glob("*/*.jsonl")) if folder.is_dir() else []
+            self._rollouts = RolloutIndex.load(files, root=self.artifacts)
+        return self._rollouts
+
     def rollout(self, agent: str) -> list[RolloutLine]:
-        """The agent's rollout lines, file by file in name (creation) order, each tagged with its turn."""
-        if agent not in self._rollouts:
-            lines: list[RolloutLine] = []
-            for path in sorted((self.artifacts / ROLLOUTS_DIR / agent).glob("*.jsonl")):
-                turn: str | None = None
-                for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                    entry = json.loads(raw)
-                    payload = entry.get("payload") or {}
-                    kind = entry.get("type", "")
-                    if kind == "event_msg" and payload.get("type") == "task_started":
-                        turn = payload.get("turn_id")
-                    lines.append(RolloutLine(f"{ROLLOUTS_DIR}/{agent}/{path.name}:{number}", kind, payload, turn))
-                    if kind == "event_msg" and payload.get("type") in ("task_complete", "turn_aborted"):
-                        turn = None
-            self._rollouts[agent] = lines
-        return self._rollouts[agent]
+        """The agent's rollout lines, file by file in name (creation) order: those of its threads
+        (see :meth:`threads`), or, when no thread of it is known, those of its folder."""
+        threads = set(self.threads(agent))
+        if threads:
+            return [line for line in self.rollouts.lines() if line.thread_id in threads]
+        prefix = f"{ROLLOUTS_DIR}/{agent}/"
+        return [line for line in self.rollouts.lines() if line.at.file.startswith(prefix)]
 
     def tool_calls(self, agent: str, tool: str) -> Iterator[tuple[RolloutLine, RolloutLine | None]]:
         """The agent's calls of a peerwire tool with their outputs: (function_call, function_call_output)."""
-        lines = self.rollout(agent)
-        for line in lines:
-            if (line.type == "response_item" and line.item_type == "function_call"
-                    and line.payload.get("name") == tool and line.payload.get("namespace") == "mcp__peerwire"):
-                call_id = line.payload.get("call_id")
-                output = next((o for o in lines if o.type == "response_item"
-                               and o.item_type == "function_call_output" and o.payload.get("call_id") == call_id),
-                              None)
-                yield line, output
+        index = self.rollouts
+        mine = {line.at for line in self.rollout(agent)}
+        for call in index.tool_calls(name=tool, namespace="mcp__peerwire"):
+            line = index.line(call.call)
+            if line is not None and call.call in mine:
+                yield line, index.line(call.output_at)
 
     def final_messages(self, agent: str) -> list[RolloutLine]:
         """The agent's final answers (assistant messages of phase final_answer), in order."""
-        return [line for line in self.rollout(agent) if line.type == "response_item"
-                and line.item_type == "message" and line.payload.get("role") == "assistant"
+        return [line for line in self.rollout(agent) if line.record_type == "response_item"
+                and line.payload_type == "message" and line.payload.get("role") == "assistant"
                 and line.payload.get("phase") == "final_answer"]
 
     # -- the model request log ---------------------------------------------------------
 
     def exchanges(self, agent: str) -> list[ModelExchange]:
+        """The requests on the agent's model route (a collaboration tree shares its root's route)."""
         return [exchange for exchange in self.model_exchanges if exchange.agent == agent]
+
+    def thread_exchanges(self, thread_id: str) -> list[ModelExchange]:
+        """The requests Codex sent for one thread."""
+        return [exchange for exchange in self.model_exchanges if exchange.thread_id == thread_id]
 
 
 def select_record(rows: list[dict[str, Any]], selector: str | Mapping[str, Any], view: RunnerView) -> dict[str, Any]:

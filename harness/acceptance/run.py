@@ -177,6 +177,10 @@ def _summary(results: list[dict[str, Any]], wall_s: float, report: Path, report_
         for check in checks:
             if check["verdict"] != "pass":
                 print(f"        {check['id']}: {check['summary']}", file=err)
+        if result.get("probe"):
+            probe = result["probe"]
+            print(f"        probe: {'success' if probe['success'] else 'FAILED'} ({probe['requests']} model requests, "
+                  f"{probe['nativeMessageOccurrences']} native message occurrences)", file=err)
         if result.get("home"):
             print(f"        kept: {result['home']}", file=err)
     ok = sum(result["passed"] for result in results)

@@ -5,9 +5,13 @@ A scenario file holds two readers' tables. The scripted model reads
 validated against ``contracts/scenario.schema.json``:
 
 * ``[scenario]`` — name, description, and optionally ``group`` (variants),
-  ``agents`` (the Codex agents), ``modes`` and ``providers`` it runs with;
+  ``agents`` (the Codex agents), ``modes`` and ``providers`` it runs with, and
+  the ``profile`` of the agents' MCP server (``messaging``, or ``collab``: the
+  first agent is the root ``/root`` of a collaboration tree);
 * ``[prompts]`` — per agent, the exact human prompts, consumed in order;
 * ``[[peers]]`` — agents registered without a Codex owner;
+* ``[probe]`` — (``collab`` only) the collaboration probe's expected texts
+  (:mod:`harness.probe`); the run's result then carries the probe summary;
 * ``[[steps]]`` — what the runner does, in order (:mod:`.steps`);
 * ``[[checks]]`` — the verdicts over the collected evidence (:mod:`.checks`).
 
@@ -30,12 +34,14 @@ from typing import Any
 import jsonschema
 
 from harness.model_rules import ModelScript, ScenarioError, script_from_document
+from harness.probe import ProbeExpectation
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "scenario.schema.json"
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
 MODES = ("attached", "background")
 PROVIDERS = ("scripted", "openai")
+PROFILES = ("messaging", "collab")
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,8 @@ class Scenario:
     checks: tuple[CheckSpec, ...]
     peers: tuple[Peer, ...] = ()
     group: str | None = None
+    profile: str = "messaging"
+    probe: ProbeExpectation | None = None
 
     def selected_by(self, names: Sequence[str]) -> bool:
         """Whether ``--scenario`` values ``names`` select this scenario (its name or its group)."""
@@ -137,6 +145,8 @@ def scenario_from_document(document: Mapping[str, Any], *, path: Path = Path("<s
         name=header["name"], description=header["description"], path=path, script=script, agents=agents,
         modes=tuple(header.get("modes", ("attached",))), providers=tuple(header.get("providers", ("scripted",))),
         prompts=prompts, steps=steps, checks=checks, peers=peers, group=header.get("group"),
+        profile=header.get("profile", "messaging"),
+        probe=ProbeExpectation.from_table(document["probe"]) if "probe" in document else None,
     )
     problems = _consistency(scenario, known_checks)
     if problems:
@@ -208,6 +218,8 @@ def _consistency(scenario: Scenario, known_checks: Sequence[str] | None) -> list
         problems.append(f"checks.{duplicate}: duplicate check id")
     if peers & agents:
         problems.append(f"peers: {sorted(peers & agents)} are also Codex agents")
+    if scenario.probe is not None and scenario.profile != "collab":
+        problems.append("probe: the collaboration probe needs profile = \"collab\"")
     return problems
 
 

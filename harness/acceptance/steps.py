@@ -89,6 +89,7 @@ class ScenarioDriver:
         deadline = time.monotonic() + self._timeout(step)
         binding = None
         while binding is None:
+            self._learn_agents()
             rows = self._live_rows("interactions")
             try:
                 task = select_record(rows, selector, self.view)
@@ -171,6 +172,7 @@ class ScenarioDriver:
         deadline = time.monotonic() + self._timeout(step)
         current = "not admitted"
         while True:
+            self._learn_agents()
             try:
                 record = select_record(self._live_rows("interactions"), selector, self.view)
                 current = record["state"]
@@ -183,9 +185,14 @@ class ScenarioDriver:
                 raise StepFailed(f"{step.describe()}: record {selector} stayed {current}, never {state}")
             time.sleep(_RECORD_POLL_S)
 
+    def _learn_agents(self) -> None:
+        """Name the agents registered since the start (a collaboration root's children) in the view."""
+        for row in self._live_rows("agents"):
+            self.view.agents.setdefault(row["name"], row["agent_id"])
+
     def _live_rows(self, table: str) -> list[dict[str, Any]]:
         # Read-only and outside the app: the runner observes the store, never writes it.
-        order = {"interactions": "seq", "bindings": "created_at"}[table]
+        order = {"interactions": "seq", "bindings": "created_at", "agents": "row_order"}[table]
         uri = f"{self.lab.home.db.as_uri()}?mode=ro"
         with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
             db.row_factory = sqlite3.Row

@@ -1,7 +1,8 @@
 """Binding the core's interaction records to the Codex rollouts that produced them.
 
 A record an agent created through a tool (``send_message``, ``followup_task``,
-``reply``) carries the tool receipt peerwire took from Codex's ``tools/call``
+``reply``; in a collaboration tree also ``spawn_agent``, whose message is the
+child's first task) carries the tool receipt peerwire took from Codex's ``tools/call``
 metadata: ``call_id``, ``thread_id``, ``turn_id``, ``model``. Its binding is the
 ``function_call`` with that ``call_id`` in the sender's rollout, checked against the
 receipt: same thread, same turn, the tool its kind implies.
@@ -27,8 +28,8 @@ from peerwire import envelope
 
 from .rollouts import UNVERIFIED, Location, RolloutIndex, Turn
 
-TOOL_OF_KIND = {"information": "send_message", "task": "followup_task", "reply": "reply"}
-"""The messaging tool that creates each kind of record."""
+TOOLS_OF_KIND = {"information": ("send_message",), "task": ("followup_task", "spawn_agent"), "reply": ("reply",)}
+"""The tools that create each kind of record (``spawn_agent``: a collaboration child's first task)."""
 
 
 @dataclass(frozen=True)
@@ -242,10 +243,10 @@ def _bind_tool_call(row: dict[str, Any], core: _Core, index: RolloutIndex, base:
     if turn_id and call.turn_id != turn_id:
         return EvidenceBinding(**known, unbound=f"call {call_id} is in turn {call.turn_id}, "
                                                 f"the receipt says {turn_id}")
-    expected = TOOL_OF_KIND.get(row["kind"])
-    if expected and call.name != expected:
+    expected = TOOLS_OF_KIND.get(row["kind"])
+    if expected and call.name not in expected:
         return EvidenceBinding(**known, unbound=f"call {call_id} is {call.tool}, a {row['kind']} comes "
-                                                f"from {expected}")
+                                                f"from {' or '.join(expected)}")
     turn = index.turn(call.thread_id, call.turn_id) if call.turn_id else None
     notes = []
     model = turn.model if turn else UNVERIFIED

@@ -4,7 +4,8 @@ A rollout (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``) has one JSON obj
 line: ``{"timestamp", "ordinal", "type", "payload"}``. The index reads the types the
 report binds evidence to (see ``docs/codex-protocol.md``):
 
-* ``session_meta`` — the thread (its ``id``), ``cli_version``, originator, provider;
+* ``session_meta`` — the thread (its ``id``), ``cli_version``, originator, provider, and
+  ``forked_from_id`` for a thread forked from another (``thread/fork``);
 * ``turn_context`` — a turn's ``model`` and ``effort`` (absent when not configured);
 * ``event_msg`` ``task_started`` / ``task_complete`` (``last_agent_message``, ``error``
   on a failed turn) / ``turn_aborted`` (``reason``) / ``item_completed`` (``McpToolCall``);
@@ -51,6 +52,7 @@ class Thread:
     cli_version: str | None = None
     originator: str | None = None
     model_provider: str | None = None
+    forked_from: str | None = None
     turn_ids: list[str] = field(default_factory=list)
 
 
@@ -146,13 +148,35 @@ class Occurrence:
 
 
 @dataclass(frozen=True)
-class _Line:
+class RolloutLine:
+    """One record of a rollout file, where it is, and the thread and turns it belongs to.
+
+    ``turn_id`` is the turn Codex attributes the record to: its own ``turn_id``, the
+    turn stamped into a response item's metadata (items injected while idle carry a
+    pseudo-turn, see :class:`Turn` ``context_only``), else the latest turn seen.
+    ``running_turn_id`` is the turn that was running when the line was written: set
+    only between a ``task_started`` and that turn's ``task_complete`` /
+    ``turn_aborted`` in the same file, so a line written while the thread was idle
+    has none.
+    """
+
     at: Location
     timestamp: str | None
     record_type: str
     payload: dict[str, Any]
     thread_id: str | None
     turn_id: str | None
+    running_turn_id: str | None = None
+
+    @property
+    def payload_type(self) -> str | None:
+        return self.payload.get("type")
+
+    def text(self) -> str:
+        """A message's text parts joined by line breaks, or a tool output's text."""
+        if self.payload_type == "message":
+            return _content_text(self.payload.get("content"))
+        return _content_text(self.payload.get("output"))
 
 
 class RolloutIndex:
@@ -164,12 +188,12 @@ class RolloutIndex:
         self.calls: dict[str, ToolCall] = {}
         self.messages: list[Message] = []
         self.problems: list[str] = []
-        self._lines: list[_Line] = []
-        self._by_location: dict[Location, _Line] = {}
+        self._lines: list[RolloutLine] = []
+        self._by_location: dict[Location, RolloutLine] = {}
         self._decoded: dict[Location, list[str]] = {}
         # Outputs read before their call: files are indexed in the order given, and a
         # resumed thread may continue in a later file than its calls.
-        self._pending_outputs: dict[str, list[tuple[_Line, Any]]] = {}
+        self._pending_outputs: dict[str, list[tuple[RolloutLine, Any]]] = {}
 
     # -- loading -------------------------------------------------------------------
 
@@ -194,6 +218,7 @@ class RolloutIndex:
     def _read(self, label: str, lines: Iterable[str]) -> None:
         thread_id: str | None = None
         current_turn: str | None = None
+        running_turn: str | None = None
         for number, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
@@ -214,18 +239,21 @@ class RolloutIndex:
                 self._thread(thread_id, label, at, payload)
             turn_id = _turn_of(kind, payload) or current_turn
             if kind == "event_msg" and payload.get("type") == "task_started":
-                current_turn = turn_id
+                current_turn = running_turn = turn_id
             elif kind == "turn_context":
                 current_turn = turn_id
-            line = _Line(at, stamp, kind, payload, thread_id, turn_id)
+            line = RolloutLine(at, stamp, kind, payload, thread_id, turn_id, running_turn)
             self._lines.append(line)
             self._by_location[at] = line
+            ended = kind == "event_msg" and payload.get("type") in ("task_complete", "turn_aborted")
+            if ended:
+                running_turn = None
             if thread_id is None:
                 if kind != "session_meta":
                     self.problems.append(f"{at}: {kind} before any session_meta")
                 continue
             self._index(line)
-            if kind == "event_msg" and payload.get("type") in ("task_complete", "turn_aborted"):
+            if ended:
                 current_turn = None
 
     def _thread(self, thread_id: str, label: str, at: Location, payload: dict[str, Any]) -> None:
@@ -237,6 +265,7 @@ class RolloutIndex:
         thread.cli_version = thread.cli_version or payload.get("cli_version")
         thread.originator = thread.originator or payload.get("originator")
         thread.model_provider = thread.model_provider or payload.get("model_provider")
+        thread.forked_from = thread.forked_from or payload.get("forked_from_id")
 
     def _turn(self, thread_id: str, turn_id: str) -> Turn:
         key = (thread_id, turn_id)
@@ -245,7 +274,7 @@ class RolloutIndex:
             self.threads[thread_id].turn_ids.append(turn_id)
         return self.turns[key]
 
-    def _index(self, line: _Line) -> None:
+    def _index(self, line: RolloutLine) -> None:
         payload, kind, thread_id = line.payload, line.record_type, line.thread_id
         assert thread_id is not None
         ptype = payload.get("type")
@@ -262,6 +291,10 @@ class RolloutIndex:
             attribution = payload.get("turn_attribution") or {}
             turn.trigger = attribution.get("turn_trigger")
             turn.parent_turn_id = attribution.get("parent_turn_id")
+        elif kind == "event_msg" and ptype in ("task_complete", "turn_aborted") and self._inherited(line):
+            # Forking a thread mid-turn closes the parent's turn in the fork's history: that
+            # turn is the parent's, not one the forked thread ran.
+            return
         elif kind == "event_msg" and ptype == "task_complete" and line.turn_id:
             turn = self._turn(thread_id, line.turn_id)
             turn.ended, turn.ended_at = line.at, line.timestamp
@@ -303,7 +336,11 @@ class RolloutIndex:
                 phase=payload.get("phase"), text=_content_text(payload.get("content")),
                 item_id=payload.get("id"), at=line.at, timestamp=line.timestamp))
 
-    def _attach_output(self, call_id: str, line: _Line, output: Any) -> None:
+    def _inherited(self, line: RolloutLine) -> bool:
+        thread = self.threads[str(line.thread_id)]
+        return bool(thread.forked_from and line.turn_id and (thread.thread_id, line.turn_id) not in self.turns)
+
+    def _attach_output(self, call_id: str, line: RolloutLine, output: Any) -> None:
         call = self.calls[call_id]
         if call.output_at is None:
             call.output, call.output_at = output, line.at
@@ -327,6 +364,16 @@ class RolloutIndex:
 
     def call(self, call_id: str) -> ToolCall | None:
         return self.calls.get(call_id)
+
+    def lines(self, *, thread_id: str | None = None) -> list[RolloutLine]:
+        """Every record read, file by file in the order given, line by line (of one thread when given)."""
+        if thread_id is None:
+            return list(self._lines)
+        return [line for line in self._lines if line.thread_id == thread_id]
+
+    def line(self, at: Location | None) -> RolloutLine | None:
+        """The record at ``at`` (``None`` for no location or a line that was not a record)."""
+        return self._by_location.get(at) if at is not None else None
 
     def tool_calls(self, *, thread_id: str | None = None, name: str | None = None,
                    namespace: str | None = None) -> list[ToolCall]:
@@ -375,7 +422,7 @@ class RolloutIndex:
                                       line.thread_id, line.turn_id))
         return out
 
-    def _strings_of(self, line: _Line) -> list[str]:
+    def _strings_of(self, line: RolloutLine) -> list[str]:
         # Decoding embedded JSON is the costly part of a search; do it once per line.
         cached = self._decoded.get(line.at)
         if cached is None:

@@ -12,6 +12,7 @@
                                 "evidence": {"records": [ids], "rollout": ["rollouts/B/<file>:<line>"],
                                              "model_requests": [seq, ...],
                                              "appserver": ["appserver/<file>:<line>"]}}],
+                    "probe": {"success", "requests", ...},   (optional: the collaboration probe)
                     "artifacts_dir": "<scenario>/"}]}
 
 and ``artifacts_root/<artifacts_dir>`` holds ``core-dump.json``,

@@ -49,6 +49,12 @@ def summarize(report: dict[str, Any], out: TextIO) -> int:
         bound = scenario["binding_summary"]
         print(f"  {'pass' if scenario['passed'] else 'FAIL'}  {scenario['name']}: {len(checks) - len(failed)}/"
               f"{len(checks)} checks pass; bindings {bound['bound']} bound, {bound['unbound']} unbound", file=out)
+        probe = scenario.get("probe")
+        if probe is not None:
+            legs = ", ".join(f"{k}={str(v).lower()}" for k, v in probe.items()
+                             if isinstance(v, bool) and k != "success")
+            print(f"        probe: {'success' if probe['success'] else 'FAILED'} in {probe['requests']} model "
+                  f"requests ({legs})", file=out)
         for check in failed:
             print(f"        FAIL {check['id']}: {check['summary']}", file=out)
             for kind, refs in check["evidence"].items():

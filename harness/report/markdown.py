@@ -43,6 +43,8 @@ def _scenario(s: dict[str, Any]) -> list[str]:
     wall = f"{s['wall_s']:.2f}s" if isinstance(s.get("wall_s"), (int, float)) else "n/a"
     out += [f"Mode: {s.get('mode')}; wall time {wall}" + (f" ({phases})" if phases else ""),
             f"Artifacts: `{s['artifacts_dir']}`", ""]
+    if s.get("probe") is not None:
+        out += _probe(s["probe"])
     out += ["### Checks", "", "| check | verdict | summary | evidence |", "|---|---|---|---|"]
     for check in s["checks"]:
         evidence = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in check["evidence"].items() if v)
@@ -89,6 +91,16 @@ def _scenario(s: dict[str, Any]) -> list[str]:
     if s["problems"]:
         out += ["### Problems", ""] + [f"- {_cell(p)}" for p in s["problems"]] + [""]
     return out
+
+
+def _probe(probe: dict[str, Any]) -> list[str]:
+    legs = ("childQuestionObserved", "parentReplyObserved", "childFinalObserved", "finalExact")
+    out = ["### Collaboration probe", "",
+           f"Result: **{'success' if probe['success'] else 'FAILED'}** — {probe['requests']} model requests, "
+           f"{probe['nativeMessageOccurrences']} native message occurrences.", "",
+           "| leg | observed |", "|---|---|"]
+    out += [f"| `{leg}` | {'yes' if probe[leg] else '**no**'} |" for leg in legs]
+    return out + ["", probe["statement"], ""]
 
 
 def _text_block(title: str, item: dict[str, Any]) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.evidence.binding import bind_records, decode
 from harness.evidence.rollouts import RolloutIndex
+from harness.probe import STATEMENT as PROBE_STATEMENT
 
 from .model_log import ModelRequestLog
 from .sequence import SequenceDiagram
@@ -81,15 +82,17 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
     agents_in = dict(scenario.get("agents") or {})
     thread_agents = dict(loaded.thread_agents)
     for name, agent in agents_in.items():
+        # The runner knows each thread's agent; a rollout's folder only names the Codex home
+        # that held it (a collaboration child's thread lies in its root's).
         for thread_id in agent.get("thread_ids") or []:
-            thread_agents.setdefault(thread_id, name)
+            thread_agents[thread_id] = name
     problems = list(loaded.problems)
     bindings = bind_records(loaded.dump, loaded.index, thread_agents=thread_agents) if loaded.dump else []
     order = list(agents_in) or loaded.model_log.agents()
     diagram = SequenceDiagram.build(loaded.dump, agents=order, index=loaded.index, thread_agents=thread_agents)
     agents = _agents(agents_in, loaded, thread_agents, codex_version, problems)
     checks = [_check(check, loaded) for check in scenario.get("checks") or []]
-    return {
+    section = {
         "name": scenario["name"],
         "mode": scenario.get("mode"),
         "description": scenario.get("description"),
@@ -113,6 +116,9 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
         "sequence_diagram": diagram.mermaid(),
         "problems": problems,
     }
+    if scenario.get("probe") is not None:
+        section["probe"] = {**scenario["probe"], "statement": PROBE_STATEMENT}
+    return section
 
 
 def _agents(agents_in: Mapping[str, Any], loaded: ScenarioArtifacts, thread_agents: Mapping[str, str],

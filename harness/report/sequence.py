@@ -136,6 +136,14 @@ class _Builder:
         self.evidence = sorted(dump.get("evidence", []), key=lambda e: e.get("evidence_id") or 0)
         self.bindings = {b["binding_id"]: dict(b) for b in dump.get("bindings", [])}
         self.agent_names = {a["agent_id"]: a["name"] for a in dump.get("agents", [])}
+        # Agents of a collaboration tree: they take their mail with wait_agent, and a spawned
+        # child's first task is its parent's spawn_agent message.
+        self.tree = {a["name"] for a in dump.get("agents", []) if a.get("path")}
+        self.spawned = {a["agent_id"] for a in dump.get("agents", []) if a.get("source") == "spawn_agent"}
+        self.first_tasks = {}
+        for r in sorted(dump.get("interactions", []), key=lambda r: r.get("seq") or 0):
+            if r["kind"] == "task":
+                self.first_tasks.setdefault(r.get("recipient_id"), r["interaction_id"])
         self.steps: list[Step] = []
         self.bound_turns = {b.get("turn_id") for b in self.bindings.values()}
 
@@ -170,8 +178,10 @@ class _Builder:
             self.add(at, source, sender, CORE, "->>", f"send_message to {recipient}: {_quote(record['body'])} "
                                                       f"({ident})")
         elif kind == "task":
-            self.add(at, source, sender, CORE, "->>", f"followup_task to {recipient}: {_quote(record['body'])} "
-                                                      f"({_short(record.get('request_id'))})")
+            spawn = (record.get("recipient_id") in self.spawned
+                     and self.first_tasks.get(record.get("recipient_id")) == record["interaction_id"])
+            self.add(at, source, sender, CORE, "->>", f"{'spawn_agent' if spawn else 'followup_task to'} {recipient}: "
+                                                      f"{_quote(record['body'])} ({_short(record.get('request_id'))})")
         elif kind == "reply" and receipt:
             self.add(at, source, sender, CORE, "->>", f"reply {record.get('reply_status')} to "
                                                       f"{_short(record.get('request_id'))}: {_quote(record['body'])}")
@@ -220,8 +230,9 @@ class _Builder:
                  f"{via}: {record['kind']} {_short(record['interaction_id'])}")
 
     def _stage_received(self, at, source, record, detail) -> None:
+        tool = "wait_agent" if record["recipient_name"] in self.tree else "receive_messages"
         self.add(at, source, CORE, record["recipient_name"], "-->>",
-                 f"receive_messages: {record['kind']} {_short(record['interaction_id'])}")
+                 f"{tool}: {record['kind']} {_short(record['interaction_id'])}")
 
     # -- the rollouts ----------------------------------------------------------------------------
 
@@ -255,7 +266,10 @@ class _Builder:
                 # right after the call rather than at the output, which may come after the turn ended.
                 self.add(parse_time(call.called_at), f"rollout:{call.output_at}", ADAPTER, target, "->>",
                          f"turn/interrupt (turn {_short(result.get('turn_id'))})")
-            if call.name == "wait_agent":
+            if call.name == "wait_agent" and "woke" not in result and "timed_out" in result:
+                # The collaboration profile's wait: what arrived, named, or a timeout.
+                answer = "timed out" if result["timed_out"] else f"woke: {result.get('message')}"
+            elif call.name == "wait_agent":
                 answer = f"woke: {result.get('wake_reason')}" if result.get("woke") else "timed out"
             else:
                 answer = f"{result.get('state') or result.get('code') or 'answered'} (turn {_short(result.get('turn_id'))})"

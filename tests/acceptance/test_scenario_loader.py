@@ -41,6 +41,10 @@ record = { kind = "task" }
 """
 
 
+PROBE = {"child": "/root/worker", "question": "Which year?", "reply": "2026.", "child_final": "Aurora.",
+         "final": "The helper reports: Aurora."}
+
+
 def document(**changes) -> dict:
     doc = tomllib.loads(MINIMAL)
     for key, value in changes.items():
@@ -52,7 +56,7 @@ def test_every_shipped_scenario_loads_and_names_known_checks() -> None:
     scenarios = discover()
     names = {scenario.name for scenario in scenarios}
     assert {"smoke", "information", "task-reply-explicit", "task-reply-auto", "interrupt", "lifecycle", "modes",
-            "negative"} <= names
+            "negative", "collab"} <= names
     for scenario in scenarios:
         assert all(spec.check in JUDGEMENTS for spec in scenario.checks)
         assert scenario.description
@@ -63,6 +67,7 @@ def test_a_minimal_scenario_loads_with_defaults() -> None:
     assert scenario.agents == ("A",)
     assert scenario.modes == ("attached",)
     assert scenario.providers == ("scripted",)
+    assert (scenario.profile, scenario.probe) == ("messaging", None)
     assert [step.do for step in scenario.steps] == ["prompt", "await_turn"]
     assert scenario.checks[0].params == {"record": {"kind": "task"}}
 
@@ -76,6 +81,12 @@ def test_a_minimal_scenario_loads_with_defaults() -> None:
     ({"steps": [{"do": "tool", "agent": "A", "tool": "send_message"}]}, "'arguments' is a required property"),
     ({"checks": [{"id": "a", "check": "nothing_admitted"}, {"id": "a", "check": "nothing_admitted"}]},
      "duplicate check id"),
+    ({"scenario": {"name": "mini", "description": "d", "profile": "swarm"}}, "scenario/profile"),
+    ({"probe": PROBE}, "the collaboration probe needs profile"),
+    ({"scenario": {"name": "mini", "description": "d", "profile": "collab"}, "probe": {**PROBE, "child": "worker"}},
+     "probe/child"),
+    ({"steps": [{"do": "await_record", "record": {"recipient": "root/worker"}, "state": "provider_visible"}]},
+     "steps/0/record"),
 ])
 def test_inconsistent_scenarios_are_refused_when_loading(change: dict, problem: str) -> None:
     with pytest.raises(ScenarioError) as refused:
@@ -110,3 +121,16 @@ def test_selection_by_name_group_mode_and_provider() -> None:
         select(scenarios, names=["smoke"], mode="background")
     with pytest.raises(ValueError, match="not meaningful with provider openai"):
         select(scenarios, names=["interrupt"], provider="openai")
+
+
+def test_the_collaboration_scenario_runs_the_tree_profile_with_its_probe() -> None:
+    (collab,) = [scenario for scenario in discover() if scenario.name == "collab"]
+    assert (collab.profile, collab.agents) == ("collab", ("root",))
+    assert collab.probe is not None and collab.probe.child == "/root/worker" and collab.probe.parent == "/root"
+    assert {"spawned_child", "child_thread", "tree_message", "injected_without_turn", "probe_succeeded"} <= {
+        spec.check for spec in collab.checks}
+    selector = scenario_from_document(document(
+        scenario={"name": "mini", "description": "d", "profile": "collab"}, probe=PROBE,
+        checks=[{"id": "x", "check": "tree_message", "record": {"kind": "information", "recipient": "/root/worker"},
+                 "type": "MESSAGE"}]))
+    assert selector.checks[0].params["record"]["recipient"] == "/root/worker"

@@ -119,3 +119,38 @@ def test_injected_items_between_turns_belong_to_a_context_only_turn(tmp_path):
                                                                              ("turn-1", "incomplete")]
     (occurrence,) = index.occurrences("Payload:\nhi")
     assert occurrence.turn_id == "auto-compact-0"
+
+
+def test_lines_carry_their_thread_and_the_turn_running_when_written(tmp_path):
+    # The injected item carries a pseudo-turn (turn_id) but was written while no turn ran.
+    rollout = Rollout("t-idle")
+    rollout.meta()
+    rollout.add("turn_context", {"turn_id": "auto-compact-0", "model": MODEL})
+    injected = rollout.message("auto-compact-0", "user", "Message Type: MESSAGE\nSender: A\nPayload:\nhi")
+    started = rollout.start("turn-1", "operator", effort="low")
+    final = rollout.message("turn-1", "assistant", "done", phase="final_answer")
+    ended = rollout.complete("turn-1", "done")
+    index = RolloutIndex.load([rollout.write(tmp_path / "r.jsonl")], root=tmp_path)
+    lines = {line.at.line: line for line in index.lines(thread_id="t-idle")}
+    assert (lines[injected].turn_id, lines[injected].running_turn_id) == ("auto-compact-0", None)
+    assert lines[injected].payload_type == "message" and lines[injected].text().endswith("Payload:\nhi")
+    assert lines[started].running_turn_id == lines[final].running_turn_id == lines[ended].running_turn_id == "turn-1"
+    assert index.line(Location("r.jsonl", final)) is lines[final]
+    assert index.lines(thread_id="another") == [] and index.line(None) is None
+
+
+def test_a_fork_does_not_inherit_the_turn_its_parent_was_in(tmp_path):
+    # What Codex 0.171 writes for thread/fork mid-turn: the parent's turn, closed in the fork's history.
+    parent = Rollout("t-parent")
+    parent.meta()
+    parent.start("turn-p", "operator", effort="low")
+    child = Rollout("t-child")
+    child.meta()
+    child.lines[0]["payload"]["forked_from_id"] = "t-parent"
+    child.add("event_msg", {"type": "turn_aborted", "turn_id": "turn-p", "reason": "interrupted"})
+    child.start("turn-c", "peerwire_task", effort="low")
+    child.complete("turn-c", "answer")
+    index = RolloutIndex.load([parent.write(tmp_path / "p.jsonl"), child.write(tmp_path / "c.jsonl")], root=tmp_path)
+    assert index.threads["t-child"].forked_from == "t-parent"
+    assert [(t.turn_id, t.status) for t in index.thread_turns("t-child")] == [("turn-c", "completed")]
+    assert index.turn("t-parent", "turn-p").status == "incomplete"

@@ -83,3 +83,15 @@ def test_path_and_compare_are_exclusive(tmp_path):
     with pytest.raises(SystemExit) as exc:
         run()
     assert exc.value.code == 2
+
+
+def test_summary_shows_a_collaboration_probe(tmp_path, artifacts):
+    description = run_description("r-probe", checks=[check("probe-succeeded", "pass")])
+    description["scenarios"][0]["probe"] = {
+        "success": False, "requests": 3, "nativeMessageOccurrences": 1, "childQuestionObserved": True,
+        "parentReplyObserved": False, "childFinalObserved": False, "finalExact": False}
+    folder = write_report(tmp_path / "reports", description, artifacts, secrets=SecretScan({}))
+    status, text = run(str(folder))
+    assert status == 0
+    assert ("        probe: FAILED in 3 model requests (childQuestionObserved=true, parentReplyObserved=false, "
+            "childFinalObserved=false, finalExact=false)") in text.splitlines()

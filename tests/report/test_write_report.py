@@ -168,3 +168,25 @@ def test_report_json_is_plain_utf8_json(tmp_path, artifacts):
     raw = (write(tmp_path, artifacts) / "report.json").read_bytes()
     assert json.loads(raw.decode("utf-8"))["report_version"] == 1
     assert "×".encode() in raw  # Unicode kept, not escaped
+
+
+def test_a_collaboration_probe_is_reported_with_what_it_means(tmp_path, artifacts):
+    run = run_description()
+    probe = {"success": True, "requests": 8, "nativeMessageOccurrences": 8, "childQuestionObserved": True,
+             "parentReplyObserved": True, "childFinalObserved": True, "finalExact": True}
+    run["scenarios"][0]["probe"] = probe
+    folder = write(tmp_path, artifacts, run)
+    report = load_report(folder)
+    jsonschema.validate(report, report_schema())
+    reported = report["scenarios"][0]["probe"]
+    assert {k: v for k, v in reported.items() if k != "statement"} == probe
+    assert "only when it is observed in an actual model input" in reported["statement"]
+    markdown = (folder / "report.md").read_text(encoding="utf-8")
+    assert "### Collaboration probe" in markdown and reported["statement"] in markdown
+    assert "| `parentReplyObserved` | yes |" in markdown
+
+
+def test_scenarios_without_a_probe_report_none(tmp_path, artifacts):
+    report = load_report(write(tmp_path, artifacts))
+    assert "probe" not in report["scenarios"][0]
+    assert "Collaboration probe" not in (tmp_path / "reports" / "run-1" / "report.md").read_text(encoding="utf-8")

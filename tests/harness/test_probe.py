@@ -1,0 +1,65 @@
+"""The collaboration probe: each leg only from actual model inputs, and where each was seen."""
+
+from __future__ import annotations
+
+import json
+
+from harness.probe import ProbeExpectation, collab_probe, observe, requests_from_log
+
+EXPECT = ProbeExpectation.from_table({"question": "Which year?", "reply": "2026.", "child_final": "It is Aurora.",
+                                      "final": "The helper reports: It is Aurora."})
+TASK = "Message Type: NEW_TASK\nTask name: /root/worker\nSender: /root\nPayload:\nFind it."
+
+
+def message(text: str, role: str = "user") -> dict:
+    return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+
+def envelope(kind: str, recipient: str, sender: str, body: str) -> dict:
+    return message(f"Message Type: {kind}\nTask name: {recipient}\nSender: {sender}\nPayload:\n{body}")
+
+
+def final(text: str) -> dict:
+    return {"type": "message", "phase": "final_answer", "content": [{"type": "output_text", "text": text}]}
+
+
+def exchange() -> list[dict]:
+    question = envelope("MESSAGE", "/root", "/root/worker", "Which year?")
+    return [
+        {"seq": 0, "input": [message("go")], "emitted": []},
+        {"seq": 3, "input": [message("go"), question], "emitted": []},
+        {"seq": 4, "input": [message(TASK), envelope("MESSAGE", "/root/worker", "/root", "2026.")],
+         "emitted": [final("It is Aurora.")]},
+        {"seq": 6, "input": [message("go"), question, envelope("FINAL_ANSWER", "/root", "/root/worker",
+                                                               "It is Aurora.")],
+         "emitted": [final("The helper reports: It is Aurora.")]},
+    ]
+
+
+def test_every_leg_is_named_by_the_requests_it_was_seen_in() -> None:
+    seen = observe(exchange(), EXPECT)
+    assert seen.summary == collab_probe(exchange(), EXPECT)
+    assert seen.summary["success"] is True and seen.summary["requests"] == 4
+    assert seen.summary["nativeMessageOccurrences"] == 5  # repeated history counts again
+    assert seen.seen == {"childQuestionObserved": [3, 6], "parentReplyObserved": [4], "childFinalObserved": [6],
+                         "finalExact": [6]}
+    assert EXPECT.child == "/root/worker" and EXPECT.parent == "/root"
+
+
+def test_a_reply_seen_only_by_the_parent_does_not_count() -> None:
+    requests = exchange()
+    # The parent's reply appears in a parent input (e.g. echoed), never in the child's.
+    requests[2]["input"] = [message(TASK)]
+    requests[3]["input"].append(envelope("MESSAGE", "/root/worker", "/root", "2026."))
+    seen = observe(requests, EXPECT)
+    assert seen.summary["parentReplyObserved"] is False and seen.summary["success"] is False
+    assert seen.seen["parentReplyObserved"] == []
+
+
+def test_the_log_reader_keeps_request_numbers_of_one_route() -> None:
+    lines = [json.dumps(entry) for entry in (
+        {"event": "request", "seq": 0, "agent": "root", "body": {"input": [message("go")]}},
+        {"event": "request", "seq": 1, "agent": "other", "body": {"input": []}},
+        {"event": "response", "seq": 0, "agent": "root", "items": [final("x")]},
+    )]
+    assert requests_from_log(lines, "root") == [{"seq": 0, "input": [message("go")], "emitted": [final("x")]}]
