@@ -103,3 +103,71 @@ def test_probe_fails_when_a_leg_is_missing():
     # the right final text alone is not success
     assert summary["finalExact"] is True and summary["success"] is False
     assert not (summary["childQuestionObserved"] or summary["parentReplyObserved"] or summary["childFinalObserved"])
+
+
+def _interrupt_script() -> dict[str, Any]:
+    """A child that spawns a grandchild and then holds its own turn; the root asks again after."""
+    def task(path: str, **extra: Any) -> dict:
+        return {"envelope": {"type": "NEW_TASK", "contains": f"Task name: {path}\n", **extra}}
+
+    def call(name: str, **arguments: Any) -> dict:
+        return {"function_call": {"namespace": "mcp__peerwire", "name": name, "arguments": arguments}}
+
+    final = lambda text: {"message": {"phase": "final_answer", "text": text}}  # noqa: E731
+    return {"scenario": {"name": "collab-interrupt"}, "rules": {"root": [
+        # the grandchild /root/slow/deep: holds until released
+        {"id": "deep-holds", "when": [task("/root/slow/deep")], "hold": "deep", "emit": [final("deep done")]},
+        # the child /root/slow
+        {"id": "slow-again", "when": [task("/root/slow", last=True, matches=r"\[again\]")], "emit": [final("slow is back")]},
+        {"id": "slow-holds", "when": [task("/root/slow"), {"tool_output": {"tool": "spawn_agent"}}], "hold": "slow",
+         "emit": [final("never sent: this turn is interrupted")]},
+        {"id": "slow-spawns", "when": [task("/root/slow", last=True)],
+         "emit": [call("spawn_agent", task_name="deep", message="deep work", fork_turns="none")]},
+        # the root
+        {"id": "root-done", "when": [{"envelope": {"type": "FINAL_ANSWER", "contains": "slow is back"}}],
+         "emit": [final("the helper is available again")]},
+        {"id": "root-asks-again", "when": [{"envelope": {"type": "FINAL_ANSWER", "contains": "was interrupted"}}],
+         "unless": [{"tool_call": {"tool": "followup_task"}}],
+         "emit": [call("followup_task", target="/root/slow", message="[again] are you there?")]},
+        {"id": "root-waits-again", "when": [{"tool_output": {"tool": "followup_task", "last": True}}],
+         "emit": [call("wait_agent", timeout_ms=60000)]},
+        {"id": "root-waits", "when": [{"tool_output": {"tool": "spawn_agent", "last": True}}],
+         "emit": [call("wait_agent", timeout_ms=60000)]},
+        {"id": "root-spawns", "when": [{"user_text": {"last": True, "contains": "slow helper"}}],
+         "emit": [call("spawn_agent", task_name="slow", message="take your time", fork_turns="none")]},
+    ]}}
+
+
+@requirement("collab:interrupt:previous-status")
+def test_interrupting_a_child_ends_exactly_its_turn_and_it_takes_a_later_task(tmp_path: Path):
+    from harness.model_rules import script_from_document
+    from peerwire.control import ControlClient
+
+    script = script_from_document(_interrupt_script(), source="collab-interrupt")
+    with CodexLab(tmp_path, script, agents=("root",), profile="collab") as lab:
+        root_turn = lab.prompt("root", "Start a slow helper and check on it.")
+        lab.model.wait_for_hold("slow", timeout=60)
+        lab.model.wait_for_hold("deep", timeout=60)
+        owners = {o["name"]: o for o in lab.control().call("owners")["owners"]}
+        slow_turn, deep_turn = owners["/root/slow"]["active_turn"], owners["/root/slow/deep"]["active_turn"]
+        assert slow_turn and deep_turn
+        # what the root's MCP server does for its model: the call, as the root's session
+        result = ControlClient(lab.home, lab.agents["root"].token).call(
+            "collab.interrupt_agent", {"target": "/root/slow"})
+        assert result == {"previous_status": "active"}
+        assert lab.await_turn("root", root_turn, 60)["status"] == "completed"
+        owners = {o["name"]: o for o in lab.control().call("owners")["owners"]}
+        turns = {t["turn_id"]: t["status"] for t in owners["/root/slow"]["completed_turns"]}
+        # exactly the child's turn ended interrupted; the grandchild's turn is still running
+        assert turns[slow_turn] == "interrupted"
+        assert owners["/root/slow/deep"]["active_turn"] == deep_turn
+        assert list(turns.values()).count("completed") == 1  # the later task, answered
+        lab.model.release("deep")
+        log = (tmp_path / "artifacts" / "model-requests.jsonl").read_text("utf-8").splitlines()
+    finals = [item for r in requests_from_log(log, "root") for item in r["emitted"]
+              if item.get("phase") == "final_answer"]
+    assert any("the helper is available again" in json_text(item) for item in finals)
+
+
+def json_text(item: dict) -> str:
+    return "".join(part.get("text", "") for part in item.get("content") or [])

@@ -100,7 +100,7 @@ def test_every_requirement_has_a_case_or_a_test():
 def test_deferred_requirements_have_no_coverage_and_say_why():
     covered, elsewhere = coverage(), project_coverage()
     deferred = [r for r in manifest() if r.deferred]
-    assert deferred, "the manifest lists the deferred requirements explicitly"
+    assert all(r.deferred.strip() for r in deferred), "a deferred requirement says why"
     wrongly = [r.id for r in deferred if r.id in covered or r.id in elsewhere]
     assert not wrongly, f"covered but marked deferred (drop `deferred`, or make it verified_by): {wrongly}"
 

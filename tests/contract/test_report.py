@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import stat
+from dataclasses import replace
 
 from harness.contract.baseline import parse_baseline
 from harness.contract.compliance import judge
-from harness.contract.manifest import Selection, manifest
+from harness.contract.manifest import Manifest, Selection, manifest
 from harness.contract.report import write_reports
 from harness.contract.verdicts import Vote
 
@@ -16,8 +17,8 @@ REQUEST = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
 RESPONSE = {"jsonrpc": "2.0", "id": 7, "result": {"content": [], "structuredContent": {"kind": "task"}}}
 
 
-def _write(tmp_path, votes, baseline=""):
-    compliance = judge(manifest(), votes, Selection(), parse_baseline(baseline), [])
+def _write(tmp_path, votes, baseline="", requirements=None):
+    compliance = judge(requirements or manifest(), votes, Selection(), parse_baseline(baseline), [])
     return compliance, write_reports(tmp_path / "report", compliance, target={"server_cmd": ["srv"], "provisioner": "p:P"},
                                      tests={"passed": 1, "failed": 1})
 
@@ -53,7 +54,12 @@ def test_reports_list_every_requirement_with_its_result(tmp_path):
 def test_reports_show_deferred_baselined_and_stale_requirements(tmp_path):
     votes = [Vote("wire:ping", True, "ping works", item="t1"),
              Vote("send:receipt:admitted", False, "x", item="t2", case="information/x")]
-    _, (json_path, md_path) = _write(tmp_path, votes, "wire:ping  # was broken\nsend:receipt:admitted  # known\n")
+    # The shipped manifest defers nothing today; the report must still show a deferral.
+    shipped = manifest()
+    held_back = replace(shipped["collab:interrupt:previous-status"], verified_by=None, deferred="needs a live child")
+    requirements = Manifest(tuple(held_back if r.id == held_back.id else r for r in shipped))
+    _, (json_path, md_path) = _write(tmp_path, votes, "wire:ping  # was broken\nsend:receipt:admitted  # known\n",
+                                     requirements)
     results = {r["id"]: r for r in json.loads(json_path.read_text("utf-8"))["requirements"]}
     assert results["wire:ping"]["stale"] is True
     assert results["send:receipt:admitted"]["result"] == "expected failure"
