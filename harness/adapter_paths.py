@@ -134,11 +134,8 @@ def oversized_final(lab: CodexLab) -> dict[str, Any]:
 def inject(lab: CodexLab) -> dict[str, Any]:
     receipt = lab.as_agent("A").call("send_message", {"target": "B", "message": "FYI: the build is green ✓\nno action"})
     # the injection is delivered after the receipt; its evidence row says when it is visible
-    deadline = time.monotonic() + TURN_TIMEOUT_S
-    while lab.trace(receipt["interaction_id"])["interactions"][0]["state"] == "admitted":
-        if time.monotonic() > deadline:
-            raise TimeoutError("information was never injected")
-        time.sleep(0.01)
+    lab.await_core(lambda: lab.trace(receipt["interaction_id"])["interactions"][0]["state"] != "admitted",
+                   TURN_TIMEOUT_S, "the injection of the information")
     turns_before = len(lab.owner("B")["completed_turns"])
     turn_id = lab.prompt("B", "Please check your messages.")
     lab.await_turn("B", turn_id, TURN_TIMEOUT_S)

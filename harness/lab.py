@@ -30,9 +30,10 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any, Callable, Sequence
 
 from peerwire.contract import PROFILES
 from peerwire.control import ControlClient
@@ -210,6 +211,28 @@ class CodexLab:
     def await_turn(self, name: str, turn_id: str, timeout_s: float = 60) -> dict[str, Any]:
         return self.control().call("await_turn", {"agent_id": self.agents[name].agent_id, "turn_id": turn_id,
                                                   "timeout_ms": int(timeout_s * 1000)}, wait_s=timeout_s)
+
+    def await_change(self, mark: int | None, timeout_s: float) -> dict[str, Any]:
+        """The core's change mark, once it differs from ``mark`` or ``timeout_s`` passed."""
+        return self.control().call("await_change", {"mark": mark, "timeout_ms": int(max(0.0, timeout_s) * 1000)},
+                                   wait_s=timeout_s)
+
+    def await_core(self, predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
+        """Re-check ``predicate`` after each committed change of the core until it holds.
+
+        Event-driven: it blocks on the core's commits, never on a timer; fails
+        after ``timeout_s`` naming ``what``.
+        """
+        deadline = time.monotonic() + timeout_s
+        mark = self.await_change(None, 0)["mark"]  # taken before looking: nothing slips between
+        while True:
+            value = predicate()
+            if value:
+                return value
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{what} did not happen within {timeout_s:.0f}s")
+            mark = self.await_change(mark, remaining)["mark"]
 
     def owner(self, name: str) -> dict[str, Any] | None:
         agent_id = self.agents[name].agent_id

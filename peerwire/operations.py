@@ -67,8 +67,11 @@ class Operations:
             "prompt": self.prompt,
             "await_turn": self.await_turn,
             "owners": self.owners,
+            "await_change": self.await_change,
         }
         self._background: set[asyncio.Task] = set()
+        self._changed = asyncio.Event()
+        store.on_commit.append(self._committed)
         self.collab = CollabOperations(self)
         self._collab = self.collab.handlers()
 
@@ -255,6 +258,31 @@ class Operations:
         if not isinstance(turn_id, str) or not isinstance(timeout_ms, int) or not 0 <= timeout_ms <= 600_000:
             raise PeerwireError(Code.INVALID_ARGUMENT, "await_turn needs turn_id and timeout_ms (0-600000)")
         return await self._codex().await_turn(self._agent_arg(args), turn_id, timeout_ms / 1000)
+
+    def _committed(self) -> None:
+        # Wake everyone waiting on the current event; later waiters take a fresh one.
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def await_change(self, args: dict, token: str | None) -> dict:
+        """Wait until the store has committed a change since ``mark`` (operator use).
+
+        Returns the current ``mark`` at once when it differs from the one given (or
+        none was given); otherwise waits up to ``timeout_ms`` for the next commit.
+        Observers re-read what they watch after each return: this is a signal, not
+        a diff. Marks restart with the app, and any different mark counts as a change.
+        """
+        timeout_ms = args.get("timeout_ms", 0)
+        if not isinstance(timeout_ms, int) or not 0 <= timeout_ms <= 600_000:
+            raise PeerwireError(Code.INVALID_ARGUMENT, "await_change takes timeout_ms from 0 to 600000")
+        changed = self._changed  # subscribe before looking, so no commit slips between
+        if args.get("mark") != self.store.commits:
+            return {"mark": self.store.commits, "timed_out": False}
+        try:
+            await asyncio.wait_for(changed.wait(), timeout_ms / 1000)
+        except TimeoutError:
+            return {"mark": self.store.commits, "timed_out": True}
+        return {"mark": self.store.commits, "timed_out": False}
 
     async def owners(self, args: dict, token: str | None) -> dict:
         codex = self.providers.get("codex")

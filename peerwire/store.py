@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from . import cursor as cursors
 from .errors import Code, PeerwireError
@@ -62,6 +62,10 @@ class Store:
         self.path = Path(path)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
+        self.commits = 0
+        """How many write transactions changed something since this store was opened."""
+        self.on_commit: list[Callable[[], None]] = []
+        """Called after each such commit (the app wakes change watchers with it)."""
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA foreign_keys=ON")
@@ -78,6 +82,7 @@ class Store:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction; commits on success, rolls back on any exception."""
+        before = self.db.total_changes
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
@@ -85,6 +90,10 @@ class Store:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+        if self.db.total_changes != before:
+            self.commits += 1
+            for notify in self.on_commit:
+                notify()
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

@@ -23,9 +23,6 @@ from .progress import Progress
 from .scenario import Scenario, Step
 
 DEFAULT_TIMEOUT_S = 60.0
-# The core offers no subscription to a record's state, so await_record polls
-# the store (read-only); short, because deliveries take milliseconds.
-_RECORD_POLL_S = 0.02
 
 
 class StepFailed(RuntimeError):
@@ -87,20 +84,23 @@ class ScenarioDriver:
     def _await_task_turn(self, step: Step) -> None:
         selector = step.params["record"]
         deadline = time.monotonic() + self._timeout(step)
-        binding = None
-        while binding is None:
+        found: dict[str, Any] = {}
+
+        def bound() -> bool:
             self._learn_agents()
-            rows = self._live_rows("interactions")
             try:
-                task = select_record(rows, selector, self.view)
+                task = select_record(self._live_rows("interactions"), selector, self.view)
             except EvidenceMissing:
-                task = None
-            if task is not None:
-                binding = next((b for b in self._live_rows("bindings") if b["request_id"] == task["request_id"]), None)
-            if binding is None:
-                if time.monotonic() >= deadline:
-                    raise StepFailed(f"{step.describe()}: task {selector} was never bound to a turn")
-                time.sleep(_RECORD_POLL_S)
+                return False
+            binding = next((b for b in self._live_rows("bindings") if b["request_id"] == task["request_id"]), None)
+            found.update(task=task, binding=binding)
+            return binding is not None
+
+        try:
+            self.lab.await_core(bound, self._timeout(step), f"the binding of task {selector}")
+        except TimeoutError:
+            raise StepFailed(f"{step.describe()}: task {selector} was never bound to a turn") from None
+        task, binding = found["task"], found["binding"]
         agent = next(name for name, agent_id in self.view.agents.items() if agent_id == binding["agent_id"])
         label = step.params.get("turn", f"task:{task['request_id']}")
         self.view.turns[label] = {"agent": agent, "turn_id": binding["turn_id"], "status": None}
@@ -169,21 +169,22 @@ class ScenarioDriver:
 
     def _await_record(self, step: Step) -> None:
         selector, state = step.params["record"], step.params["state"]
-        deadline = time.monotonic() + self._timeout(step)
-        current = "not admitted"
-        while True:
+        seen: dict[str, Any] = {"state": "not admitted"}
+
+        def reached() -> dict[str, Any] | None:
             self._learn_agents()
             try:
                 record = select_record(self._live_rows("interactions"), selector, self.view)
-                current = record["state"]
             except EvidenceMissing:
-                record = None
-            if record is not None and current == state:
-                self.progress.say(f"record {record['interaction_id']} ({record['kind']}) is {state}")
-                return
-            if time.monotonic() >= deadline:
-                raise StepFailed(f"{step.describe()}: record {selector} stayed {current}, never {state}")
-            time.sleep(_RECORD_POLL_S)
+                return None
+            seen["state"] = record["state"]
+            return record if record["state"] == state else None
+
+        try:
+            record = self.lab.await_core(reached, self._timeout(step), f"record {selector} becoming {state}")
+        except TimeoutError:
+            raise StepFailed(f"{step.describe()}: record {selector} stayed {seen['state']}, never {state}") from None
+        self.progress.say(f"record {record['interaction_id']} ({record['kind']}) is {state}")
 
     def _learn_agents(self) -> None:
         """Name the agents registered since the start (a collaboration root's children) in the view."""

@@ -172,3 +172,18 @@ def test_app_unavailable_and_unknown_caller(core, tmp_path):
     done = cli(core, "send", "--to", "a", "--body", "x", caller=a)
     assert done.returncode == 1
     assert json.loads(done.stdout)["error"]["code"] == "app_unavailable"
+
+
+def test_await_change_wakes_on_the_next_commit_only(core):
+    a, b = core.register("a"), core.register("b")
+    admin = ControlClient(core.home)
+    mark = admin.call("await_change", {"mark": None, "timeout_ms": 0})["mark"]
+    quiet = admin.call("await_change", {"mark": mark, "timeout_ms": 50}, wait_s=1)
+    assert quiet == {"mark": mark, "timed_out": True}  # nothing committed, nothing reported
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(admin.call, "await_change", {"mark": mark, "timeout_ms": 20_000}, wait_s=20)
+        call(core, a, "send_message", {"target": "b", "message": "a change"})
+        woke = waiting.result(timeout=20)
+    assert woke["timed_out"] is False and woke["mark"] != mark
+    # a mark that differs from the store's (e.g. from before a restart) returns at once
+    assert admin.call("await_change", {"mark": -1, "timeout_ms": 20_000}, wait_s=20)["timed_out"] is False
