@@ -90,28 +90,25 @@ TASK = Lifecycle(
     terminal=frozenset({"replied"}),
 )
 
+def _delivery(name: str, initial: str) -> Lifecycle:
+    """A record that is only ever made visible: the provider shows it, or may have."""
+    return Lifecycle(
+        name=name,
+        initial=initial,
+        transitions={
+            (initial, "provider_visible"): "provider_visible",
+            (initial, "provider_uncertain"): "uncertain",
+        },
+        terminal=frozenset({"provider_visible", "uncertain"}),
+    )
+
+
 # An information record: never runnable work, only made visible.
-INFORMATION = Lifecycle(
-    name="information",
-    initial="admitted",
-    transitions={
-        ("admitted", "provider_visible"): "provider_visible",
-        ("admitted", "provider_uncertain"): "uncertain",
-    },
-    terminal=frozenset({"provider_visible", "uncertain"}),
-)
+INFORMATION = _delivery("information", "admitted")
 
 # A reply record, explicit or built from a provider turn's outcome. It is published
 # as it is admitted; what happens after is only about making it visible.
-REPLY = Lifecycle(
-    name="reply",
-    initial="published",
-    transitions={
-        ("published", "provider_visible"): "provider_visible",
-        ("published", "provider_uncertain"): "uncertain",
-    },
-    terminal=frozenset({"provider_visible", "uncertain"}),
-)
+REPLY = _delivery("reply", "published")
 
 # A provider binding: one task admitted into one exact provider turn.
 #
@@ -135,15 +132,7 @@ BINDING = Lifecycle(
 )
 
 # A notice from peerwire itself (an uncertain delivery, an interrupted turn).
-NOTICE = Lifecycle(
-    name="notice",
-    initial="published",
-    transitions={
-        ("published", "provider_visible"): "provider_visible",
-        ("published", "provider_uncertain"): "uncertain",
-    },
-    terminal=frozenset({"provider_visible", "uncertain"}),
-)
+NOTICE = _delivery("notice", "published")
 
 LIFECYCLES: dict[str, Lifecycle] = {
     "task": TASK,

@@ -13,7 +13,6 @@ import contextlib
 import ctypes
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
@@ -22,11 +21,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import psutil
 import pytest
 
+from .child_output import read_line
 from harness import jobs
 from harness.jobs import KILL_TIMEOUT, Job, JobClosedError, JobSpawnError, install_signal_handlers
 
@@ -42,22 +42,6 @@ windows_only = pytest.mark.skipif(
     sys.platform != "win32",
     reason="Job Objects are a Windows kernel facility; POSIX hosts use process groups, tested above",
 )
-
-
-def read_line(stream: IO[bytes], timeout: float) -> str:
-    """The next line a child writes to ``stream``; fails after ``timeout`` seconds.
-
-    A reader thread rather than select(), which takes no pipes on Windows.
-    """
-    lines: queue.Queue[bytes] = queue.Queue()
-    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
-    try:
-        line = lines.get(timeout=timeout)
-    except queue.Empty:
-        raise AssertionError(f"no line from the child within {timeout} s") from None
-    if not line.endswith(b"\n"):
-        raise AssertionError(f"the child closed its output before a complete line: {line!r}")
-    return line.decode().rstrip("\r\n")
 
 
 def gone(proc: psutil.Process) -> bool:

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import stat
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
-from typing import IO
 
 import pytest
 
+from .child_output import read_line
 from harness.run_home import (
     AgentNameError,
     RunHome,
@@ -32,22 +30,6 @@ posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes and
 windows_only = pytest.mark.skipif(
     sys.platform != "win32", reason="msvcrt byte-range locks exist only on Windows; POSIX uses flock"
 )
-
-
-def read_line(stream: IO[bytes], timeout: float) -> str:
-    """The next line a child writes to ``stream``; fails after ``timeout`` seconds.
-
-    A reader thread rather than select(), which takes no pipes on Windows.
-    """
-    lines: queue.Queue[bytes] = queue.Queue()
-    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
-    try:
-        line = lines.get(timeout=timeout)
-    except queue.Empty:
-        raise AssertionError(f"no line from the child within {timeout} s") from None
-    if not line.endswith(b"\n"):
-        raise AssertionError(f"the child closed its output before a complete line: {line!r}")
-    return line.decode().rstrip("\r\n")
 
 
 def mode(path: Path) -> int:
