@@ -17,9 +17,9 @@ from peerwire.codex.adapter import CodexProvider
 from peerwire.registry import AgentRow
 from peerwire.store import Store
 
-from .codex_home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
+from .codex_home import ScriptedProvider
 from .codex_install import locate_codex
-from .lab import MODEL_KEY_VALUE, peerwire_command
+from .lab import MODEL_KEY_VALUE, project_agent
 from .model_rules import ModelScript
 from .scripted_model import ScriptedModel
 from .workspace import FixtureWorkspace
@@ -48,12 +48,8 @@ async def inprocess_adapter(root: Path, script: ModelScript) -> AsyncIterator[In
     codex_home = root / "B" / "codex_home"
     codex_home.mkdir(parents=True)
     workspace = FixtureWorkspace.create(root / "B" / "workspace", agent="B")
-    command = peerwire_command()
-    projection = Projection(codex_home, AgentSettings(
-        workspace=workspace.path,
-        peerwire=PeerwireServer(command=command[0], args=(*command[1:], "mcp", "serve"), home=root / "core",
-                                session_id=token),
-        provider=ScriptedProvider(base_url=model.base_url("B")))).apply()
+    projection = project_agent(codex_home, workspace.path, core_home=root / "core", token=token,
+                               base_url=model.base_url("B"))
     provider = CodexProvider(store, lambda *_: None, root / "core" / "codex")
     try:
         await provider.attach(recipient, codex=str(codex.executable), codex_home=str(codex_home),

@@ -63,6 +63,24 @@ class LabAgent:
     owner: dict[str, Any] = field(default_factory=dict)
 
 
+def project_agent(codex_home: Path, workspace: Path, *, core_home: Path, token: str, base_url: str | None,
+                  profile: str = "messaging", approve_tools: bool = True) -> Projection:
+    """Project one agent's Codex home: the peerwire MCP server as that agent, and the model.
+
+    ``base_url`` is the agent's scripted-model route; ``None`` keeps the user's own
+    (real) provider settings.
+    """
+    command = peerwire_command()
+    settings = AgentSettings(
+        workspace=workspace,
+        peerwire=PeerwireServer(command=command[0], args=(*command[1:], "mcp", "serve", "--profile", profile),
+                                home=core_home, session_id=token,
+                                approve_tools=tuple(PROFILES[profile][1]) if approve_tools else None),
+        provider=ScriptedProvider(base_url=base_url) if base_url is not None else None,
+    )
+    return Projection(codex_home, settings).apply()
+
+
 def peerwire_command() -> list[str]:
     """How Codex launches ``peerwire mcp serve`` (this interpreter, so the same install)."""
     return [sys.executable, "-m", "peerwire"]
@@ -163,15 +181,9 @@ class CodexLab:
         if self.auth_home is not None:
             copy_authorization(self.auth_home, codex_home)
         workspace = FixtureWorkspace.create(base / "workspace", agent=name)
-        command = peerwire_command()
-        settings = AgentSettings(
-            workspace=workspace.path,
-            peerwire=PeerwireServer(command=command[0], args=(*command[1:], "mcp", "serve", "--profile", self.profile),
-                                    home=self.home.path, session_id=out["session_token"],
-                                    approve_tools=tuple(PROFILES[self.profile][1]) if self.approve_tools else None),
-            provider=ScriptedProvider(base_url=self.model.base_url(name)) if self.scripted else None,
-        )
-        projection = Projection(codex_home, settings).apply()
+        projection = project_agent(codex_home, workspace.path, core_home=self.home.path, token=out["session_token"],
+                                   base_url=self.model.base_url(name) if self.scripted else None,
+                                   profile=self.profile, approve_tools=self.approve_tools)
         return LabAgent(name, out["agent"]["agent_id"], out["session_token"], codex_home, workspace.path,
                         projection)
 
