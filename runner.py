@@ -20,7 +20,7 @@ from typing import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "contract": ("harness.contract.cli", "run the messaging contract suite against a server command"),
     "report": ("harness.report.cli", "summarize a run report, or compare two (--compare OLD NEW)"),
-    "record": ("harness.fixtures", "refresh the adapter fixtures from the pinned Codex"),
+    "record": ("harness.codex.recorded.record", "refresh the adapter fixtures from the pinned Codex"),
 }
 
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.lab import AUTH_FILE, CodexLab
+from harness.codex.lab import AUTH_FILE, CodexLab
 from peerwire.store import Store
 
 from .observations import APPSERVER_DIR, CORE_DUMP, MODEL_REQUESTS, ROLLOUTS_DIR

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.evidence.rollouts import RolloutLine
-from harness.probe import LEGS
+from harness.model.probe import LEGS
 from peerwire import collab, envelope
 
 from .checks import Evidence, inject_lines, judgement, require

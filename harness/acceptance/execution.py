@@ -2,7 +2,7 @@
 
 Order of a run, each a timed phase:
 
-``start``    the run home is locked and a :class:`~harness.jobs.Job` (adopting
+``start``    the run home is locked and a :class:`~harness.process.jobs.Job` (adopting
              orphans) is opened; the lab starts the scripted model, the core
              app (through the job, so the app-servers and MCP servers it spawns
              are the job's too), projects each agent's CODEX_HOME and attaches
@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.codex_install import CodexInstallation
-from harness.jobs import Job, install_signal_handlers
-from harness.lab import CodexLab
-from harness.probe import ProbeObservation, observe_log
-from harness.run_home import RunHome
+from harness.codex.install import CodexInstallation
+from harness.process.jobs import Job, install_signal_handlers
+from harness.codex.lab import CodexLab
+from harness.model.probe import ProbeObservation, observe_log
+from harness.process.run_home import RunHome
 
 from . import artifacts
 from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.evidence.rollouts import RolloutIndex, RolloutLine
-from harness.model_rules import json_objects
-from harness.probe import ProbeObservation
+from harness.model.rules import json_objects
+from harness.model.probe import ProbeObservation
 
 CORE_DUMP = "core-dump.json"
 MODEL_REQUESTS = "model-requests.jsonl"

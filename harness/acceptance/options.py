@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.codex_install import project_root
-from harness.lab import AUTH_FILE
-from harness.run_home import default_runs_root
+from harness.codex.install import project_root
+from harness.codex.lab import AUTH_FILE
+from harness.process.run_home import default_runs_root
 
 from .scenario import MODES, PROVIDERS, SCENARIOS_DIR
 

@@ -4,7 +4,7 @@ The run owns one locked run home (``<runs root>/<run id>/``): each scenario
 run gets its own run home under ``scenarios/`` and writes its artifacts to
 ``artifacts/<scenario>.<mode>/``. Scenario runs execute in worker processes
 (:mod:`.worker`, at most two at a time), all started through one
-:class:`~harness.jobs.Job` that adopts orphans, so SIGINT or SIGTERM to the
+:class:`~harness.process.jobs.Job` that adopts orphans, so SIGINT or SIGTERM to the
 runner ends every worker and everything they started, and nothing outlives
 the runner however it ends.
 
@@ -28,10 +28,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.codex_install import PINNED, CodexInstallError, locate_codex
-from harness.jobs import Job, JobClosedError, install_signal_handlers
-from harness.model_rules import ScenarioError
-from harness.run_home import RunHome, RunHomeError, new_run_id
+from harness.codex.install import PINNED, CodexInstallError, locate_codex
+from harness.process.jobs import Job, JobClosedError, install_signal_handlers
+from harness.model.rules import ScenarioError
+from harness.process.run_home import RunHome, RunHomeError, new_run_id
 
 from .execution import RunSettings
 from .options import Options, UsageError, parse

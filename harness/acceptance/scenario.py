@@ -1,7 +1,7 @@
 """Acceptance scenarios as data: one TOML file each in ``scenarios/``.
 
 A scenario file holds two readers' tables. The scripted model reads
-``rules`` (see :mod:`harness.model_rules`); the runner reads the rest,
+``rules`` (see :mod:`harness.model.rules`); the runner reads the rest,
 validated against ``contracts/scenario.schema.json``:
 
 * ``[scenario]`` — name, description, and optionally ``group`` (variants),
@@ -11,11 +11,11 @@ validated against ``contracts/scenario.schema.json``:
 * ``[prompts]`` — per agent, the exact human prompts, consumed in order;
 * ``[[peers]]`` — agents registered without a Codex owner;
 * ``[probe]`` — (``collab`` only) the collaboration probe's expected texts
-  (:mod:`harness.probe`); the run's result then carries the probe summary;
+  (:mod:`harness.model.probe`); the run's result then carries the probe summary;
 * ``[[steps]]`` — what the runner does, in order (:mod:`.steps`);
 * ``[[checks]]`` — the verdicts over the collected evidence (:mod:`.checks`).
 
-Loading fails with :class:`~harness.model_rules.ScenarioError` for anything
+Loading fails with :class:`~harness.model.rules.ScenarioError` for anything
 that would only break mid-run: a schema violation, a check kind the runner
 does not know, a prompt step without a prompt left, a step naming an agent
 the scenario does not start, or a hold no rule defines.
@@ -33,8 +33,8 @@ from typing import Any
 
 import jsonschema
 
-from harness.model_rules import ModelScript, ScenarioError, script_from_document
-from harness.probe import ProbeExpectation
+from harness.model.rules import ModelScript, ScenarioError, script_from_document
+from harness.model.probe import ProbeExpectation
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "scenario.schema.json"
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"

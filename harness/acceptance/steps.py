@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.lab import CodexLab
+from harness.codex.lab import CodexLab
 from peerwire.errors import PeerwireError
 
 from .observations import EvidenceMissing, RunnerView, select_record

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.codex_install import CodexInstallation
+from harness.codex.install import CodexInstallation
 
 from .execution import RunSettings, run_scenario
 from .scenario import load_scenario

@@ -1,6 +1,6 @@
 """``python runner.py contract``: run the contract suite and write its reports.
 
-A thin wrapper around pytest with :mod:`harness.contract_plugin`: it runs the
+A thin wrapper around pytest with :mod:`harness.contract.plugin`: it runs the
 suite in ``harness/contract/suite`` under the project's pytest configuration,
 in parallel with pytest-xdist, and always writes ``compliance.json``,
 ``compliance.md`` and ``junit.xml`` into the report directory. The exit status
@@ -55,7 +55,7 @@ def default_report_dir() -> Path:
 
 def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence[str] = ()) -> list[str]:
     """The pytest command line for ``args`` (public so tests can inspect it)."""
-    argv = ["-p", "harness.contract_plugin", "-p", "no:cacheprovider",
+    argv = ["-p", "harness.contract.plugin", "-p", "no:cacheprovider",
             "--rootdir", str(PROJECT_ROOT), "-c", str(PROJECT_ROOT / "pyproject.toml"),
             "--level", args.level, "--report-dir", str(report_dir)]
     if args.server_cmd:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.provisioner import Provisioner
+from harness.contract.provisioner import Provisioner
 
 from .cases import AwaitStep, CallStep, Case, ControlStep, Outcome
 from .endpoints import Endpoint, PendingCall, RawEndpoint, SdkEndpoint, ToolOutcome

@@ -1,6 +1,6 @@
 """Pytest fixtures of the contract suite.
 
-Used by :mod:`harness.contract_plugin` and by ``tests/contract/conftest.py``
+Used by :mod:`harness.contract.plugin` and by ``tests/contract/conftest.py``
 (which runs the suite against the reference inside the project's own tests).
 Options are read with defaults, so the fixtures work with or without the
 plugin's command-line options registered: without them the target is the
@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from harness.provisioner import Caller, Provisioner
+from harness.contract.provisioner import Caller, Provisioner
 
 from .cases import Case
 from .endpoints import RawEndpoint

@@ -6,7 +6,7 @@ is one command per tool profile it offers: ``messaging`` (``--server-cmd``)
 always, ``collab`` (``--collab-server-cmd``) when given, or when the target is
 the reference (its server with ``--profile collab``). The provisioner is any
 class named ``module:Class`` whose constructor takes one argument, a fresh
-directory it owns, and which implements :class:`harness.provisioner.Provisioner`.
+directory it owns, and which implements :class:`harness.contract.provisioner.Provisioner`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.provisioner import Caller, Provisioner
+from harness.contract.provisioner import Caller, Provisioner
 
 from .layout import REFERENCE_COLLAB_SERVER_CMD, REFERENCE_PROVISIONER, REFERENCE_SERVER_CMD
 from .manifest import PROFILES

@@ -18,9 +18,9 @@ from typing import Any
 
 from harness.evidence.binding import bind_records, decode
 from harness.evidence.rollouts import RolloutIndex
-from harness.probe import STATEMENT as PROBE_STATEMENT
+from harness.model.probe import STATEMENT as PROBE_STATEMENT
 
-from .model_log import ModelRequestLog
+from harness.model.log import ModelRequestLog
 from .sequence import SequenceDiagram
 
 CORE_DUMP = "core-dump.json"

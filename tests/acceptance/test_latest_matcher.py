@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.model_rules import script_from_document
+from harness.model.rules import script_from_document
 
 RULES = {"rules": {"A": [
     {"id": "after-wait", "when": [{"tool_output": {"tool": "wait_agent", "latest": True}}],

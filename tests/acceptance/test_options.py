@@ -14,8 +14,8 @@ import tomlkit
 from harness.acceptance import artifacts
 from harness.acceptance.options import AUTH_HOME_ENV, UsageError, parse
 from harness.acceptance.run import main
-from harness.codex_home import AgentSettings, PeerwireServer, Projection
-from harness.lab import copy_authorization
+from harness.codex.home import AgentSettings, PeerwireServer, Projection
+from harness.codex.lab import copy_authorization
 
 AUTH = {"OPENAI_API_KEY": None, "tokens": {"access_token": "at-0123456789abcdef", "refresh_token": "rt-fedcba9876"}}
 USER_CONFIG = 'model = "gpt-5"\nmodel_provider = "openai"\n\n[model_providers.openai]\nname = "OpenAI"\n'

@@ -10,7 +10,7 @@ import pytest
 from harness.acceptance.checks import JUDGEMENTS
 from harness.acceptance.scenario import (SCENARIOS_DIR, discover, is_acceptance_scenario, scenario_from_document,
                                          select)
-from harness.model_rules import ScenarioError
+from harness.model.rules import ScenarioError
 
 MINIMAL = """
 [scenario]

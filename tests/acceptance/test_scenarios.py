@@ -9,7 +9,7 @@ import pytest
 from harness.acceptance.execution import RunSettings, run_scenario
 from harness.acceptance.progress import Progress
 from harness.acceptance.scenario import discover
-from harness.codex_install import locate_codex
+from harness.codex.install import locate_codex
 
 RUNS = [(scenario, mode) for scenario in discover() for mode in scenario.modes]
 

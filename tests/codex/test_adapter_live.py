@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import adapter_paths
+from harness.codex.recorded import routes
 from harness.contract.manifest import requirement
-from harness.inprocess import inprocess_adapter
-from harness.lab import CodexLab
-from harness.model_rules import script_from_document
+from harness.codex.inprocess import inprocess_adapter
+from harness.codex.lab import CodexLab
+from harness.model.rules import script_from_document
 from peerwire import envelope
 from peerwire.contract import definition_validator
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.codex
 
 @pytest.fixture
 def lab(tmp_path: Path):
-    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+    script = script_from_document(routes.model_document(), source="adapter-paths")
     with CodexLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
         lab.attach("B")
         yield lab
@@ -53,7 +53,7 @@ def bindings(lab: CodexLab, request_id: str) -> list[dict]:
 
 
 def test_idle_start(lab):
-    out = adapter_paths.idle_start(lab)
+    out = routes.idle_start(lab)
     rid = out["request_id"]
     lines = transcript(lab)
     (start,) = sent(lines, "turn/start")
@@ -70,7 +70,7 @@ def test_idle_start(lab):
 
 @requirement("envelope:format")
 def test_the_task_envelope_reaches_the_model_exactly(lab):
-    out = adapter_paths.idle_start(lab)
+    out = routes.idle_start(lab)
     sender = lab.as_agent("A").call("whoami")["agent"]
     request = next(e for e in lab.model.exchanges if e.agent == "B")
     texts = [part["text"] for item in request.input_items() if item.get("type") == "message"
@@ -87,7 +87,7 @@ def test_the_task_envelope_reaches_the_model_exactly(lab):
 
 @requirement("reply:explicit:suppresses-automatic")
 def test_explicit_reply_suppresses_the_automatic_one(lab):
-    out = adapter_paths.explicit_reply(lab)
+    out = routes.explicit_reply(lab)
     rid = out["request_id"]
     assert out["reply"]["body"] == "explicit answer ✓"
     trace = lab.trace(rid)
@@ -98,7 +98,7 @@ def test_explicit_reply_suppresses_the_automatic_one(lab):
 
 
 def test_steer_binds_both_tasks_to_one_turn(lab):
-    out = adapter_paths.steer(lab)
+    out = routes.steer(lab)
     first, second = out["request_ids"]
     lines = transcript(lab)
     (steer,) = sent(lines, "turn/steer")
@@ -109,7 +109,7 @@ def test_steer_binds_both_tasks_to_one_turn(lab):
 
 
 def test_interrupt_ends_exactly_the_active_turn(lab):
-    out = adapter_paths.interrupt(lab)
+    out = routes.interrupt(lab)
     lines = transcript(lab)
     (request,) = sent(lines, "turn/interrupt")
     assert request["params"]["turnId"] == out["turn_id"] == out["interrupt"]["turn_id"]
@@ -124,25 +124,25 @@ def test_interrupt_ends_exactly_the_active_turn(lab):
 
 
 def test_failed_turn_becomes_a_failed_reply(lab):
-    out = adapter_paths.failed_turn(lab)
+    out = routes.failed_turn(lab)
     assert (out["reply"]["status"], out["reply"]["code"]) == ("failed", "turn_failed")
     assert "scripted_model_unexpected_request" in out["reply"]["body"]
     assert [e.outcome for e in lab.model.exchanges] == ["unexpected"]
 
 
 def test_oversized_final_is_not_forwarded(lab):
-    out = adapter_paths.oversized_final(lab)
+    out = routes.oversized_final(lab)
     assert (out["reply"]["status"], out["reply"]["code"]) == ("blocked", "final_too_large")
     (binding,) = bindings(lab, out["request_id"])
     outcome = lab.control().call("trace", {"id": out["request_id"]})["bindings"][0]
     assert binding["state"] == "published" and outcome["outcome"]
     evidence = json.loads(outcome["outcome"]) if isinstance(outcome["outcome"], str) else outcome["outcome"]
-    assert evidence["text_chars"] == adapter_paths.OVERSIZE_CHARS and len(evidence["text_sha256"]) == 64
+    assert evidence["text_chars"] == routes.OVERSIZE_CHARS and len(evidence["text_sha256"]) == 64
 
 
 @requirement("information:turn:never-started")
 def test_inject_starts_no_turn_and_reaches_the_next_model_input(lab):
-    out = adapter_paths.inject(lab)
+    out = routes.inject(lab)
     lines = transcript(lab)
     (injected,) = sent(lines, "thread/inject_items")
     assert "FYI: the build is green ✓\nno action" in injected["params"]["items"][0]["content"][0]["text"]
@@ -163,7 +163,7 @@ def test_inject_starts_no_turn_and_reaches_the_next_model_input(lab):
 
 
 def test_resume_gives_a_new_generation_the_same_thread(lab):
-    out = adapter_paths.resume(lab)
+    out = routes.resume(lab)
     assert out["pending_state"] == "pending"
     assert out["owner"]["generation"] == 2 and out["owner"]["thread_id"] == out["thread_before"]
     (binding,) = bindings(lab, out["request_id"])
@@ -179,11 +179,11 @@ def test_resume_gives_a_new_generation_the_same_thread(lab):
 
 @requirement("delivery:stale-steer:released")
 def test_stale_steer_releases_the_claim_and_a_later_turn_takes_the_task(tmp_path):
-    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+    script = script_from_document(routes.model_document(), source="adapter-paths")
 
     async def run():
         async with inprocess_adapter(tmp_path, script) as lab:
-            out = await adapter_paths.stale_steer(lab.provider, lab.store, lab.requester, lab.recipient)
+            out = await routes.stale_steer(lab.provider, lab.store, lab.requester, lab.recipient)
             return out, lab.store.trace(out["second"])
 
     out, trace = asyncio.run(run())
@@ -206,7 +206,7 @@ def test_owner_death_mid_turn_makes_the_task_uncertain_and_it_is_never_replayed(
     import signal as signals
 
     held = lab.as_agent("A").call("followup_task", {"target": "B", "message": "[hold] you will lose your owner"})
-    turn_id = adapter_paths.await_active(lab, "B")
+    turn_id = routes.await_active(lab, "B")
     os.killpg(lab.owner("B")["pid"], signals.SIGKILL)  # the app-server and its MCP server
     notice = None
     client = lab.as_agent("A")
@@ -224,7 +224,7 @@ def test_owner_death_mid_turn_makes_the_task_uncertain_and_it_is_never_replayed(
     assert [b["state"] for b in trace["bindings"]] == ["uncertain"] and trace["bindings"][0]["turn_id"] == turn_id
     # a new owner gets every dispatch opportunity, and still never sees the uncertain task
     lab.attach("B", resume=True)
-    after = adapter_paths.idle_start(lab)
+    after = routes.idle_start(lab)
     assert after["reply"]["status"] == "done"
     starts = sent(transcript(lab, 2), "turn/start")
     assert len(starts) == 1 and starts[0]["params"]["clientUserMessageId"] == after["request_id"]

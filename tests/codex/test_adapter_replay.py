@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.adapter_paths import INPROCESS_PATHS, PATHS, stale_steer
-from harness.fixtures import FIXTURE_DIR
-from harness.replay import ReplayTransport
+from harness.codex.recorded.routes import INPROCESS_PATHS, PATHS, stale_steer
+from harness.codex.recorded.record import FIXTURE_DIR
+from harness.codex.recorded.replay import ReplayTransport
 from peerwire.codex.adapter import CodexProvider
 from peerwire.store import Store
 

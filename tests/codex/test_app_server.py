@@ -19,10 +19,10 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.codex_home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
-from harness.codex_install import locate_codex
-from harness.model_rules import script_from_document
-from harness.scripted_model import ScriptedModel
+from harness.codex.home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
+from harness.codex.install import locate_codex
+from harness.model.rules import script_from_document
+from harness.model.server import ScriptedModel
 from peerwire.codex import (
     AppServerClient,
     AppServerExited,

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from harness import adapter_paths
-from harness.lab import CodexLab
-from harness.model_rules import script_from_document
+from harness.codex.recorded import routes
+from harness.codex.lab import CodexLab
+from harness.model.rules import script_from_document
 from peerwire.home import HOME_ENV, SESSION_ENV
 
 pytestmark = pytest.mark.codex
@@ -29,14 +29,14 @@ def peerwire(lab: CodexLab, *args: str, token: str | None = None) -> dict:
 
 
 def test_attach_task_prompt_detach(tmp_path):
-    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+    script = script_from_document(routes.model_document(), source="adapter-paths")
     with CodexLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
         b = lab.agents["B"]
         attached = peerwire(lab, "agent", "attach", "B", "--codex-home", str(b.codex_home), "--cwd",
                             str(b.workspace), "--codex", str(lab.codex.executable))
         assert attached["generation"] == 1 and attached["thread_id"]
         receipt = peerwire(lab, "task", "--to", "B", "--body", "[idle] by hand", token=lab.agents["A"].token)
-        reply = adapter_paths.await_reply(lab, receipt["request_id"])
+        reply = routes.await_reply(lab, receipt["request_id"])
         assert reply["status"] == "done" and reply["sender"]["name"] == "B"
         turn = peerwire(lab, "prompt", "B", "--text", "Please check your messages.", "--wait", "60")
         assert turn["status"] == "completed"

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from harness.codex_install import project_root
+from harness.codex.install import project_root
 from harness.contract.manifest import requirement
-from harness.lab import CodexLab
-from harness.probe import ProbeExpectation, collab_probe, requests_from_log
+from harness.codex.lab import CodexLab
+from harness.model.probe import ProbeExpectation, collab_probe, requests_from_log
 
 pytestmark = pytest.mark.codex
 
@@ -140,7 +140,7 @@ def _interrupt_script() -> dict[str, Any]:
 
 @requirement("collab:interrupt:previous-status")
 def test_interrupting_a_child_ends_exactly_its_turn_and_it_takes_a_later_task(tmp_path: Path):
-    from harness.model_rules import script_from_document
+    from harness.model.rules import script_from_document
     from peerwire.control import ControlClient
 
     script = script_from_document(_interrupt_script(), source="collab-interrupt")

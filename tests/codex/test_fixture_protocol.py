@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft7Validator
 
-from harness.codex_install import locate_codex
-from harness.fixtures import FIXTURE_DIR, load
+from harness.codex.install import locate_codex
+from harness.codex.recorded.record import FIXTURE_DIR, load
 
 pytestmark = pytest.mark.codex
 

@@ -21,7 +21,7 @@ from harness.contract.expressions import ActorIdentity, ExpressionError, PathErr
 from harness.contract.manifest import manifest
 from harness.contract.target import Target
 from harness.contract.verdicts import VoteRecorder
-from harness.provisioner import Caller
+from harness.contract.provisioner import Caller
 
 SCOPE = Scope(
     actors={"bob": ActorIdentity("bob-1", "id-b", ("rev-1",))},

@@ -20,7 +20,7 @@ def test_contract_arguments_become_a_pytest_run_of_the_suite(tmp_path):
                                           "--baseline", "b.txt", "--provisioner", "m:C", "-n", "3",
                                           "--collab-server-cmd", "srv --collab", "--profiles", "messaging"])
     argv = cli.pytest_arguments(args, tmp_path / "r", ["-x"])
-    assert argv[:2] == ["-p", "harness.contract_plugin"] and argv[-1] == str(SUITE_DIR)
+    assert argv[:2] == ["-p", "harness.contract.plugin"] and argv[-1] == str(SUITE_DIR)
     pairs = dict(zip(argv, argv[1:]))
     assert pairs["--server-cmd"] == "srv --flag" and pairs["--level"] == "must" and pairs["--requirement"] == "wire"
     assert pairs["--collab-server-cmd"] == "srv --collab" and pairs["--profiles"] == "messaging"
@@ -62,9 +62,9 @@ def test_a_malformed_baseline_is_a_usage_error(tmp_path):
 
 @pytest.mark.slow
 def test_the_plugin_alone_runs_the_suite(tmp_path):
-    """``pytest -p harness.contract_plugin`` with no paths means the contract suite, nothing else."""
+    """``pytest -p harness.contract.plugin`` with no paths means the contract suite, nothing else."""
     run = run_contract(tmp_path, command=[
-        sys.executable, "-m", "pytest", "-p", "harness.contract_plugin", "-p", "no:cacheprovider",
+        sys.executable, "-m", "pytest", "-p", "harness.contract.plugin", "-p", "no:cacheprovider",
         "--rootdir", str(RUNNER.parent), "-c", str(RUNNER.parent / "pyproject.toml"),
         "--requirement", "wire:method:unknown", "--report-dir", str(tmp_path / "report")])
     assert run.returncode == 0, run.output[-3000:]
@@ -74,7 +74,7 @@ def test_the_plugin_alone_runs_the_suite(tmp_path):
 @pytest.mark.parametrize("name, complaint", [
     ("no_colon", "use module:Class"),
     ("no.such.module:Thing", "cannot import"),
-    ("harness.provisioner:NoSuchClass", "has no NoSuchClass"),
+    ("harness.contract.provisioner:NoSuchClass", "has no NoSuchClass"),
 ])
 def test_bad_provisioner_names_are_refused(name, complaint):
     with pytest.raises(TargetError, match=complaint):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.provisioner import Caller, ReferenceProvisioner
+from harness.contract.provisioner import Caller, ReferenceProvisioner
 from peerwire.control import ControlClient
 from peerwire.home import HOME_ENV, SESSION_ENV
 

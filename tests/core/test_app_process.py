@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from harness.contract.manifest import requirement
-from harness.provisioner import AppProcess
+from harness.process.app import AppProcess
 from peerwire.control import ControlClient, encode
 from peerwire.errors import Code, PeerwireError
 from peerwire.home import HOME_ENV, SESSION_ENV

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from harness.provisioner import AppProcess
+from harness.process.app import AppProcess
 from peerwire.control import ControlClient
 from peerwire.errors import Code, PeerwireError
 

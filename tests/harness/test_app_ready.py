@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.jobs import Job
-from harness.lab import spawn_through
-from harness.provisioner import AppNotReady, AppProcess
+from harness.process.jobs import Job
+from harness.codex.lab import spawn_through
+from harness.process.app import AppNotReady, AppProcess
 from peerwire.control import ControlClient
 from peerwire.home import Home
 

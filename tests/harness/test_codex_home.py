@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.codex_home import (
+from harness.codex.home import (
     AgentSettings,
     PeerwireEntryConflict,
     PeerwireServer,
@@ -205,7 +205,7 @@ def test_restore_also_happens_when_the_run_fails(tmp_path: Path) -> None:
 # A process that projects and dies before it can restore (SIGKILL runs no cleanup).
 DIE_MID_RUN = """
 import os, signal, sys
-from harness.codex_home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
+from harness.codex.home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
 settings = AgentSettings(
     workspace=sys.argv[2],
     peerwire=PeerwireServer(command="peerwire", home="stale-home", session_id="stale"),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.codex_install import (
+from harness.codex.install import (
     ENV_VAR,
     CodexInstallError,
     CodexNotFoundError,

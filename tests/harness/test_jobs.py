@@ -27,8 +27,8 @@ import psutil
 import pytest
 
 from .child_output import read_line
-from harness import jobs
-from harness.jobs import KILL_TIMEOUT, Job, JobClosedError, JobSpawnError, install_signal_handlers
+from harness.process import jobs
+from harness.process.jobs import KILL_TIMEOUT, Job, JobClosedError, JobSpawnError, install_signal_handlers
 
 PROGRAM = Path(__file__).parent / "programs" / "process_tree.py"
 # Generous: these bound waits for Python interpreters to start on a loaded CI host.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.probe import ProbeExpectation, collab_probe, observe, requests_from_log
+from harness.model.probe import ProbeExpectation, collab_probe, observe, requests_from_log
 
 EXPECT = ProbeExpectation.from_table({"question": "Which year?", "reply": "2026.", "child_final": "It is Aurora.",
                                       "final": "The helper reports: It is Aurora."})

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from .child_output import read_line
-from harness.run_home import (
+from harness.process.run_home import (
     AgentNameError,
     RunHome,
     RunHomeError,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from harness.model_rules import ScenarioError, load_script, read_input, script_from_document
-from harness.scripted_model import UNEXPECTED_ERROR_CODE, ScriptedModel
+from harness.model.rules import ScenarioError, load_script, read_input, script_from_document
+from harness.model.server import UNEXPECTED_ERROR_CODE, ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 10.0
@@ -562,7 +562,7 @@ def test_runs_as_a_subprocess_with_port_file_and_log(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "harness.scripted_model",
+            "harness.model.server",
             "--scenario",
             str(scenario),
             "--port-file",

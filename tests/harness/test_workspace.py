@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.run_home import RunHome
-from harness.workspace import FixtureWorkspace, WorkspaceError, git_environment
+from harness.process.run_home import RunHome
+from harness.codex.workspace import FixtureWorkspace, WorkspaceError, git_environment
 
 
 def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

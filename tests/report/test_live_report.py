@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.lab import CodexLab
+from harness.codex.lab import CodexLab
 from harness.report import SecretScan, load_report, write_report
 from peerwire.store import Store
 

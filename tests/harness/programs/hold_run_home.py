@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the project root, for `harness`
 
-from harness.run_home import RunHome  # noqa: E402
+from harness.process.run_home import RunHome  # noqa: E402
 
 
 def main() -> None:

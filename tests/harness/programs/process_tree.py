@@ -90,7 +90,7 @@ def worker(args: argparse.Namespace) -> None:
 
 def runner(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(HERE.parents[3]))  # the project root, for `harness`
-    from harness.jobs import Job, install_signal_handlers
+    from harness.process.jobs import Job, install_signal_handlers
 
     job = Job("runner", grace=2.0, adopt_orphans=args.adopt_orphans)
     install_signal_handlers(job)

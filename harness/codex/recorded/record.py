@@ -1,7 +1,7 @@
 """Recorded app-server exchanges: regression fixtures for the Codex adapter.
 
 ``python runner.py record [PATH ...]`` runs each adapter path
-(:mod:`harness.adapter_paths`) live against the pinned Codex and the scripted
+(:mod:`harness.codex.recorded.routes`) live against the pinned Codex and the scripted
 model, then writes agent B's app-server exchange, both directions in order,
 to ``fixtures/appserver/<path>.jsonl``. Ids, timestamps and machine paths are
 replaced with stable placeholders (``<thread:1>``, ``<turn:2>``, ``<path:workspace>``,
@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import adapter_paths
-from .codex_install import project_root
-from .lab import MODEL_KEY_VALUE, CodexLab
-from .model_rules import script_from_document
+from harness.codex.recorded import routes
+from harness.codex.install import project_root
+from harness.codex.lab import MODEL_KEY_VALUE, CodexLab
+from harness.model.rules import script_from_document
 
 FIXTURE_DIR = project_root() / "fixtures" / "appserver"
 
@@ -95,10 +95,10 @@ def load(path: Path) -> list[dict[str, Any]]:
 
 
 def _run_lab_path(path_name: str, root: Path) -> tuple[Path, list[str], Normaliser]:
-    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+    script = script_from_document(routes.model_document(), source="adapter-paths")
     with CodexLab(root, script, agents=("A", "B"), attach=False) as lab:
         lab.attach("B")
-        adapter_paths.PATHS[path_name](lab)
+        routes.PATHS[path_name](lab)
         secrets = [a.token for a in lab.agents.values()]
         normaliser = Normaliser({"workspace": str(lab.agents["B"].workspace),
                                  "codex_home": str(lab.agents["B"].codex_home), "root": str(root),
@@ -111,11 +111,11 @@ def _run_inprocess_path(path_name: str, root: Path) -> tuple[Path, list[str], No
 
     from .inprocess import inprocess_adapter
 
-    script = script_from_document(adapter_paths.model_document(), source="adapter-paths")
+    script = script_from_document(routes.model_document(), source="adapter-paths")
 
     async def run() -> tuple[list[str], Normaliser]:
         async with inprocess_adapter(root, script) as lab:
-            await adapter_paths.INPROCESS_PATHS[path_name](lab.provider, lab.store, lab.requester, lab.recipient)
+            await routes.INPROCESS_PATHS[path_name](lab.provider, lab.store, lab.requester, lab.recipient)
             return [lab.token], Normaliser({"workspace": str(lab.workspace), "codex_home": str(lab.codex_home),
                                             "root": str(root)})
 
@@ -125,7 +125,7 @@ def _run_inprocess_path(path_name: str, root: Path) -> tuple[Path, list[str], No
 
 def record(path_name: str, out_dir: Path = FIXTURE_DIR) -> Path:
     """Run one adapter path live and write its normalised fixture."""
-    runner = _run_inprocess_path if path_name in adapter_paths.INPROCESS_PATHS else _run_lab_path
+    runner = _run_inprocess_path if path_name in routes.INPROCESS_PATHS else _run_lab_path
     with tempfile.TemporaryDirectory(prefix="peerwire-record-") as tmp:
         root = Path(tmp)
         transcripts, secrets, normaliser = runner(path_name, root)
@@ -151,10 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runner.py record",
                                      description="Refresh the adapter fixtures from the pinned Codex.")
     parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="paths to record (default: all; see harness.adapter_paths)")
+                        help="paths to record (default: all; see harness.codex.recorded.routes)")
     parser.add_argument("--out", type=Path, default=FIXTURE_DIR)
     args = parser.parse_args(argv)
-    every = [*adapter_paths.PATHS, *adapter_paths.INPROCESS_PATHS]
+    every = [*routes.PATHS, *routes.INPROCESS_PATHS]
     unknown = sorted(set(args.paths) - set(every))
     if unknown:
         parser.error(f"unknown path(s): {', '.join(unknown)}")

@@ -26,7 +26,7 @@ from typing import Any
 
 import jsonschema
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "contracts" / "scripted-model-rules.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "scripted-model-rules.schema.json"
 
 _ENVELOPE_TYPE = re.compile(r"^Message Type:[ \t]*(\S+)", re.MULTILINE)
 

@@ -15,7 +15,7 @@ The lab brings up, in one directory:
 The runner drives it through the app's operator operations (``prompt``,
 ``await_turn``) so the adapter sees every turn. Tests use it for live adapter
 paths; the acceptance runner wraps it with run homes, process jobs and reports:
-given a :class:`~harness.jobs.Job`, the lab starts the app through it, so the
+given a :class:`~harness.process.jobs.Job`, the lab starts the app through it, so the
 app, the app-servers it spawns and their MCP servers all end with the job.
 
 Real-provider mode (``auth_home``): the scripted model is not started, the
@@ -39,13 +39,13 @@ from peerwire.contract import PROFILES
 from peerwire.control import ControlClient
 from peerwire.home import Home
 
-from .codex_home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
-from .codex_install import CodexInstallation, locate_codex
-from .jobs import Job
-from .model_rules import ModelScript, load_script
-from .provisioner import AppProcess, Spawn
-from .scripted_model import ScriptedModel
-from .workspace import FixtureWorkspace
+from harness.codex.home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
+from harness.codex.install import CodexInstallation, locate_codex
+from harness.process.jobs import Job
+from harness.model.rules import ModelScript, load_script
+from harness.process.app import AppProcess, Spawn
+from harness.model.server import ScriptedModel
+from harness.codex.workspace import FixtureWorkspace
 
 MODEL_KEY_VALUE = "scripted-model-has-no-key"
 AUTH_FILE = "auth.json"

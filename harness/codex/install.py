@@ -116,7 +116,7 @@ class CodexInstallation:
 
 def project_root() -> Path:
     """The project's root directory: the parent of the ``harness`` package."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def pinned_version(root: str | os.PathLike[str] | None = None) -> str:

@@ -5,7 +5,7 @@ Routes (one model per agent):
 - `POST /agents/<agent>/v1/responses` — Codex's model request. The answer is
   an SSE stream: `response.created`, one `response.output_item.done` per
   output item, `response.completed` with `usage`. What to send is decided by
-  `harness.model_rules` from the request body alone. A request no rule
+  `harness.model.rules` from the request body alone. A request no rule
   matches gets HTTP 400 with an OpenAI-style error body (Codex fails the turn
   without retrying and shows the message) and is recorded as `unexpected`.
 - `POST /control/release/<hold>` — open a hold (see `ScriptedModel.release`).
@@ -19,7 +19,7 @@ record (rule, outcome, emitted items) when it ends, and a `release` record
 per released hold. Run in-process (`with ScriptedModel(script) as model:`) or
 as a subprocess:
 
-    python -m harness.scripted_model --scenario FILE --port-file F --log FILE
+    python -m harness.model.server --scenario FILE --port-file F --log FILE
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import unquote
 
-from harness.model_rules import Decision, ModelScript, load_script
+from harness.model.rules import Decision, ModelScript, load_script
 
 _RESPONSES_ROUTE = re.compile(r"^/agents/([^/]+)/v1/responses$")
 _RELEASE_ROUTE = re.compile(r"^/control/release/([^/]+)$")
@@ -495,7 +495,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.scripted_model", description=__doc__.split("\n\n")[0]
+        prog="python -m harness.model.server", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--scenario", required=True, type=Path, help="scenario TOML with the model rules")
     parser.add_argument(

@@ -1,7 +1,7 @@
 """The Codex adapter in this process, against a real ``codex app-server``.
 
 For paths that need the adapter's state in reach (see
-:func:`harness.adapter_paths.stale_steer`). The agent's Codex home gets the
+:func:`harness.codex.recorded.routes.stale_steer`). The agent's Codex home gets the
 scripted provider; its MCP server entry points at this store's home, where no
 app runs (the scripted rules of these paths call no tools).
 """
@@ -17,12 +17,12 @@ from peerwire.codex.adapter import CodexProvider
 from peerwire.registry import AgentRow
 from peerwire.store import Store
 
-from .codex_home import ScriptedProvider
-from .codex_install import locate_codex
-from .lab import MODEL_KEY_VALUE, project_agent
-from .model_rules import ModelScript
-from .scripted_model import ScriptedModel
-from .workspace import FixtureWorkspace
+from harness.codex.home import ScriptedProvider
+from harness.codex.install import locate_codex
+from harness.codex.lab import MODEL_KEY_VALUE, project_agent
+from harness.model.rules import ModelScript
+from harness.model.server import ScriptedModel
+from harness.codex.workspace import FixtureWorkspace
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The contract suite as a pytest plugin.
 
-``pytest -p harness.contract_plugin --server-cmd "CMD" [--collab-server-cmd "CMD"]
+``pytest -p harness.contract.plugin --server-cmd "CMD" [--collab-server-cmd "CMD"]
 [--profiles messaging,collab] [--level must|should|may] [--requirement ID ...]
 [--baseline FILE] [--report-dir DIR] [--provisioner module:Class]``
 
@@ -74,7 +74,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"tool profiles to test, comma-separated: {', '.join(PROFILES)} "
                          "(default: every profile the target offers)")
     group.addoption("--provisioner", default=None, metavar="MODULE:CLASS",
-                    help="the Provisioner for the implementation (default: harness.provisioner:ReferenceProvisioner)")
+                    help="the Provisioner for the implementation (default: harness.contract.provisioner:ReferenceProvisioner)")
     group.addoption("--level", default="may", choices=("must", "should", "may"),
                     help="run requirements up to this level (default: may, i.e. all)")
     group.addoption("--requirement", action="append", default=[], metavar="ID",

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from peerwire.limits import MAX_BODY_BYTES
 
-from .lab import CodexLab
+from harness.codex.lab import CodexLab
 
 TURN_TIMEOUT_S = 60.0
 OVERSIZE_CHARS = MAX_BODY_BYTES + 1024
@@ -201,4 +201,4 @@ async def stale_steer(provider: Any, store: Any, requester: Any, recipient: Any)
 
 
 INPROCESS_PATHS = {"stale_steer": stale_steer}
-"""Paths driven with the adapter in this process (:mod:`harness.inprocess`)."""
+"""Paths driven with the adapter in this process (:mod:`harness.codex.inprocess`)."""

@@ -1,6 +1,6 @@
 """The scripted model's request log, read back for a report.
 
-One JSON object a line (see ``harness.scripted_model``): ``request`` (seq, agent,
+One JSON object a line (see ``harness.model.server``): ``request`` (seq, agent,
 path, headers without credentials, body as Codex sent it), ``response`` (seq, rule,
 outcome, emitted items, error) and ``release`` records. The report takes from it
 the tool schema each model was actually offered — the ``tools`` entry of type
