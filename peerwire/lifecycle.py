@@ -5,14 +5,95 @@ that the table does not allow raises :class:`IllegalTransition` before anything
 is written, so the surrounding transaction rolls back and the store is left as
 it was. The state diagrams in the documentation are generated from these same
 tables (:meth:`Lifecycle.mermaid`).
+
+The vocabulary is declared here once: record kinds (:class:`Kind`), lifecycle
+events (:class:`Event`) and the evidence stages a core records (:class:`Stage`).
+Each table also says which stage each of its events records, so no stage name
+is ever assembled from pieces. ``contracts/export.schema.json`` lists the same
+kinds and stages; a test keeps the two in agreement.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Mapping
 
 from .errors import Code, PeerwireError
+
+
+class Kind(StrEnum):
+    """The kinds of mailbox records."""
+
+    INFORMATION = "information"
+    TASK = "task"
+    REPLY = "reply"
+    NOTICE = "notice"
+
+
+class Event(StrEnum):
+    """What can happen to a record or a provider binding (the tables' columns)."""
+
+    CLAIM_BY_RECEIVE = "claim_by_receive"
+    CLAIM_BY_DISPATCH = "claim_by_dispatch"
+    RELEASE = "release"
+    PROVIDER_ACCEPTED = "provider_accepted"
+    PROVIDER_UNCERTAIN = "provider_uncertain"
+    PROVIDER_VISIBLE = "provider_visible"
+    OBSERVATION_LOST = "observation_lost"
+    REPLY = "reply"
+    CAPTURE = "capture"
+    SUPPRESS = "suppress"
+    PUBLISH = "publish"
+
+
+class Claimant(StrEnum):
+    """Who holds a task's durable claim: a receive call or automatic dispatch."""
+
+    RECEIVE = "receive"
+    DISPATCH = "dispatch"
+
+
+CLAIM_EVENTS: Mapping[Claimant, Event] = {
+    Claimant.RECEIVE: Event.CLAIM_BY_RECEIVE,
+    Claimant.DISPATCH: Event.CLAIM_BY_DISPATCH,
+}
+"""The task event each claimant's claim is."""
+
+
+class Stage(StrEnum):
+    """Every stage an evidence row can record, in the order a record usually meets them.
+
+    Stages of lifecycle events are named by the tables below (:meth:`Lifecycle.stage`);
+    the others are facts outside any table.
+    """
+
+    ADMITTED = "admitted"
+    """Persisted; the receipt was returned. Detail: recipient, bytes, tool_receipt, source, binding_id."""
+    RECEIVED = "received"
+    """First returned by a receive to its recipient."""
+    ACKNOWLEDGED = "acknowledged"
+    """The recipient acknowledged past it (``ack_cursor``)."""
+    CLAIM_BY_RECEIVE = "claim_by_receive"
+    CLAIM_BY_DISPATCH = "claim_by_dispatch"
+    RELEASE = "release"
+    """A dispatch claim given back: the provider proved nothing was admitted."""
+    PROVIDER_ACCEPTED = "provider_accepted"
+    """The provider admitted the task into an exact turn. Detail: binding_id, generation, thread_id, turn_id, via."""
+    PROVIDER_ACCEPTED_AFTER_REPLY = "provider_accepted_after_reply"
+    """The provider admitted a task its recipient had already replied to (the binding is suppressed)."""
+    PROVIDER_UNCERTAIN = "provider_uncertain"
+    PROVIDER_VISIBLE = "provider_visible"
+    """Shown to the recipient's runtime. Detail: via, thread_id, generation, active_turn."""
+    OBSERVATION_LOST = "observation_lost"
+    REPLY = "reply"
+    """The task's lifecycle event: its one reply exists."""
+    REPLIED = "replied"
+    """On the task: which reply answered it. Detail: reply_interaction_id, status, source."""
+    BINDING_CAPTURE = "binding_capture"
+    BINDING_SUPPRESS = "binding_suppress"
+    BINDING_OBSERVATION_LOST = "binding_observation_lost"
+    BINDING_PUBLISH = "binding_publish"
 
 
 class IllegalTransition(PeerwireError):
@@ -30,8 +111,15 @@ class IllegalTransition(PeerwireError):
 class Lifecycle:
     name: str
     initial: str
-    transitions: Mapping[tuple[str, str], str]
+    transitions: Mapping[tuple[str, Event], str]
+    stages: Mapping[Event, Stage]
+    """The evidence stage each event records."""
     terminal: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        unstaged = self.events - set(self.stages)
+        if unstaged:
+            raise ValueError(f"{self.name}: events {sorted(unstaged)} record no stage")
 
     @property
     def states(self) -> frozenset[str]:
@@ -41,7 +129,7 @@ class Lifecycle:
         return frozenset(found)
 
     @property
-    def events(self) -> frozenset[str]:
+    def events(self) -> frozenset[Event]:
         return frozenset(event for (_src, event) in self.transitions)
 
     def allows(self, state: str, event: str) -> bool:
@@ -54,6 +142,14 @@ class Lifecycle:
         except KeyError:
             raise IllegalTransition(self.name, state, event) from None
 
+    def stage(self, event: str) -> Stage:
+        """The evidence stage ``event`` records."""
+        return self.stages[Event(event)]
+
+    def stages_into(self, state: str) -> frozenset[Stage]:
+        """The stages of the events that lead into ``state`` (what evidence says it was reached)."""
+        return frozenset(self.stages[event] for (_src, event), dst in self.transitions.items() if dst == state)
+
     def mermaid(self) -> str:
         lines = ["stateDiagram-v2", f"    [*] --> {self.initial}"]
         for (src, event), dst in sorted(self.transitions.items()):
@@ -61,6 +157,19 @@ class Lifecycle:
         for state in sorted(self.terminal):
             lines.append(f"    {state} --> [*]")
         return "\n".join(lines)
+
+
+# A record's own events record stages of the same name.
+_RECORD_STAGES: Mapping[Event, Stage] = {
+    Event.CLAIM_BY_RECEIVE: Stage.CLAIM_BY_RECEIVE,
+    Event.CLAIM_BY_DISPATCH: Stage.CLAIM_BY_DISPATCH,
+    Event.RELEASE: Stage.RELEASE,
+    Event.PROVIDER_ACCEPTED: Stage.PROVIDER_ACCEPTED,
+    Event.PROVIDER_UNCERTAIN: Stage.PROVIDER_UNCERTAIN,
+    Event.PROVIDER_VISIBLE: Stage.PROVIDER_VISIBLE,
+    Event.OBSERVATION_LOST: Stage.OBSERVATION_LOST,
+    Event.REPLY: Stage.REPLY,
+}
 
 
 # A task (one request) from admission to its single reply.
@@ -72,45 +181,49 @@ class Lifecycle:
 # uncertain    it may or may not have reached the provider: never replayed
 # replied      the one reply exists (explicit or from the bound turn's outcome)
 TASK = Lifecycle(
-    name="task",
+    name=Kind.TASK,
     initial="pending",
     transitions={
-        ("pending", "claim_by_receive"): "claimed",
-        ("pending", "claim_by_dispatch"): "dispatching",
-        ("dispatching", "release"): "pending",
-        ("dispatching", "provider_accepted"): "accepted",
-        ("dispatching", "provider_uncertain"): "uncertain",
-        ("accepted", "observation_lost"): "uncertain",
-        ("pending", "reply"): "replied",
-        ("claimed", "reply"): "replied",
-        ("dispatching", "reply"): "replied",
-        ("accepted", "reply"): "replied",
-        ("uncertain", "reply"): "replied",
+        ("pending", Event.CLAIM_BY_RECEIVE): "claimed",
+        ("pending", Event.CLAIM_BY_DISPATCH): "dispatching",
+        ("dispatching", Event.RELEASE): "pending",
+        ("dispatching", Event.PROVIDER_ACCEPTED): "accepted",
+        ("dispatching", Event.PROVIDER_UNCERTAIN): "uncertain",
+        ("accepted", Event.OBSERVATION_LOST): "uncertain",
+        ("pending", Event.REPLY): "replied",
+        ("claimed", Event.REPLY): "replied",
+        ("dispatching", Event.REPLY): "replied",
+        ("accepted", Event.REPLY): "replied",
+        ("uncertain", Event.REPLY): "replied",
     },
+    stages=_RECORD_STAGES,
     terminal=frozenset({"replied"}),
 )
 
-def _delivery(name: str, initial: str) -> Lifecycle:
+
+def _delivery(kind: Kind, initial: str) -> Lifecycle:
     """A record that is only ever made visible: the provider shows it, or may have."""
     return Lifecycle(
-        name=name,
+        name=kind,
         initial=initial,
         transitions={
-            (initial, "provider_visible"): "provider_visible",
-            (initial, "provider_uncertain"): "uncertain",
+            (initial, Event.PROVIDER_VISIBLE): "provider_visible",
+            (initial, Event.PROVIDER_UNCERTAIN): "uncertain",
         },
+        stages=_RECORD_STAGES,
         terminal=frozenset({"provider_visible", "uncertain"}),
     )
 
 
 # An information record: never runnable work, only made visible.
-INFORMATION = _delivery("information", "admitted")
+INFORMATION = _delivery(Kind.INFORMATION, "admitted")
 
 # A reply record, explicit or built from a provider turn's outcome. It is published
 # as it is admitted; what happens after is only about making it visible.
-REPLY = _delivery("reply", "published")
+REPLY = _delivery(Kind.REPLY, "published")
 
-# A provider binding: one task admitted into one exact provider turn.
+# A provider binding: one task admitted into one exact provider turn. Its events are
+# recorded on the task, under stages of their own.
 #
 # accepted   the provider admitted the task into (thread, turn); persisted before
 #            any completion can be observed
@@ -122,22 +235,28 @@ BINDING = Lifecycle(
     name="binding",
     initial="accepted",
     transitions={
-        ("accepted", "capture"): "captured",
-        ("accepted", "suppress"): "suppressed",
-        ("accepted", "observation_lost"): "uncertain",
-        ("captured", "publish"): "published",
-        ("captured", "suppress"): "suppressed",
+        ("accepted", Event.CAPTURE): "captured",
+        ("accepted", Event.SUPPRESS): "suppressed",
+        ("accepted", Event.OBSERVATION_LOST): "uncertain",
+        ("captured", Event.PUBLISH): "published",
+        ("captured", Event.SUPPRESS): "suppressed",
+    },
+    stages={
+        Event.CAPTURE: Stage.BINDING_CAPTURE,
+        Event.SUPPRESS: Stage.BINDING_SUPPRESS,
+        Event.OBSERVATION_LOST: Stage.BINDING_OBSERVATION_LOST,
+        Event.PUBLISH: Stage.BINDING_PUBLISH,
     },
     terminal=frozenset({"published", "suppressed", "uncertain"}),
 )
 
 # A notice from peerwire itself (an uncertain delivery, an interrupted turn).
-NOTICE = _delivery("notice", "published")
+NOTICE = _delivery(Kind.NOTICE, "published")
 
-LIFECYCLES: dict[str, Lifecycle] = {
-    "task": TASK,
-    "information": INFORMATION,
-    "reply": REPLY,
-    "notice": NOTICE,
+LIFECYCLES: dict[Kind, Lifecycle] = {
+    Kind.TASK: TASK,
+    Kind.INFORMATION: INFORMATION,
+    Kind.REPLY: REPLY,
+    Kind.NOTICE: NOTICE,
 }
 """Lifecycles of interaction records, by kind. Bindings use :data:`BINDING`."""

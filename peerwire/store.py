@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from . import cursor as cursors
 from .errors import Code, PeerwireError
-from .lifecycle import BINDING, INFORMATION, LIFECYCLES, NOTICE, REPLY, TASK
+from .lifecycle import BINDING, CLAIM_EVENTS, INFORMATION, LIFECYCLES, NOTICE, REPLY, TASK, Claimant, Event, Kind, Stage
 from .limits import TOKEN_BYTES
 from .registry import SYSTEM_SENDER, AgentRow, resolve_target
 from .schema import LATEST, MIGRATIONS
@@ -257,7 +257,7 @@ class Store:
         self, sender: AgentRow, recipient: AgentRow, body: str, *, receipt: dict | None = None, run_id: str | None = None
     ) -> dict[str, Any]:
         with self.write() as db:
-            ix = self._insert(db, "information", INFORMATION.initial, sender, recipient, body,
+            ix = self._insert(db, Kind.INFORMATION, INFORMATION.initial, sender, recipient, body,
                               receipt=receipt, run_id=run_id)
         return self._receipt(ix)
 
@@ -266,7 +266,7 @@ class Store:
     ) -> dict[str, Any]:
         request_id = new_id("rq")
         with self.write() as db:
-            ix = self._insert(db, "task", TASK.initial, sender, recipient, body,
+            ix = self._insert(db, Kind.TASK, TASK.initial, sender, recipient, body,
                               request_id=request_id, receipt=receipt, run_id=run_id)
             db.execute(
                 """INSERT INTO requests(request_id, task_interaction_id, requester_id, recipient_id, created_at)
@@ -323,16 +323,16 @@ class Store:
                 {"request_id": request_id, "reply_interaction_id": req["reply_interaction_id"]},
             )
         task = self._interaction(db, req["task_interaction_id"])
-        self._transition(db, task, "reply", {"source": source})
+        self._transition(db, task, Event.REPLY, {"source": source})
         requester = self.agent(req["requester_id"])
-        ix = self._insert(db, "reply", REPLY.initial, sender, requester, body, request_id=request_id,
+        ix = self._insert(db, Kind.REPLY, REPLY.initial, sender, requester, body, request_id=request_id,
                           reply_status=status, notice_code=code, receipt=receipt, run_id=task["run_id"],
                           evidence_detail={"source": source, **(detail or {})})
         db.execute(
             "UPDATE requests SET reply_interaction_id = ?, reply_source = ? WHERE request_id = ?",
             (ix["interaction_id"], source, request_id),
         )
-        self._evidence(db, task["interaction_id"], "replied",
+        self._evidence(db, task["interaction_id"], Stage.REPLIED,
                        {"reply_interaction_id": ix["interaction_id"], "status": status, "source": source})
         return ix
 
@@ -341,14 +341,14 @@ class Store:
     ) -> dict[str, Any]:
         """A record from peerwire itself to ``recipient`` (never from an agent)."""
         with self.write() as db:
-            ix = self._insert(db, "notice", NOTICE.initial, None, recipient, body,
+            ix = self._insert(db, Kind.NOTICE, NOTICE.initial, None, recipient, body,
                               request_id=request_id, notice_code=code, evidence_detail=detail)
         return self._receipt(ix)
 
     def _insert(
         self,
         db: sqlite3.Connection,
-        kind: str,
+        kind: Kind,
         state: str,
         sender: AgentRow | None,
         recipient: AgentRow,
@@ -375,7 +375,7 @@ class Store:
         detail = {"recipient": recipient.ref, "bytes": len(body.encode("utf-8"))}
         if receipt:
             detail["tool_receipt"] = receipt
-        self._evidence(db, interaction_id, "admitted", {**detail, **(evidence_detail or {})})
+        self._evidence(db, interaction_id, Stage.ADMITTED, {**detail, **(evidence_detail or {})})
         return self._interaction(db, interaction_id)
 
     def _receipt(self, ix: sqlite3.Row) -> dict[str, Any]:
@@ -394,28 +394,30 @@ class Store:
 
     # -- lifecycle and evidence ----------------------------------------------
 
-    def transition(self, interaction_id: str, event: str, detail: dict | None = None) -> str:
+    def transition(self, interaction_id: str, event: Event, detail: dict | None = None) -> str:
         """Apply ``event`` to an interaction's lifecycle and record the evidence."""
         with self.write() as db:
             row = self._interaction(db, interaction_id)
             return self._transition(db, row, event, detail)
 
-    def _transition(self, db: sqlite3.Connection, row: sqlite3.Row, event: str, detail: dict | None = None) -> str:
-        new_state = LIFECYCLES[row["kind"]].next(row["state"], event)
+    def _transition(self, db: sqlite3.Connection, row: sqlite3.Row, event: Event, detail: dict | None = None) -> str:
+        lifecycle = LIFECYCLES[row["kind"]]
+        new_state = lifecycle.next(row["state"], event)
         db.execute(
             "UPDATE interactions SET state = ?, updated_at = ? WHERE interaction_id = ?",
             (new_state, now(), row["interaction_id"]),
         )
-        self._evidence(db, row["interaction_id"], event, {"from": row["state"], "to": new_state, **(detail or {})})
+        self._evidence(db, row["interaction_id"], lifecycle.stage(event),
+                       {"from": row["state"], "to": new_state, **(detail or {})})
         return new_state
 
-    def add_evidence(self, interaction_id: str, stage: str, detail: dict | None = None) -> None:
+    def add_evidence(self, interaction_id: str, stage: Stage, detail: dict | None = None) -> None:
         with self.write() as db:
             self._interaction(db, interaction_id)
             self._evidence(db, interaction_id, stage, detail or {})
 
     @staticmethod
-    def _evidence(db: sqlite3.Connection, interaction_id: str, stage: str, detail: dict) -> None:
+    def _evidence(db: sqlite3.Connection, interaction_id: str, stage: Stage, detail: dict) -> None:
         db.execute(
             "INSERT INTO evidence(interaction_id, stage, at, detail) VALUES (?, ?, ?, ?)",
             (interaction_id, stage, now(), json.dumps(detail, sort_keys=True, ensure_ascii=False)),
@@ -429,21 +431,21 @@ class Store:
             task = self._task(db, request_id)
             if task["state"] != TASK.initial:
                 return None
-            return self._claim(db, task, "dispatch")
+            return self._claim(db, task, Claimant.DISPATCH)
 
     def release_claim(self, request_id: str, reason: str) -> None:
         """Give a dispatch claim back (the provider proved nothing was admitted)."""
         with self.write() as db:
             task = self._task(db, request_id)
-            self._transition(db, task, "release", {"reason": reason})
+            self._transition(db, task, Event.RELEASE, {"reason": reason})
             db.execute(
                 "UPDATE claims SET released_at = ?, release_reason = ? WHERE request_id = ? AND released_at IS NULL",
                 (now(), reason, request_id),
             )
 
-    def _claim(self, db: sqlite3.Connection, task: sqlite3.Row, claimant: str) -> str:
+    def _claim(self, db: sqlite3.Connection, task: sqlite3.Row, claimant: Claimant) -> str:
         claim_id = new_id("cl")
-        self._transition(db, task, f"claim_by_{claimant}", {"claim_id": claim_id})
+        self._transition(db, task, CLAIM_EVENTS[claimant], {"claim_id": claim_id})
         db.execute(
             "INSERT INTO claims(claim_id, request_id, claimant, claimed_at) VALUES (?, ?, ?, ?)",
             (claim_id, task["request_id"], claimant, now()),
@@ -452,8 +454,8 @@ class Store:
 
     def pending_tasks(self, recipient_id: str) -> list[str]:
         return [r[0] for r in self.db.execute(
-            "SELECT request_id FROM interactions WHERE kind = 'task' AND recipient_id = ? AND state = ? ORDER BY seq",
-            (recipient_id, TASK.initial),
+            "SELECT request_id FROM interactions WHERE kind = ? AND recipient_id = ? AND state = ? ORDER BY seq",
+            (Kind.TASK, recipient_id, TASK.initial),
         )]
 
     # -- receiving ------------------------------------------------------------
@@ -477,7 +479,7 @@ class Store:
                         "SELECT interaction_id FROM interactions WHERE recipient_id = ? AND seq > ? AND seq <= ?",
                         (caller.agent_id, acked, upto),
                     ).fetchall():
-                        self._evidence(db, row[0], "acknowledged", {"by": caller.ref})
+                        self._evidence(db, row[0], Stage.ACKNOWLEDGED, {"by": caller.ref})
                     db.execute(
                         "UPDATE cursors SET acked_seq = ?, updated_at = ? WHERE agent_id = ?",
                         (upto, now(), caller.agent_id),
@@ -495,9 +497,9 @@ class Store:
             for row in rows:
                 if row["received_at"] is None:
                     db.execute("UPDATE interactions SET received_at = ? WHERE seq = ?", (stamp, row["seq"]))
-                    self._evidence(db, row["interaction_id"], "received", {"by": caller.ref})
-                if row["kind"] == "task" and row["state"] == TASK.initial:
-                    self._claim(db, row, "receive")
+                    self._evidence(db, row["interaction_id"], Stage.RECEIVED, {"by": caller.ref})
+                if row["kind"] == Kind.TASK and row["state"] == TASK.initial:
+                    self._claim(db, row, Claimant.RECEIVE)
                     new_work.append(row["request_id"])
             end = rows[-1]["seq"] if rows else start
         return Page(
@@ -539,13 +541,13 @@ class Store:
         with self.write() as db:
             task = self._task(db, request_id)
             state = BINDING.initial
-            if task["state"] == "replied":
+            if task["state"] in TASK.terminal:
                 # The recipient's explicit reply landed before the provider's acknowledgement
                 # did: the turn is still bound (evidence), but it owes no automatic result.
-                state = BINDING.next(state, "suppress")
-                self._evidence(db, task["interaction_id"], "provider_accepted_after_reply", facts)
+                state = BINDING.next(state, Event.SUPPRESS)
+                self._evidence(db, task["interaction_id"], Stage.PROVIDER_ACCEPTED_AFTER_REPLY, facts)
             else:
-                self._transition(db, task, "provider_accepted", facts)
+                self._transition(db, task, Event.PROVIDER_ACCEPTED, facts)
             db.execute(
                 """INSERT INTO bindings(binding_id, request_id, claim_id, agent_id, generation, thread_id,
                        turn_id, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
@@ -566,14 +568,14 @@ class Store:
         with self.write() as db:
             task = self._task(db, request_id)
             req = self._request(db, request_id)
-            event = "observation_lost" if task["state"] == "accepted" else "provider_uncertain"
+            event = Event.OBSERVATION_LOST if task["state"] == "accepted" else Event.PROVIDER_UNCERTAIN
             self._transition(db, task, event, {"reason": reason})
             if binding_id:
-                self._binding_transition(db, binding_id, "observation_lost", {"reason": reason})
+                self._binding_transition(db, binding_id, Event.OBSERVATION_LOST, {"reason": reason})
             requester = self.agent(req["requester_id"])
             body = (f"Delivery of your task {request_id} to {task['recipient_name']} is uncertain ({reason}). "
                     "peerwire will not send it again; ask the recipient or assign it anew if needed.")
-            ix = self._insert(db, "notice", NOTICE.initial, None, requester, body, request_id=request_id,
+            ix = self._insert(db, Kind.NOTICE, NOTICE.initial, None, requester, body, request_id=request_id,
                               notice_code="delivery_uncertain", evidence_detail={"reason": reason})
         return self._receipt(ix)
 
@@ -587,12 +589,12 @@ class Store:
             binding = self._binding(db, binding_id)
             req = self._request(db, binding["request_id"])
             if req["reply_interaction_id"] is not None:
-                return self._binding_transition(db, binding_id, "suppress",
+                return self._binding_transition(db, binding_id, Event.SUPPRESS,
                                                 {"reply_interaction_id": req["reply_interaction_id"]})
             db.execute("UPDATE bindings SET outcome = ? WHERE binding_id = ?",
                        (json.dumps(outcome, ensure_ascii=False), binding_id))
             summary = {k: v for k, v in outcome.items() if k != "text"}
-            return self._binding_transition(db, binding_id, "capture", summary)
+            return self._binding_transition(db, binding_id, Event.CAPTURE, summary)
 
     def publish_outcome(self, binding_id: str, sender: AgentRow | None, status: str, body: str, *,
                         code: str | None = None) -> dict[str, Any] | None:
@@ -601,13 +603,13 @@ class Store:
             binding = self._binding(db, binding_id)
             req = self._request(db, binding["request_id"])
             if req["reply_interaction_id"] is not None:
-                self._binding_transition(db, binding_id, "suppress",
+                self._binding_transition(db, binding_id, Event.SUPPRESS,
                                          {"reply_interaction_id": req["reply_interaction_id"]})
                 return None
             source = "turn_outcome" if sender is not None else "peerwire"
             ix = self._close_request(db, req, sender, status, body, source=source, code=code,
                                      detail={"binding_id": binding_id, "turn_id": binding["turn_id"]})
-            self._binding_transition(db, binding_id, "publish", {"reply_interaction_id": ix["interaction_id"]})
+            self._binding_transition(db, binding_id, Event.PUBLISH, {"reply_interaction_id": ix["interaction_id"]})
         return self._receipt(ix)
 
     def bindings(self, *, state: str | None = None, turn_id: str | None = None) -> list[dict[str, Any]]:
@@ -629,13 +631,13 @@ class Store:
             raise PeerwireError(Code.UNKNOWN_REQUEST, f"no binding {binding_id!r}")
         return row
 
-    def _binding_transition(self, db: sqlite3.Connection, binding_id: str, event: str, detail: dict) -> str:
+    def _binding_transition(self, db: sqlite3.Connection, binding_id: str, event: Event, detail: dict) -> str:
         binding = self._binding(db, binding_id)
         new_state = BINDING.next(binding["state"], event)
         db.execute("UPDATE bindings SET state = ?, updated_at = ? WHERE binding_id = ?",
                    (new_state, now(), binding_id))
         task = self._task(db, binding["request_id"])
-        self._evidence(db, task["interaction_id"], f"binding_{event}",
+        self._evidence(db, task["interaction_id"], BINDING.stage(event),
                        {"binding_id": binding_id, "from": binding["state"], "to": new_state, **detail})
         return new_state
 
@@ -677,8 +679,8 @@ class Store:
                 req = self._request(db, ident)
                 ids = [req["task_interaction_id"]] + ([req["reply_interaction_id"]] if req["reply_interaction_id"] else [])
                 ids += [r[0] for r in db.execute(
-                    "SELECT interaction_id FROM interactions WHERE request_id = ? AND kind = 'notice' ORDER BY seq",
-                    (ident,))]
+                    "SELECT interaction_id FROM interactions WHERE request_id = ? AND kind = ? ORDER BY seq",
+                    (ident, Kind.NOTICE))]
             else:
                 ids = [self._interaction(db, ident)["interaction_id"]]
             out = []
@@ -698,7 +700,7 @@ class Store:
         return {"id": ident, "interactions": out, "bindings": bindings}
 
     def dump(self) -> dict[str, list[dict[str, Any]]]:
-        """Every row of every table, for reports and crash checks."""
+        """Every row of every table, raw (the core's own tests read it; everyone else reads the export)."""
         tables = [r[0] for r in self.db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
         out: dict[str, list[dict[str, Any]]] = {}

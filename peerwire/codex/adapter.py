@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable
 
 from .. import collab, envelope
 from ..errors import Code, PeerwireError
+from ..lifecycle import Event
 from ..registry import AgentRow
 from ..store import Store
 from .app_server import AppServerClient, AppServerError, AppServerExited, JsonRpcError
@@ -90,6 +91,13 @@ class CodexProvider:
         # The transport: a real app-server, or a recorded exchange replayed in tests.
         self.start_client = start_client
         self.owners: dict[str, Owner] = {}
+
+    @classmethod
+    def in_process(cls, home: Path) -> "CodexProvider":
+        """An adapter on a store of its own in ``home``, with no app around it (white-box tests and
+        fixture recording drive it directly). Close its store (``provider.store.close()``) when done."""
+        home.mkdir(parents=True, exist_ok=True)
+        return cls(Store(home / "peerwire.db"), lambda *_: None, home / "codex")
 
     # -- attach and detach --------------------------------------------------------
 
@@ -320,10 +328,10 @@ class CodexProvider:
             await owner.client.thread_inject_items(owner.thread_id, [inject_item(self._render(record))],
                                                    timeout=REQUEST_TIMEOUT_S)
         except (AppServerError, TimeoutError) as exc:
-            self.store.transition(record["record_id"], "provider_uncertain",
+            self.store.transition(record["record_id"], Event.PROVIDER_UNCERTAIN,
                                   {"via": "thread/inject_items", "error": str(exc)[:500]})
             return
-        self.store.transition(record["record_id"], "provider_visible",
+        self.store.transition(record["record_id"], Event.PROVIDER_VISIBLE,
                               {"via": "thread/inject_items", "thread_id": owner.thread_id,
                                "generation": owner.generation, "active_turn": owner.active_turn})
 
