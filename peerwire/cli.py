@@ -105,6 +105,11 @@ def _parser() -> argparse.ArgumentParser:
     trace = sub.add_parser("trace", parents=[common], help="every delivery stage of one interaction or request")
     trace.add_argument("id")
 
+    exp = sub.add_parser("export", parents=[common],
+                         help="the home's evidence export (contracts/export.schema.json): from its running app, "
+                              "or read-only from a stopped home")
+    exp.add_argument("--out", metavar="FILE", help="write the export to FILE (mode 0600) instead of stdout")
+
     mcp = sub.add_parser("mcp", help="the MCP server").add_subparsers(dest="mcp_command", required=True)
     serve = mcp.add_parser("serve", help="serve the messaging tools on stdio (reads PEERWIRE_HOME, PEERWIRE_SESSION_ID)")
     serve.add_argument("--profile", choices=["messaging", "collab"], default="messaging",
@@ -148,6 +153,8 @@ def _run(args: argparse.Namespace) -> int:
         return _print(args, out, f"home {'created' if not existed else 'ready'}: {home.path}")
 
     admin = ControlClient(home)
+    if args.command == "export":
+        return _export(admin, home, args.out)
     if args.command == "agent":
         if args.agent_command == "register":
             out = admin.call("register_agent", {"name": args.name, "provider": args.provider,
@@ -230,6 +237,26 @@ def _run(args: argparse.Namespace) -> int:
         out = client.call("list_agents", call, meta=meta)
         return _print(args, out, _agent_table(out["agents"]))
     raise PeerwireError(Code.INVALID_ARGUMENT, f"unknown command {args.command}")
+
+
+def _export(admin: ControlClient, home: Home, out: str | None) -> int:
+    """The running app's export when it answers; a stopped home is read from its store, read-only."""
+    from . import export
+
+    try:
+        document = admin.call("export", wait_s=30)
+    except PeerwireError as error:
+        if error.code is not Code.APP_UNAVAILABLE:
+            raise
+        document = export.of_home(home)
+    text = json.dumps(document, ensure_ascii=False, indent=1) + "\n"
+    if out is None:
+        sys.stdout.write(text)
+        return 0
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return 0
 
 
 def _agent_id(admin: ControlClient, ident: str) -> str:

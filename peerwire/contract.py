@@ -17,6 +17,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
 
 from .errors import Code, PeerwireError
 from .limits import MAX_BODY_BYTES
@@ -53,7 +54,24 @@ def contracts_dir() -> Path:
 
 @lru_cache(maxsize=None)
 def definitions() -> dict[str, Any]:
-    return json.loads((contracts_dir() / "definitions.json").read_text("utf-8"))["$defs"]
+    return _document("definitions.json")["$defs"]
+
+
+@lru_cache(maxsize=None)
+def _document(name: str) -> dict[str, Any]:
+    return json.loads((contracts_dir() / name).read_text("utf-8"))
+
+
+@lru_cache(maxsize=None)
+def document_validator(name: str) -> Draft202012Validator:
+    """A validator for a document schema in ``contracts/`` (e.g. ``export.schema.json``).
+
+    The schema's references into ``definitions.json`` resolve to that file, so
+    each shared shape keeps its one definition.
+    """
+    shared = _document("definitions.json")
+    registry = Registry().with_resource(shared["$id"], Resource.from_contents(shared))
+    return Draft202012Validator(_document(name), registry=registry)
 
 
 def bundle(schema: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
-from . import contract
+from . import contract, export
 from .collab_ops import CollabOperations
 from .errors import Code, PeerwireError
 from .hub import WakeHub
@@ -68,6 +68,7 @@ class Operations:
             "await_turn": self.await_turn,
             "owners": self.owners,
             "await_change": self.await_change,
+            "export": self.export,
         }
         self._background: set[asyncio.Task] = set()
         self._changed = asyncio.Event()
@@ -217,6 +218,10 @@ class Operations:
         if not isinstance(ident, str) or not ident:
             raise PeerwireError(Code.INVALID_ARGUMENT, "trace needs an interaction_id (ix_…) or request_id (rq_…)")
         return self.store.trace(ident)
+
+    async def export(self, args: dict, token: str | None) -> dict:
+        """Everything the store recorded, in the versioned export format (``contracts/export.schema.json``)."""
+        return export.of_store(self.store)
 
     async def whoami(self, args: dict, token: str | None) -> dict:
         return {"agent": self.store.caller(token).public()}
