@@ -2,7 +2,7 @@
 
 Layout of ``<artifacts root>/<scenario>.<mode>/`` (directories 0700, files 0600)::
 
-    core-dump.json            every row of the core's store (``Store.dump()``)
+    core-export.json          the core's evidence export (``contracts/export.schema.json``)
     core/app.log              the core app's log
     model-requests.jsonl      the scripted model's request log (scripted provider only)
     appserver/<A>.g<n>.appserver.jsonl, .stderr.log
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.codex.lab import AUTH_FILE, CodexLab
-from peerwire.store import Store
+from harness.evidence.core import EXPORT_FILE
 
-from .observations import APPSERVER_DIR, CORE_DUMP, MODEL_REQUESTS, ROLLOUTS_DIR
+from .observations import APPSERVER_DIR, MODEL_REQUESTS, ROLLOUTS_DIR
 
 # Shorter strings (e.g. "Bearer", booleans) occur in any log and prove nothing.
 _MIN_SECRET_CHARS = 8
@@ -37,20 +37,16 @@ _MIN_SECRET_CHARS = 8
 def collect(lab: CodexLab, destination: Path) -> Path:
     """Copy the run's evidence from the lab's directories into ``destination``.
 
-    Call once the lab has stopped: the core dump is read from the store after
+    Call once the lab has stopped: the core's export is taken from its home after
     the app released it. Missing sources (a run that failed early) are skipped.
     An existing ``destination`` is replaced: it only ever holds an earlier copy.
     """
     if destination.exists():
         shutil.rmtree(destination)
     _private_dir(destination)
-    if lab.home.db.is_file():
-        store = Store(lab.home.db)
-        try:
-            dump = store.dump()
-        finally:
-            store.close()
-        _write(destination / CORE_DUMP, json.dumps(dump, indent=1, ensure_ascii=False, default=str).encode("utf-8"))
+    document = lab.export()
+    if document is not None:
+        _write(destination / EXPORT_FILE, json.dumps(document, indent=1, ensure_ascii=False).encode("utf-8"))
     _copy(lab.home.log, destination / "core" / "app.log")
     _copy(lab.root / "artifacts" / MODEL_REQUESTS, destination / MODEL_REQUESTS)
     for source in sorted((lab.home.path / "codex").glob("*")):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from peerwire import envelope
+from peerwire.lifecycle import BINDING, Stage
 
 from harness.evidence.rollouts import RolloutLine
 
@@ -137,9 +138,9 @@ def _carries(obs: Observations, text: str, record: Mapping[str, Any]) -> bool:
     headers = parsed["headers"]
     if headers.get("Message Type") != envelope.MESSAGE_TYPES[record["kind"]]:
         return False
-    recipient_path = obs.paths.get(record["recipient_id"])
+    recipient_path = obs.paths.get(record["recipient"]["agent_id"])
     if recipient_path is not None:
-        sender = obs.paths.get(record["sender_id"]) or obs.agent_name(record["sender_id"])
+        sender = obs.paths.get(record["sender"]["agent_id"]) or obs.agent_name(record["sender"]["agent_id"])
         return headers.get("Task name") == recipient_path and headers.get("Sender") == sender
     return headers.get("Request") == record.get("request_id") if record.get("request_id") else True
 
@@ -167,10 +168,10 @@ def _receive_outputs(obs: Observations, agent: str, record_id: str) -> list[tupl
 
 
 def _reply_of(obs: Observations, task: Mapping[str, Any]) -> dict[str, Any]:
-    request = next((r for r in obs.requests if r["request_id"] == task["request_id"]), None)
+    request = obs.core.request(task["request_id"])
     require(request is not None, f"no request row for {task['request_id']}")
-    require(request["reply_interaction_id"], f"request {task['request_id']} has no reply")
-    reply = obs.record(request["reply_interaction_id"])
+    require(request["reply_record_id"], f"request {task['request_id']} has no reply")
+    reply = obs.record(request["reply_record_id"])
     return {**reply, "reply_source": request["reply_source"]}
 
 
@@ -188,13 +189,15 @@ def tool_receipt(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
     """The record carries the exact Codex thread, turn and call of the agent's tool call."""
     record = obs.select(params["record"])
     agent, tool = params["agent"], params["tool"]
-    ev.cite(record["interaction_id"])
+    ev.cite(record["record_id"])
     receipt = record["tool_receipt"] or {}
-    require(receipt.get("via") == "mcp", f"{record['interaction_id']} was not admitted through MCP: {receipt}")
-    key = "request_id" if record["kind"] == "task" else "interaction_id"
+    require(receipt.get("via") == "mcp", f"{record['record_id']} was not admitted through MCP: {receipt}")
+    # The tool's receipt names a task by its request, anything else by the record.
+    key, value = ("request_id", record["request_id"]) if record["kind"] == "task" else ("interaction_id",
+                                                                                        record["record_id"])
     calls = [(call, out) for call, out in obs.tool_calls(agent, tool)
-             if out is not None and (output_json(out.text()) or {}).get(key) == record[key]]
-    require(len(calls) == 1, f"{agent}'s rollout shows {len(calls)} {tool} calls answered with {record[key]}")
+             if out is not None and (output_json(out.text()) or {}).get(key) == value]
+    require(len(calls) == 1, f"{agent}'s rollout shows {len(calls)} {tool} calls answered with {value}")
     call, output = calls[0]
     ev.cite(call, output)
     call_id = call.payload["call_id"]
@@ -213,7 +216,7 @@ def tool_receipt(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
     require(item is not None, f"{agent}'s app-server reported no mcpToolCall {call_id}")
     ev.cite(item)
     require(item.params.get("turnId") == call.running_turn_id, "the app-server placed the call in another turn")
-    return (f"{record['interaction_id']} ({record['kind']}) carries {agent}'s thread {receipt['thread_id']}, "
+    return (f"{record['record_id']} ({record['kind']}) carries {agent}'s thread {receipt['thread_id']}, "
             f"turn {receipt['turn_id']} and call {call_id}, as the rollout and the app-server report them")
 
 
@@ -227,11 +230,11 @@ def injected_without_turn(obs: Observations, params: Mapping[str, Any], ev: Evid
     and no other turn started.
     """
     record = obs.select(params["record"])
-    recipient = obs.agent_name(record["recipient_id"])
+    recipient = obs.agent_name(record["recipient"]["agent_id"])
     host = obs.host(recipient)
     idle = params.get("recipient_was", "idle") == "idle"
-    ev.cite(record["interaction_id"])
-    visible = obs.evidence(record["interaction_id"], "provider_visible")
+    ev.cite(record["record_id"])
+    visible = obs.evidence(record["record_id"], Stage.PROVIDER_VISIBLE)
     require(len(visible) == 1, f"{len(visible)} provider_visible evidence rows, not one")
     detail = visible[0]["detail"]
     require(detail.get("via") == "thread/inject_items", f"made visible via {detail.get('via')}")
@@ -281,9 +284,9 @@ def injected_without_turn(obs: Observations, params: Mapping[str, Any], ev: Evid
                 f"the next turn in the rollout ({later_starts[0].payload.get('turn_id')}) is not the one "
                 f"the next turn/start opened ({next_turn})")
     if not idle:
-        return (f"{record['interaction_id']} was injected into {recipient}'s running turn {running} once and "
+        return (f"{record['record_id']} was injected into {recipient}'s running turn {running} once and "
                 f"acknowledged; that turn went on to complete and no turn started from it")
-    return (f"{record['interaction_id']} was injected into idle {recipient} once and acknowledged; no turn "
+    return (f"{record['record_id']} was injected into idle {recipient} once and acknowledged; no turn "
             f"started until the next turn/start{f' ({next_turn})' if next_turn else ''}")
 
 
@@ -292,15 +295,15 @@ def received_exactly(obs: Observations, params: Mapping[str, Any], ev: Evidence)
     """The agent's receive_messages output holds the record with its exact body."""
     record = obs.select(params["record"])
     agent = params["agent"]
-    ev.cite(record["interaction_id"])
-    found = _receive_outputs(obs, agent, record["interaction_id"])
-    require(found, f"no receive_messages output of {agent} holds {record['interaction_id']}")
+    ev.cite(record["record_id"])
+    found = _receive_outputs(obs, agent, record["record_id"])
+    require(found, f"no receive_messages output of {agent} holds {record['record_id']}")
     output, received = found[0]
     ev.cite(output)
     require(received.get("body") == record["body"], "the received body differs from the stored body")
     require(received["body"].encode("utf-8") == record["body"].encode("utf-8"), "the bodies differ byte for byte")
     require(received.get("request_id") == record.get("request_id"), "the received request_id differs")
-    return (f"{agent} received {record['interaction_id']} with its body byte-identical "
+    return (f"{agent} received {record['record_id']} with its body byte-identical "
             f"({len(record['body'].encode('utf-8'))} bytes)")
 
 
@@ -309,7 +312,7 @@ def in_model_input(obs: Observations, params: Mapping[str, Any], ev: Evidence) -
     """The record's envelope is in the agent's model input (in turn ``turn`` when given)."""
     record = obs.select(params["record"])
     agent = params["agent"]
-    ev.cite(record["interaction_id"])
+    ev.cite(record["record_id"])
     turn = obs.turn(params["turn"])["turn_id"] if "turn" in params else None
     if obs.view.scripted:
         hits = [exchange for exchange in obs.exchanges(agent) if turn in (None, exchange.turn_id)
@@ -322,10 +325,10 @@ def in_model_input(obs: Observations, params: Mapping[str, Any], ev: Evidence) -
         lines = [line for line in obs.rollout(agent)
                  if line.record_type == "response_item" and line.payload_type == "message"
                  and _carries(obs, line.text(), record)]
-        require(lines, f"{agent}'s rollout holds no envelope of {record['interaction_id']}")
+        require(lines, f"{agent}'s rollout holds no envelope of {record['record_id']}")
         ev.cite(*lines)
         where = "the rollout"
-    return f"{agent}'s model saw the envelope of {record['interaction_id']} with the exact body in {where}"
+    return f"{agent}'s model saw the envelope of {record['record_id']} with the exact body in {where}"
 
 
 @judgement
@@ -333,13 +336,13 @@ def task_bound(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> st
     """The task was bound once to the exact turn the adapter opened (or steered) for it."""
     task = obs.select(params["record"])
     request_id = task["request_id"]
-    ev.cite(task["interaction_id"])
-    recipient = obs.agent_name(task["recipient_id"])
+    ev.cite(task["record_id"])
+    recipient = obs.agent_name(task["recipient"]["agent_id"])
     bindings = obs.bindings_of(request_id)
     require(len(bindings) == 1, f"{request_id} has {len(bindings)} bindings, not one")
     binding = bindings[0]
     method = params.get("via", "turn/start")
-    accepted = obs.evidence(task["interaction_id"], "provider_accepted")
+    accepted = obs.evidence(task["record_id"], Stage.PROVIDER_ACCEPTED)
     require(len(accepted) == 1 and accepted[0]["detail"].get("via") == method,
             f"provider_accepted evidence {[row['detail'] for row in accepted]} does not say {method}")
     host = obs.host(recipient)
@@ -369,38 +372,40 @@ def reply_correlated(obs: Observations, params: Mapping[str, Any], ev: Evidence)
     the task); the reply must then have been delivered into its thread once.
     """
     task = obs.select(params["record"])
-    ev.cite(task["interaction_id"])
+    ev.cite(task["record_id"])
     reply = _reply_of(obs, task)
-    ev.cite(reply["interaction_id"])
+    ev.cite(reply["record_id"])
     require(reply["request_id"] == task["request_id"], "the reply names another request")
-    require(reply["recipient_id"] == task["sender_id"], "the reply went to someone other than the requester")
-    require(reply["reply_status"] == params.get("status", "done"),
-            f"reply status {reply['reply_status']}, expected {params.get('status', 'done')}")
+    require(reply["recipient"]["agent_id"] == task["sender"]["agent_id"],
+            "the reply went to someone other than the requester")
+    require(reply["status"] == params.get("status", "done"),
+            f"reply status {reply['status']}, expected {params.get('status', 'done')}")
     source = params.get("source")
     if source is not None:
         require(reply["reply_source"] == source, f"reply source {reply['reply_source']}, expected {source}")
     if source == "peerwire":
-        require(reply["sender_id"] is None, "a peerwire outcome is attributed to an agent")
+        require(reply["sender"]["agent_id"] is None, "a peerwire outcome is attributed to an agent")
     else:
-        require(reply["sender_id"] == task["recipient_id"], "the reply is not from the task's recipient")
+        require(reply["sender"]["agent_id"] == task["recipient"]["agent_id"],
+                "the reply is not from the task's recipient")
     if "code" in params:
-        require(reply["notice_code"] == params["code"], f"reply code {reply['notice_code']}, expected {params['code']}")
-    requester = obs.agent_name(task["sender_id"])
+        require(reply.get("code") == params["code"], f"reply code {reply.get('code')}, expected {params['code']}")
+    requester = obs.agent_name(task["sender"]["agent_id"])
     if params.get("received", True) is False:
         # The requester's tools, not its model, sent this task: it is delivered, not read.
-        visible = obs.evidence(reply["interaction_id"], "provider_visible")
+        visible = obs.evidence(reply["record_id"], Stage.PROVIDER_VISIBLE)
         require(len(visible) == 1, f"the reply was made visible to {requester} {len(visible)} times, not once")
-        return (f"{task['request_id']} has one reply {reply['interaction_id']} ({reply['reply_status']}, "
-                f"{reply['reply_source']}{', ' + reply['notice_code'] if reply['notice_code'] else ''}) "
+        return (f"{task['request_id']} has one reply {reply['record_id']} ({reply['status']}, "
+                f"{reply['reply_source']}{', ' + reply.get('code') if reply.get('code') else ''}) "
                 f"delivered to {requester}")
-    found = _receive_outputs(obs, requester, reply["interaction_id"])
-    require(found, f"{requester} never received {reply['interaction_id']} through receive_messages")
+    found = _receive_outputs(obs, requester, reply["record_id"])
+    require(found, f"{requester} never received {reply['record_id']} through receive_messages")
     output, received = found[0]
     ev.cite(output)
     require(received.get("request_id") == task["request_id"] and received.get("body") == reply["body"],
             "what the requester received differs from the reply record")
-    return (f"{task['request_id']} has one reply {reply['interaction_id']} ({reply['reply_status']}, "
-            f"{reply['reply_source']}{', ' + reply['notice_code'] if reply['notice_code'] else ''}) "
+    return (f"{task['request_id']} has one reply {reply['record_id']} ({reply['status']}, "
+            f"{reply['reply_source']}{', ' + reply.get('code') if reply.get('code') else ''}) "
             f"that {requester} received with the same request_id")
 
 
@@ -411,14 +416,14 @@ def consumed_before_final(obs: Observations, params: Mapping[str, Any], ev: Evid
     agent = params["agent"]
     turn_id = obs.turn(params["turn"])["turn_id"]
     reply = _reply_of(obs, task)
-    ev.cite(task["interaction_id"], reply["interaction_id"])
+    ev.cite(task["record_id"], reply["record_id"])
     lines = [line for line in obs.rollout(agent) if line.running_turn_id == turn_id]
     assigned = [out for call, out in obs.tool_calls(agent, "followup_task") if out in lines
                 and (output_json(out.text()) or {}).get("request_id") == task["request_id"]]
     require(assigned, f"{agent} did not assign {task['request_id']} in turn {params['turn']}")
     waits = [out for call, out in obs.tool_calls(agent, "wait_agent") if out in lines]
-    received = [out for out, _ in _receive_outputs(obs, agent, reply["interaction_id"]) if out in lines]
-    require(received, f"{agent} did not receive the reply {reply['interaction_id']} in turn {params['turn']}")
+    received = [out for out, _ in _receive_outputs(obs, agent, reply["record_id"]) if out in lines]
+    require(received, f"{agent} did not receive the reply {reply['record_id']} in turn {params['turn']}")
     finals = [line for line in obs.final_messages(agent) if line in lines]
     require(finals, f"{agent}'s turn {params['turn']} has no final answer")
     final = finals[-1]
@@ -439,20 +444,22 @@ def consumed_before_final(obs: Observations, params: Mapping[str, Any], ev: Evid
                 f"model request {producer.seq} that produced the final answer did not contain the reply")
         ev.cite(producer.seq)
     return (f"in turn {params['turn']} {agent} assigned {task['request_id']}, waited, received reply "
-            f"{reply['interaction_id']} and only then gave a final answer quoting it")
+            f"{reply['record_id']} and only then gave a final answer quoting it")
 
 
 @judgement
 def binding_state(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
     """The task's binding ended in ``state`` (e.g. suppressed by an explicit reply)."""
     task = obs.select(params["record"])
-    ev.cite(task["interaction_id"])
+    ev.cite(task["record_id"])
     bindings = obs.bindings_of(task["request_id"])
     require(len(bindings) == 1, f"{task['request_id']} has {len(bindings)} bindings, not one")
     state = bindings[0]["state"]
     require(state == params["state"], f"binding {bindings[0]['binding_id']} is {state}, not {params['state']}")
-    stage = f"binding_{'suppress' if state == 'suppressed' else 'publish'}"
-    rows = obs.evidence(task["interaction_id"], stage)
+    # The evidence of reaching that state: a row of a stage whose event leads into it.
+    stages = sorted(BINDING.stages_into(state))
+    rows = [row for stage in stages for row in obs.evidence(task["record_id"], stage)]
+    stage = " or ".join(stages)
     require(rows, f"no {stage} evidence row for {task['request_id']}")
     return f"binding {bindings[0]['binding_id']} of {task['request_id']} is {state} ({stage} evidence recorded)"
 
@@ -465,7 +472,7 @@ def interrupted_exactly(obs: Observations, params: Mapping[str, Any], ev: Eviden
         expected = obs.turn(params["turn"])["turn_id"]
     else:
         task = obs.select(params["record"])
-        ev.cite(task["interaction_id"])
+        ev.cite(task["record_id"])
         expected = _turn_of_request(obs, task)
     requests = [line for line in obs.transcript(agent) if line.dir == "sent" and line.method == "turn/interrupt"]
     ev.cite(*requests)
@@ -533,7 +540,7 @@ def resumed_same_thread(obs: Observations, params: Mapping[str, Any], ev: Eviden
             == first["thread_id"], "thread/resume did not answer with the same thread")
     if "record" in params:
         task = obs.select(params["record"])
-        ev.cite(task["interaction_id"])
+        ev.cite(task["record_id"])
         binding = obs.bindings_of(task["request_id"])
         require(len(binding) == 1 and binding[0]["generation"] == last["generation"]
                 and binding[0]["thread_id"] == first["thread_id"],
@@ -548,8 +555,8 @@ def recalls_from_history(obs: Observations, params: Mapping[str, Any], ev: Evide
     agent, fact = params["agent"], params["fact"]
     earlier, later = obs.select(params["earlier"]), obs.select(params["record"])
     earlier_reply, later_reply = _reply_of(obs, earlier), _reply_of(obs, later)
-    ev.cite(earlier["interaction_id"], earlier_reply["interaction_id"], later["interaction_id"],
-            later_reply["interaction_id"])
+    ev.cite(earlier["record_id"], earlier_reply["record_id"], later["record_id"],
+            later_reply["record_id"])
     require(fact in earlier_reply["body"], f"the earlier result does not contain {fact!r}")
     require(fact not in later["body"], "the later task gives the result again")
     require(fact in later_reply["body"], "the later answer does not recall the result")
@@ -596,11 +603,11 @@ def tool_error_seen(obs: Observations, params: Mapping[str, Any], ev: Evidence) 
 @judgement
 def nothing_admitted(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
     """No record was admitted (from ``sender`` when given)."""
-    rows = obs.interactions
+    rows = obs.records
     if "sender" in params:
-        rows = [row for row in rows if row["sender_id"] == obs.agent_id(params["sender"])]
-    ev.cite(*(row["interaction_id"] for row in rows))
-    require(not rows, f"{len(rows)} records were admitted: {[row['interaction_id'] for row in rows]}")
+        rows = [row for row in rows if row["sender"]["agent_id"] == obs.agent_id(params["sender"])]
+    ev.cite(*(row["record_id"] for row in rows))
+    require(not rows, f"{len(rows)} records were admitted: {[row['record_id'] for row in rows]}")
     require(not obs.bindings, f"{len(obs.bindings)} bindings exist")
     return f"no record was admitted{' from ' + params['sender'] if 'sender' in params else ''} and nothing was bound"
 
@@ -613,7 +620,7 @@ def delivered_at_most_once(obs: Observations, params: Mapping[str, Any], ev: Evi
     problems += [f"{rid} bound {n} times" for rid, n in per_request.items() if n > 1]
     submissions: Counter[str] = Counter()
     injected: Counter[str] = Counter()
-    records = [row for row in obs.interactions if row["kind"] != "task"]
+    records = [row for row in obs.records if row["kind"] != "task"]
     for name in obs.view.agents:
         for line in obs.transcript(name):
             if line.dir != "sent":
@@ -622,7 +629,7 @@ def delivered_at_most_once(obs: Observations, params: Mapping[str, Any], ev: Evi
                 submissions[line.params["clientUserMessageId"]] += 1
             elif line.method == "thread/inject_items":
                 texts = [item_text(item) for item in line.params.get("items") or []]
-                matched = [row["interaction_id"] for row in records if any(_carries(obs, t, row) for t in texts)]
+                matched = [row["record_id"] for row in records if any(_carries(obs, t, row) for t in texts)]
                 if len(matched) != 1:
                     problems.append(f"{line.ref} injects {len(matched)} known records")
                 for interaction_id in matched:
@@ -630,7 +637,7 @@ def delivered_at_most_once(obs: Observations, params: Mapping[str, Any], ev: Evi
                     ev.cite(line)
     problems += [f"{rid} submitted {n} times" for rid, n in submissions.items() if n > 1]
     problems += [f"{iid} injected {n} times" for iid, n in injected.items() if n > 1]
-    visible = Counter(row["interaction_id"] for row in obs.evidence_rows if row["stage"] == "provider_visible")
+    visible = Counter(row["record_id"] for row in obs.core.evidence_rows if row["stage"] == Stage.PROVIDER_VISIBLE)
     problems += [f"{iid} made visible {n} times" for iid, n in visible.items() if n > 1]
     problems += [f"{iid} injected without provider_visible evidence" for iid in injected if iid not in visible]
     ev.cite(*per_request.keys())

@@ -23,6 +23,7 @@ from typing import Any
 from harness.evidence.rollouts import RolloutLine
 from harness.model.probe import LEGS
 from peerwire import collab, envelope
+from peerwire.lifecycle import Stage
 
 from .checks import Evidence, inject_lines, judgement, require
 from .observations import EvidenceMissing, Observations, TranscriptLine, item_text, output_json
@@ -56,11 +57,11 @@ def spawned_child(obs: Observations, params: Mapping[str, Any], ev: Evidence) ->
     arguments = output_json(call.payload.get("arguments") or "") or {}
     require(f"{parent_row['path']}/{arguments.get('task_name')}" == path,
             f"task_name {arguments.get('task_name')!r} under {parent_row['path']} is not {path}")
-    tasks = [row for row in obs.interactions if row["kind"] == "task" and row["sender_id"] == parent_row["agent_id"]
-             and row["recipient_id"] == child["agent_id"]]
+    tasks = [row for row in obs.records if row["kind"] == "task" and row["sender"]["agent_id"] == parent_row["agent_id"]
+             and row["recipient"]["agent_id"] == child["agent_id"]]
     require(tasks, f"no task from {parent} to {path} was admitted")
     task = tasks[0]
-    ev.cite(task["interaction_id"])
+    ev.cite(task["record_id"])
     call_id = call.payload.get("call_id")
     require((task["tool_receipt"] or {}).get("call_id") == call_id,
             f"{path}'s first task was not admitted by the spawn_agent call {call_id}")
@@ -155,16 +156,17 @@ def tree_message(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
     and (scripted model) a model request of that thread carry that envelope.
     """
     record = obs.select(params["record"])
-    ev.cite(record["interaction_id"])
-    sender_path, recipient_path = obs.paths.get(record["sender_id"]), obs.paths.get(record["recipient_id"])
-    require(sender_path and recipient_path, f"{record['interaction_id']} is not between agents of a tree")
+    ev.cite(record["record_id"])
+    sender_id, recipient_id = record["sender"]["agent_id"], record["recipient"]["agent_id"]
+    sender_path, recipient_path = obs.paths.get(sender_id), obs.paths.get(recipient_id)
+    require(sender_path and recipient_path, f"{record['record_id']} is not between agents of a tree")
     kind = envelope.MESSAGE_TYPES[record["kind"]]
-    require(kind == params["type"], f"{record['interaction_id']} is a {kind}, not a {params['type']}")
+    require(kind == params["type"], f"{record['record_id']} is a {kind}, not a {params['type']}")
     if "body" in params:
         require(record["body"] == params["body"], f"the body is {record['body']!r}, not {params['body']!r}")
-    sender, recipient = obs.agent_name(record["sender_id"]), obs.agent_name(record["recipient_id"])
+    sender, recipient = obs.agent_name(sender_id), obs.agent_name(recipient_id)
     origin = _origin(obs, record, sender, recipient_path, ev)
-    visible = obs.evidence(record["interaction_id"], "provider_visible")
+    visible = obs.evidence(record["record_id"], Stage.PROVIDER_VISIBLE)
     require(len(visible) == 1, f"{len(visible)} provider_visible evidence rows, not one")
     thread = visible[0]["detail"].get("thread_id")
     require(visible[0]["detail"].get("via") == "thread/inject_items" and thread in obs.threads(recipient),
@@ -190,7 +192,7 @@ def tree_message(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
         require(requests, f"no model request of thread {thread} carries the envelope")
         ev.cite(*requests[:3])
         where = f"model request {requests[0]}"
-    return (f"{kind} {record['interaction_id']} {sender_path} -> {recipient_path}: {origin}, injected once into "
+    return (f"{kind} {record['record_id']} {sender_path} -> {recipient_path}: {origin}, injected once into "
             f"{recipient}'s thread {thread} as the collaboration envelope with the exact body, seen in {where}")
 
 

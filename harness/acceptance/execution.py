@@ -34,14 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.codex.install import CodexInstallation
-from harness.process.jobs import Job, install_signal_handlers
 from harness.codex.lab import CodexLab
+from harness.evidence.core import EXPORT_FILE, ExportError
 from harness.model.probe import ProbeObservation, observe_log
+from harness.process.jobs import Job, install_signal_handlers
 from harness.process.run_home import RunHome
 
 from . import artifacts
 from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
-from .observations import CORE_DUMP, MODEL_REQUESTS, Observations, RunnerView
+from .observations import MODEL_REQUESTS, Observations, RunnerView
 from .progress import Progress
 from .scenario import Scenario
 from .steps import ScenarioDriver
@@ -179,10 +180,15 @@ def _judge(scenario: Scenario, mode: str, settings: RunSettings, view: RunnerVie
                                 f"removed {len(leaks)} artifacts holding credentials: "
                                 f"{[str(p.relative_to(destination)) for p in leaks]}" if leaks else
                                 "no artifact holds a value of the credential file", Evidence()))
-    if not (destination / CORE_DUMP).is_file():
-        verdicts.append(Verdict("evidence-collected", False, "the core left no store to dump", Evidence()))
+    if not (destination / EXPORT_FILE).is_file():
+        verdicts.append(Verdict("evidence-collected", False, "the core left no evidence export", Evidence()))
         return verdicts, None
-    observations = Observations(destination, view, probe=probe)
+    try:
+        observations = Observations(destination, view, probe=probe)
+    except ExportError as error:
+        verdicts.append(Verdict("evidence-collected", False, f"the core's evidence export is unusable: {error}",
+                                Evidence()))
+        return verdicts, None
     specs = [spec for spec in scenario.checks if spec.applies(mode)]
     declared = {spec.id for spec in specs}
     universal = UNIVERSAL + (SCRIPTED_ONLY if view.scripted else ())

@@ -2,8 +2,9 @@
 
 The sources, all inside one scenario's artifacts folder:
 
-* ``core-dump.json`` — every row of the core's store (records, evidence,
-  requests, claims, bindings, agents);
+* ``core-export.json`` — the core's evidence export (records, evidence rows,
+  requests, claims, bindings, agents), read through
+  :class:`~harness.evidence.core.CoreEvidence`;
 * ``appserver/<agent>.g<n>.appserver.jsonl`` — each owner generation's
   JSON-RPC transcript (``dir`` sent/received, ``message``);
 * ``rollouts/<agent>/*.jsonl`` — the agent's Codex rollouts;
@@ -30,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.evidence.core import EXPORT_FILE, CoreEvidence
 from harness.evidence.rollouts import RolloutIndex, RolloutLine
 from harness.model.rules import json_objects
 from harness.model.probe import ProbeObservation
 
-CORE_DUMP = "core-dump.json"
 MODEL_REQUESTS = "model-requests.jsonl"
 APPSERVER_DIR = "appserver"
 ROLLOUTS_DIR = "rollouts"
@@ -123,25 +124,19 @@ class Observations:
         self.artifacts = Path(artifacts)
         self.view = view
         self.probe = probe
-        dump = json.loads((self.artifacts / CORE_DUMP).read_text(encoding="utf-8"))
-        self.interactions: list[dict[str, Any]] = sorted(dump.get("interactions", []), key=lambda r: r["seq"])
-        for row in self.interactions:
-            row["tool_receipt"] = json.loads(row["tool_receipt"]) if row.get("tool_receipt") else None
-        self.evidence_rows: list[dict[str, Any]] = dump.get("evidence", [])
-        for row in self.evidence_rows:
-            row["detail"] = json.loads(row["detail"]) if isinstance(row.get("detail"), str) else row.get("detail")
-        self.bindings: list[dict[str, Any]] = dump.get("bindings", [])
-        self.requests: list[dict[str, Any]] = dump.get("requests", [])
-        self.agents: list[dict[str, Any]] = dump.get("agents", [])
+        self.core = CoreEvidence.load(self.artifacts / EXPORT_FILE)
+        """The core's evidence export: records, evidence rows, requests, bindings, agents."""
+        self.records = self.core.records
+        self.bindings = self.core.bindings
+        self.agents = self.core.agents
         for row in self.agents:
             view.agents.setdefault(row["name"], row["agent_id"])
-        self.paths: dict[str, str] = {row["agent_id"]: row["path"] for row in self.agents if row.get("path")}
-        """agent_id -> collaboration tree path, for the agents of a tree."""
+        self.paths = self.core.paths
         self._transcripts: dict[str, list[TranscriptLine]] = {}
         self._rollouts: RolloutIndex | None = None
         self.model_exchanges: list[ModelExchange] = _read_model_log(self.artifacts / MODEL_REQUESTS)
 
-    # -- the store ------------------------------------------------------------
+    # -- the core's export ------------------------------------------------------
 
     def agent_id(self, name: str) -> str:
         try:
@@ -155,22 +150,27 @@ class Observations:
                 return name
         return "peerwire" if agent_id is None else agent_id
 
-    def record(self, interaction_id: str) -> dict[str, Any]:
-        for row in self.interactions:
-            if row["interaction_id"] == interaction_id:
-                return row
-        raise EvidenceMissing(f"no record {interaction_id} in the core dump")
+    def record(self, record_id: str) -> dict[str, Any]:
+        found = self.core.record(record_id)
+        if found is None:
+            raise EvidenceMissing(f"no record {record_id} in the core's export")
+        return found
 
-    def evidence(self, interaction_id: str, stage: str | None = None) -> list[dict[str, Any]]:
-        return [row for row in self.evidence_rows
-                if row["interaction_id"] == interaction_id and stage in (None, row["stage"])]
+    def evidence(self, record_id: str, stage: str | None = None) -> list[dict[str, Any]]:
+        return self.core.evidence(record_id, stage)
 
     def bindings_of(self, request_id: str) -> list[dict[str, Any]]:
-        return [row for row in self.bindings if row["request_id"] == request_id]
+        return self.core.bindings_of(request_id)
+
+    def request(self, request_id: str) -> dict[str, Any]:
+        found = self.core.request(request_id)
+        if found is None:
+            raise EvidenceMissing(f"no request {request_id} in the core's export")
+        return found
 
     def select(self, selector: str | Mapping[str, Any]) -> dict[str, Any]:
         """The one record a scenario's selector names (see :func:`select_record`)."""
-        return select_record(self.interactions, selector, self.view)
+        return select_record(self.records, selector, self.view)
 
     def turn(self, label: str) -> dict[str, Any]:
         try:
@@ -184,7 +184,7 @@ class Observations:
         for row in self.agents:
             if row["agent_id"] == agent_id:
                 return row
-        raise EvidenceMissing(f"no agent row for {name} in the core dump")
+        raise EvidenceMissing(f"no agent row for {name} in the core's export")
 
     def threads(self, agent: str) -> list[str]:
         """The agent's Codex threads: those of the owners the runner attached, and the one the core records."""
@@ -282,7 +282,7 @@ class Observations:
 
 
 def select_record(rows: list[dict[str, Any]], selector: str | Mapping[str, Any], view: RunnerView) -> dict[str, Any]:
-    """The one row of ``rows`` (interactions in mailbox order) a scenario's selector names.
+    """The one record of ``rows`` (an export's records, in mailbox order) a scenario's selector names.
 
     A string is the label a tool step gave its receipt; a table filters by
     kind, sender (an agent name or ``peerwire``), recipient and ``request_of``
@@ -298,7 +298,7 @@ def select_record(rows: list[dict[str, Any]], selector: str | Mapping[str, Any],
         receipt = view.receipts.get(selector)
         if receipt is None or "interaction_id" not in receipt:
             raise EvidenceMissing(f"no admitted record labelled {selector!r}")
-        found = [row for row in rows if row["interaction_id"] == receipt["interaction_id"]]
+        found = [row for row in rows if row["record_id"] == receipt["interaction_id"]]
         if not found:
             raise EvidenceMissing(f"record {receipt['interaction_id']} ({selector}) is not in the store")
         return found[0]
@@ -307,12 +307,12 @@ def select_record(rows: list[dict[str, Any]], selector: str | Mapping[str, Any],
         rows = [r for r in rows if r["kind"] == selector["kind"]]
     if "sender" in selector:
         sender = None if selector["sender"] == "peerwire" else agent_id(selector["sender"])
-        rows = [r for r in rows if r["sender_id"] == sender]
+        rows = [r for r in rows if r["sender"]["agent_id"] == sender]
     if "recipient" in selector:
-        rows = [r for r in rows if r["recipient_id"] == agent_id(selector["recipient"])]
+        rows = [r for r in rows if r["recipient"]["agent_id"] == agent_id(selector["recipient"])]
     if "request_of" in selector:
         request_id = select_record(everything, selector["request_of"], view).get("request_id")
-        rows = [r for r in rows if r["request_id"] == request_id and r["kind"] != "task"]
+        rows = [r for r in rows if r.get("request_id") == request_id and r["kind"] != "task"]
     nth = selector.get("nth")
     if nth is None and len(rows) != 1:
         raise EvidenceMissing(f"{len(rows)} records match {dict(selector)}, not exactly one")

@@ -9,13 +9,12 @@ Every wait is bounded by the step's ``timeout_s``.
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 import time
 from collections.abc import Callable
 from typing import Any
 
 from harness.codex.lab import CodexLab
+from harness.evidence.core import CoreEvidence
 from peerwire.errors import PeerwireError
 
 from .observations import EvidenceMissing, RunnerView, select_record
@@ -87,12 +86,12 @@ class ScenarioDriver:
         found: dict[str, Any] = {}
 
         def bound() -> bool:
-            self._learn_agents()
+            core = self._core()
             try:
-                task = select_record(self._live_rows("interactions"), selector, self.view)
+                task = select_record(core.records, selector, self.view)
             except EvidenceMissing:
                 return False
-            binding = next((b for b in self._live_rows("bindings") if b["request_id"] == task["request_id"]), None)
+            binding = next(iter(core.bindings_of(task["request_id"])), None)
             found.update(task=task, binding=binding)
             return binding is not None
 
@@ -172,9 +171,8 @@ class ScenarioDriver:
         seen: dict[str, Any] = {"state": "not admitted"}
 
         def reached() -> dict[str, Any] | None:
-            self._learn_agents()
             try:
-                record = select_record(self._live_rows("interactions"), selector, self.view)
+                record = select_record(self._core().records, selector, self.view)
             except EvidenceMissing:
                 return None
             seen["state"] = record["state"]
@@ -184,20 +182,15 @@ class ScenarioDriver:
             record = self.lab.await_core(reached, self._timeout(step), f"record {selector} becoming {state}")
         except TimeoutError:
             raise StepFailed(f"{step.describe()}: record {selector} stayed {seen['state']}, never {state}") from None
-        self.progress.say(f"record {record['interaction_id']} ({record['kind']}) is {state}")
+        self.progress.say(f"record {record['record_id']} ({record['kind']}) is {state}")
 
-    def _learn_agents(self) -> None:
-        """Name the agents registered since the start (a collaboration root's children) in the view."""
-        for row in self._live_rows("agents"):
+    def _core(self) -> CoreEvidence:
+        """The core as it stands (its live export), with the agents registered since the start (a
+        collaboration root's children) named in the view."""
+        core = CoreEvidence.of(self.lab.export())
+        for row in core.agents:
             self.view.agents.setdefault(row["name"], row["agent_id"])
-
-    def _live_rows(self, table: str) -> list[dict[str, Any]]:
-        # Read-only and outside the app: the runner observes the store, never writes it.
-        order = {"interactions": "seq", "bindings": "created_at", "agents": "row_order"}[table]
-        uri = f"{self.lab.home.db.as_uri()}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
-            db.row_factory = sqlite3.Row
-            return [dict(row) for row in db.execute(f"SELECT * FROM {table} ORDER BY {order}")]
+        return core
 
     # -- owners -------------------------------------------------------------------------------
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from peerwire.codex.adapter import CodexProvider
 from peerwire.registry import AgentRow
-from peerwire.store import Store
 
 from harness.codex.home import ScriptedProvider
 from harness.codex.install import locate_codex
@@ -28,7 +27,6 @@ from harness.codex.workspace import FixtureWorkspace
 @dataclass(frozen=True)
 class InProcess:
     provider: CodexProvider
-    store: Store
     requester: AgentRow
     recipient: AgentRow
     token: str
@@ -36,13 +34,18 @@ class InProcess:
     codex_home: Path
     workspace: Path
 
+    @property
+    def store(self) -> Any:
+        """The adapter's own store (white-box: tests read the reference core's state through it)."""
+        return self.provider.store
+
 
 @asynccontextmanager
 async def inprocess_adapter(root: Path, script: ModelScript) -> AsyncIterator[InProcess]:
     codex = locate_codex()
     model = ScriptedModel(script, log_path=root / "model-requests.jsonl").start()
-    (root / "core").mkdir(parents=True, exist_ok=True)
-    store = Store(root / "core" / "peerwire.db")
+    provider = CodexProvider.in_process(root / "core")
+    store = provider.store
     requester, _ = store.register_agent("A", "codex")
     recipient, token = store.register_agent("B", "codex")
     codex_home = root / "B" / "codex_home"
@@ -50,11 +53,10 @@ async def inprocess_adapter(root: Path, script: ModelScript) -> AsyncIterator[In
     workspace = FixtureWorkspace.create(root / "B" / "workspace", agent="B")
     projection = project_agent(codex_home, workspace.path, core_home=root / "core", token=token,
                                base_url=model.base_url("B"))
-    provider = CodexProvider(store, lambda *_: None, root / "core" / "codex")
     try:
         await provider.attach(recipient, codex=str(codex.executable), codex_home=str(codex_home),
                               cwd=str(workspace.path), env={**codex.child_env(), ScriptedProvider.env_key: MODEL_KEY_VALUE})
-        yield InProcess(provider, store, requester, recipient, token, codex_home, workspace.path)
+        yield InProcess(provider, requester, recipient, token, codex_home, workspace.path)
     finally:
         await provider.close()
         projection.restore()

@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Sequence
 
+from peerwire import export
 from peerwire.contract import PROFILES
 from peerwire.control import ControlClient
+from peerwire.errors import Code, PeerwireError
 from peerwire.home import Home
 
 from harness.codex.home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
@@ -256,6 +258,18 @@ class CodexLab:
     def as_agent(self, name: str) -> ControlClient:
         """Call tools as an agent (what its MCP server does), e.g. to inspect its mailbox."""
         return ControlClient(self.home, self.agents[name].token)
+
+    def export(self) -> dict[str, Any] | None:
+        """The core's evidence export (``contracts/export.schema.json``): the running app's, or, once it
+        stopped, read from its home without starting it. ``None`` when no core ever ran in the lab."""
+        if self.app is not None:
+            return self.control().call("export", wait_s=30)
+        try:
+            return export.of_home(self.home)
+        except PeerwireError as error:
+            if error.code is Code.HOME_MISSING:
+                return None
+            raise
 
     def trace(self, ident: str) -> dict[str, Any]:
         return self.control().call("trace", {"id": ident})

@@ -1,11 +1,15 @@
-"""Evidence the harness reads after a run: Codex rollouts and their binding to core records."""
+"""Evidence the harness reads after a run: the core's export, Codex rollouts, and the binding between them."""
 
 from .binding import EvidenceBinding, bind_records
+from .core import EXPORT_FILE, CoreEvidence, ExportError
 from .rollouts import UNVERIFIED, Location, Message, Occurrence, RolloutIndex, RolloutLine, ToolCall, Turn
 
 __all__ = [
+    "EXPORT_FILE",
     "UNVERIFIED",
+    "CoreEvidence",
     "EvidenceBinding",
+    "ExportError",
     "Location",
     "Message",
     "Occurrence",

@@ -19,13 +19,14 @@ is guessed from similar text.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from peerwire import envelope
+from peerwire.lifecycle import Stage
 
+from .core import CoreEvidence
 from .rollouts import UNVERIFIED, Location, RolloutIndex, Turn
 
 TOOLS_OF_KIND = {"information": ("send_message",), "task": ("followup_task", "spawn_agent"), "reply": ("reply",)}
@@ -111,103 +112,61 @@ class EvidenceBinding:
         return out
 
 
-@dataclass
-class _Core:
-    """The parts of a core dump binding needs, with JSON columns decoded."""
-
-    agents: dict[str, dict[str, Any]]
-    interactions: list[dict[str, Any]]
-    evidence: dict[str, list[dict[str, Any]]]
-    bindings: list[dict[str, Any]]
-    thread_agents: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, dump: Mapping[str, Any], thread_agents: Mapping[str, str]) -> "_Core":
-        agents = {a["agent_id"]: dict(a) for a in dump.get("agents", [])}
-        interactions = sorted((dict(r) for r in dump.get("interactions", [])), key=lambda r: r.get("seq") or 0)
-        for row in interactions:
-            row["tool_receipt"] = decode(row.get("tool_receipt"))
-        evidence: dict[str, list[dict[str, Any]]] = {}
-        for row in sorted(dump.get("evidence", []), key=lambda r: r.get("evidence_id") or 0):
-            evidence.setdefault(row["interaction_id"], []).append({**row, "detail": decode(row.get("detail")) or {}})
-        bindings = sorted((dict(b) for b in dump.get("bindings", [])), key=lambda b: b.get("created_at") or "")
-        threads: dict[str, str] = {}
-        for agent in agents.values():
-            if agent.get("provider_session_id"):
-                threads[agent["provider_session_id"]] = agent["name"]
-        for binding in bindings:
-            if binding["agent_id"] in agents:
-                threads.setdefault(binding["thread_id"], agents[binding["agent_id"]]["name"])
-        for row in interactions:
-            receipt = row["tool_receipt"] or {}
-            if receipt.get("thread_id") and row.get("sender_name"):
-                threads.setdefault(receipt["thread_id"], row["sender_name"])
-        threads.update(thread_agents)
-        return cls(agents, interactions, evidence, bindings, threads)
-
-    def name(self, agent_id: str | None) -> str | None:
-        agent = self.agents.get(agent_id or "")
-        return agent["name"] if agent else None
-
-    def stage(self, interaction_id: str, stage: str) -> list[dict[str, Any]]:
-        return [e for e in self.evidence.get(interaction_id, []) if e["stage"] == stage]
-
-
-def decode(value: Any) -> Any:
-    """A JSON column as stored (text) or already decoded; ``None`` stays ``None``."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def bind_records(dump: Mapping[str, Any], index: RolloutIndex, *,
+def bind_records(core: CoreEvidence, index: RolloutIndex, *,
                  thread_agents: Mapping[str, str] | None = None) -> list[EvidenceBinding]:
-    """Bind every interaction of a core dump (``Store.dump()``), in ``seq`` order.
+    """Bind every record of a core's export, in ``seq`` order.
 
-    ``thread_agents`` (thread id -> agent name) adds what the dump cannot know,
-    e.g. threads of earlier generations; it wins over what the dump implies. A
+    ``thread_agents`` (thread id -> agent name) adds what the export cannot know,
+    e.g. threads of earlier generations; it wins over what the export implies. A
     record whose receipt names a thread of another agent than its sender is
     unbound, as is a receipt whose call is missing from the rollouts or recorded
     in another thread or turn than the receipt says.
     """
-    core = _Core.of(dump, thread_agents or {})
-    return [replace(_bind(row, core, index), delivered=_delivered(row, core, index)) for row in core.interactions]
+    threads = _thread_agents(core, thread_agents or {})
+    return [replace(_bind(row, core, threads, index), delivered=_delivered(row, threads, index))
+            for row in core.records]
 
 
-def _delivered(row: dict[str, Any], core: _Core, index: RolloutIndex) -> tuple[str, ...]:
-    threads = [t for t, name in core.thread_agents.items() if name == row.get("recipient_name")]
-    envelope_text = envelope.render(_record_view(row))
+def _thread_agents(core: CoreEvidence, given: Mapping[str, str]) -> dict[str, str]:
+    """Thread id -> agent name: each agent's session, each binding's thread, each receipt's thread."""
+    threads: dict[str, str] = {}
+    for agent in core.agents:
+        if agent.get("provider_session_id"):
+            threads[agent["provider_session_id"]] = agent["name"]
+    for binding in core.bindings:
+        name = core.name(binding["agent_id"])
+        if name is not None:
+            threads.setdefault(binding["thread_id"], name)
+    for row in core.records:
+        receipt = row["tool_receipt"] or {}
+        if receipt.get("thread_id") and row["sender"]["name"]:
+            threads.setdefault(receipt["thread_id"], row["sender"]["name"])
+    threads.update(given)
+    return threads
+
+
+def _delivered(row: dict[str, Any], threads: Mapping[str, str], index: RolloutIndex) -> tuple[str, ...]:
+    mine = [t for t, name in threads.items() if name == row["recipient"]["name"]]
+    envelope_text = envelope.render(row)
     found: set[Location] = set()
-    for thread_id in threads:
+    for thread_id in mine:
         found.update(o.at for o in index.occurrences(envelope_text, thread_id=thread_id,
                                                      record_types=("response_item",))
                      if o.payload_type == "message")
-        found.update(o.at for o in index.occurrences(row["interaction_id"], thread_id=thread_id,
+        found.update(o.at for o in index.occurrences(row["record_id"], thread_id=thread_id,
                                                      record_types=("response_item",))
                      if o.payload_type == "function_call_output")
     return tuple(str(at) for at in sorted(found))
 
 
-def _record_view(row: dict[str, Any]) -> dict[str, Any]:
-    # The fields envelope.render reads, as peerwire.store.record_view names them.
-    view: dict[str, Any] = {"kind": row["kind"], "body": row.get("body") or "",
-                            "sender": {"agent_id": row.get("sender_id"), "name": row.get("sender_name")}}
-    for column, key in (("request_id", "request_id"), ("reply_status", "status"), ("notice_code", "code")):
-        if row.get(column):
-            view[key] = row[column]
-    return view
-
-
-def _bind(row: dict[str, Any], core: _Core, index: RolloutIndex) -> EvidenceBinding:
-    base = dict(interaction_id=row["interaction_id"], kind=row["kind"], request_id=row.get("request_id"),
-                sender=row.get("sender_name") or "", recipient=row.get("recipient_name") or "")
+def _bind(row: dict[str, Any], core: CoreEvidence, threads: Mapping[str, str],
+          index: RolloutIndex) -> EvidenceBinding:
+    base = dict(interaction_id=row["record_id"], kind=row["kind"], request_id=row.get("request_id"),
+                sender=row["sender"]["name"], recipient=row["recipient"]["name"])
     deliveries = _deliveries(row, core, index) if row["kind"] == "task" else ()
     if row.get("tool_receipt"):
-        return _bind_tool_call(row, core, index, base, deliveries)
-    admitted = (core.stage(row["interaction_id"], "admitted") or [{"detail": {}}])[0]["detail"]
+        return _bind_tool_call(row, threads, index, base, deliveries)
+    admitted = (core.evidence(row["record_id"], Stage.ADMITTED) or [{"detail": {}}])[0]["detail"]
     binding_id = admitted.get("binding_id")
     if binding_id is None and row["kind"] == "notice" and row.get("request_id"):
         candidates = [b for b in core.bindings if b["request_id"] == row["request_id"]]
@@ -222,18 +181,19 @@ def _bind(row: dict[str, Any], core: _Core, index: RolloutIndex) -> EvidenceBind
     return EvidenceBinding(**base, source=None, deliveries=deliveries, unbound=reason)
 
 
-def _bind_tool_call(row: dict[str, Any], core: _Core, index: RolloutIndex, base: dict[str, Any],
+def _bind_tool_call(row: dict[str, Any], threads: Mapping[str, str], index: RolloutIndex, base: dict[str, Any],
                     deliveries: tuple[TurnBinding, ...]) -> EvidenceBinding:
     receipt = row["tool_receipt"]
     call_id, thread_id, turn_id = receipt.get("call_id"), receipt.get("thread_id"), receipt.get("turn_id")
-    known = dict(base, source=None, agent=row.get("sender_name"), agent_id=row.get("sender_id"),
+    sender = row["sender"]
+    known = dict(base, source=None, agent=sender["name"], agent_id=sender["agent_id"],
                  thread_id=thread_id, turn_id=turn_id, call_id=call_id, deliveries=deliveries)
     if not call_id:
         return EvidenceBinding(**known, unbound="tool receipt has no call_id")
-    owner = core.thread_agents.get(thread_id or "")
-    if owner is not None and owner != row.get("sender_name"):
+    owner = threads.get(thread_id or "")
+    if owner is not None and owner != sender["name"]:
         return EvidenceBinding(**known, unbound=f"receipt thread {thread_id} belongs to {owner}, "
-                                                f"not the sender {row.get('sender_name')}")
+                                                f"not the sender {sender['name']}")
     call = index.call(call_id)
     if call is None:
         return EvidenceBinding(**known, unbound=f"no rollout records call {call_id}")
@@ -260,12 +220,12 @@ def _bind_tool_call(row: dict[str, Any], core: _Core, index: RolloutIndex, base:
     return EvidenceBinding(**known, notes=tuple(notes))
 
 
-def _bind_provider(row: dict[str, Any], core: _Core, index: RolloutIndex, base: dict[str, Any],
+def _bind_provider(row: dict[str, Any], core: CoreEvidence, index: RolloutIndex, base: dict[str, Any],
                    deliveries: tuple[TurnBinding, ...], binding_id: str) -> EvidenceBinding:
-    binding = next((b for b in core.bindings if b["binding_id"] == binding_id), None)
+    binding = core.binding(binding_id)
     if binding is None:
         return EvidenceBinding(**base, source=None, binding_id=binding_id, deliveries=deliveries,
-                               unbound=f"evidence names binding {binding_id}, which the dump does not have")
+                               unbound=f"evidence names binding {binding_id}, which the export does not have")
     resolved = _turn_binding(binding, core, index)
     fields = dict(base, binding_id=binding_id, agent=resolved.agent, agent_id=resolved.agent_id,
                   thread_id=resolved.thread_id, turn_id=resolved.turn_id, model=resolved.model,
@@ -276,19 +236,18 @@ def _bind_provider(row: dict[str, Any], core: _Core, index: RolloutIndex, base: 
     return EvidenceBinding(**fields, source="provider_binding")
 
 
-def _deliveries(row: dict[str, Any], core: _Core, index: RolloutIndex) -> tuple[TurnBinding, ...]:
-    return tuple(_turn_binding(b, core, index) for b in core.bindings if b["request_id"] == row.get("request_id"))
+def _deliveries(row: dict[str, Any], core: CoreEvidence, index: RolloutIndex) -> tuple[TurnBinding, ...]:
+    return tuple(_turn_binding(b, core, index) for b in core.bindings_of(row.get("request_id")))
 
 
-def _turn_binding(binding: dict[str, Any], core: _Core, index: RolloutIndex) -> TurnBinding:
-    task = next((r for r in core.interactions
-                 if r["kind"] == "task" and r.get("request_id") == binding["request_id"]), None)
+def _turn_binding(binding: dict[str, Any], core: CoreEvidence, index: RolloutIndex) -> TurnBinding:
+    task = core.task(binding["request_id"])
     via = None
     if task is not None:
-        for accepted in core.stage(task["interaction_id"], "provider_accepted"):
+        for accepted in core.evidence(task["record_id"], Stage.PROVIDER_ACCEPTED):
             if accepted["detail"].get("binding_id") == binding["binding_id"]:
                 via = accepted["detail"].get("via")
-    outcome = decode(binding.get("outcome")) or {}
+    outcome = binding.get("outcome") or {}
     fields: dict[str, Any] = dict(
         binding_id=binding["binding_id"], request_id=binding["request_id"], agent=core.name(binding["agent_id"]),
         agent_id=binding["agent_id"], generation=binding.get("generation"), thread_id=binding["thread_id"],

@@ -15,7 +15,7 @@
                     "probe": {"success", "requests", ...},   (optional: the collaboration probe)
                     "artifacts_dir": "<scenario>/"}]}
 
-and ``artifacts_root/<artifacts_dir>`` holds ``core-dump.json``,
+and ``artifacts_root/<artifacts_dir>`` holds ``core-export.json``,
 ``model-requests.jsonl``, ``appserver/*.jsonl`` and ``rollouts/<agent>/*.jsonl``.
 """
 

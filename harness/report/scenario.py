@@ -1,6 +1,6 @@
 """One scenario's section of a report, built from the runner's result and its artifacts.
 
-The artifacts folder of a scenario holds ``core-dump.json`` (``Store.dump()``),
+The artifacts folder of a scenario holds ``core-export.json`` (the core's evidence export),
 ``model-requests.jsonl`` (the scripted model's log), ``appserver/*.jsonl`` (the
 adapter's app-server transcripts) and ``rollouts/<agent>/*.jsonl``. Every file is
 optional: what is missing is listed under ``problems`` and the rest is still
@@ -10,20 +10,19 @@ scenario's artifacts folder, the form checks cite them in.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.evidence.binding import bind_records, decode
+from harness.evidence.binding import bind_records
+from harness.evidence.core import EXPORT_FILE, CoreEvidence, ExportError, violations
 from harness.evidence.rollouts import RolloutIndex
+from harness.model.log import ModelRequestLog
 from harness.model.probe import STATEMENT as PROBE_STATEMENT
 
-from harness.model.log import ModelRequestLog
 from .sequence import SequenceDiagram
 
-CORE_DUMP = "core-dump.json"
 MODEL_LOG = "model-requests.jsonl"
 ROLLOUTS = "rollouts"
 APPSERVER = "appserver"
@@ -40,7 +39,8 @@ class ScenarioArtifacts:
     """The evidence files of one scenario, loaded."""
 
     root: Path
-    dump: dict[str, Any]
+    core: CoreEvidence | None
+    """The core's evidence export; ``None`` when it is missing or unreadable (see ``problems``)."""
     index: RolloutIndex
     model_log: ModelRequestLog
     thread_agents: dict[str, str]
@@ -50,13 +50,15 @@ class ScenarioArtifacts:
     def load(cls, root: Path) -> "ScenarioArtifacts":
         """Load from ``root``; missing or unreadable files become ``problems``."""
         problems: list[str] = []
-        dump: dict[str, Any] = {}
+        core: CoreEvidence | None = None
         try:
-            dump = json.loads((root / CORE_DUMP).read_text(encoding="utf-8"))
+            core = CoreEvidence.load(root / EXPORT_FILE, strict=False)
         except FileNotFoundError:
-            problems.append(f"{CORE_DUMP}: missing")
-        except ValueError as exc:
-            problems.append(f"{CORE_DUMP}: not JSON ({exc})")
+            problems.append(f"{EXPORT_FILE}: missing")
+        except (ExportError, KeyError, TypeError) as exc:
+            problems.append(f"{EXPORT_FILE}: unreadable ({exc})")
+        if core is not None:
+            problems.extend(f"{EXPORT_FILE}: {problem}" for problem in violations(core.document))
         rollout_files = sorted((root / ROLLOUTS).rglob("*.jsonl")) if (root / ROLLOUTS).is_dir() else []
         if not rollout_files:
             problems.append(f"{ROLLOUTS}/: no rollout files")
@@ -72,7 +74,7 @@ class ScenarioArtifacts:
                 problems.append(f"thread {thread.thread_id} is in the rollouts of {sorted(owners)}")
         model_log = ModelRequestLog.load(root / MODEL_LOG)
         problems.extend(model_log.problems)
-        return cls(root, dump, index, model_log, thread_agents, problems)
+        return cls(root, core, index, model_log, thread_agents, problems)
 
 
 def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, *, artifacts_dir: str,
@@ -87,9 +89,9 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
         for thread_id in agent.get("thread_ids") or []:
             thread_agents[thread_id] = name
     problems = list(loaded.problems)
-    bindings = bind_records(loaded.dump, loaded.index, thread_agents=thread_agents) if loaded.dump else []
+    bindings = bind_records(loaded.core, loaded.index, thread_agents=thread_agents) if loaded.core else []
     order = list(agents_in) or loaded.model_log.agents()
-    diagram = SequenceDiagram.build(loaded.dump, agents=order, index=loaded.index, thread_agents=thread_agents)
+    diagram = SequenceDiagram.build(loaded.core, agents=order, index=loaded.index, thread_agents=thread_agents)
     agents = _agents(agents_in, loaded, thread_agents, codex_version, problems)
     checks = [_check(check, loaded) for check in scenario.get("checks") or []]
     section = {
@@ -107,7 +109,7 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
         "final_messages": _final_messages(loaded, thread_agents),
         "tool_schemas": [seen.to_json() for seen in loaded.model_log.tool_schemas()],
         "requests_without_peerwire_tools": loaded.model_log.requests_without(),
-        "records": _records(loaded.dump),
+        "records": _records(loaded.core),
         "checks": checks,
         "bindings": [b.to_json() for b in bindings],
         "binding_summary": {"bound": sum(b.bound for b in bindings), "unbound": sum(not b.bound for b in bindings)},
@@ -169,14 +171,14 @@ def _final_messages(loaded: ScenarioArtifacts, thread_agents: Mapping[str, str])
     return out
 
 
-def _records(dump: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _records(core: CoreEvidence | None) -> list[dict[str, Any]]:
     out = []
-    for row in sorted(dump.get("interactions", []), key=lambda r: r.get("seq") or 0):
-        receipt = decode(row.get("tool_receipt")) or {}
-        out.append({"interaction_id": row["interaction_id"], "kind": row["kind"], "state": row.get("state"),
-                    "sender": row.get("sender_name"), "recipient": row.get("recipient_name"),
-                    "request_id": row.get("request_id"), "status": row.get("reply_status"),
-                    "code": row.get("notice_code"), "call_id": receipt.get("call_id"),
+    for row in core.records if core else []:
+        receipt = row.get("tool_receipt") or {}
+        out.append({"interaction_id": row["record_id"], "kind": row["kind"], "state": row.get("state"),
+                    "sender": row["sender"]["name"], "recipient": row["recipient"]["name"],
+                    "request_id": row.get("request_id"), "status": row.get("status"),
+                    "code": row.get("code"), "call_id": receipt.get("call_id"),
                     "created_at": row.get("created_at"), "body": row.get("body") or "", **measure(row.get("body"))})
     return out
 
@@ -191,11 +193,11 @@ def _check(check: Mapping[str, Any], loaded: ScenarioArtifacts) -> dict[str, Any
 def _evidence_problems(evidence: Mapping[str, Any], loaded: ScenarioArtifacts) -> list[str]:
     """Cited evidence that the artifacts do not contain: a check must point at real lines."""
     problems = []
-    interaction_ids = {r["interaction_id"] for r in loaded.dump.get("interactions", [])}
-    request_ids = {r["request_id"] for r in loaded.dump.get("requests", [])}
+    record_ids = {r["record_id"] for r in loaded.core.records} if loaded.core else set()
+    request_ids = {r["request_id"] for r in loaded.core.requests} if loaded.core else set()
     for record in evidence.get("records") or []:
-        if record not in interaction_ids and record not in request_ids:
-            problems.append(f"record {record} is not in {CORE_DUMP}")
+        if record not in record_ids and record not in request_ids:
+            problems.append(f"record {record} is not in {EXPORT_FILE}")
     seqs = {r.seq for r in loaded.model_log.requests}
     for seq in evidence.get("model_requests") or []:
         if seq not in seqs:

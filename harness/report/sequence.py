@@ -3,7 +3,7 @@
 Participants: the first agent, ``core`` (the messaging core), ``adapter`` (its
 Codex provider adapter), then the other agents. Steps come from
 
-* the core dump's evidence rows: admission of each record (send, followup, reply,
+* the core export's evidence rows: admission of each record (send, followup, reply,
   notice), dispatch claims, ``turn/start`` / ``turn/steer`` acceptance, released
   claims, uncertainty, a bound turn's captured outcome and its publication,
   ``thread/inject_items`` delivery and receipt through ``receive_messages``;
@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from harness.evidence.binding import decode
+from harness.evidence.core import CoreEvidence
 from harness.evidence.rollouts import RolloutIndex, parse_time
+from peerwire.lifecycle import Stage
 
 LABEL_CHARS = 48
 CORE, ADAPTER = "core", "adapter"
@@ -61,17 +62,18 @@ class SequenceDiagram:
         self.steps = sorted(steps, key=lambda s: (s.at or _EPOCH, s.order))
 
     @classmethod
-    def build(cls, dump: Mapping[str, Any], *, agents: Sequence[str], index: RolloutIndex | None = None,
+    def build(cls, core: CoreEvidence | None, *, agents: Sequence[str], index: RolloutIndex | None = None,
               thread_agents: Mapping[str, str] | None = None) -> "SequenceDiagram":
-        """Steps from a core dump (``Store.dump()``) and, when given, the rollouts.
+        """Steps from a core's export (none without one) and, when given, the rollouts.
 
         ``agents`` orders the agent participants (the first is drawn left of the
-        core); agents that appear in the dump but not in ``agents`` are added after
+        core); agents that appear in the export but not in ``agents`` are added after
         them. ``thread_agents`` maps rollout threads to agent names; without it no
         rollout step is drawn.
         """
-        builder = _Builder(dump, list(agents))
-        builder.from_evidence()
+        builder = _Builder(core, list(agents))
+        if core is not None:
+            builder.from_evidence(core)
         if index is not None and thread_agents:
             builder.from_rollouts(index, thread_agents)
         names = builder.agent_order()
@@ -129,23 +131,36 @@ def _quote(body: str | None) -> str:
 
 
 class _Builder:
-    def __init__(self, dump: Mapping[str, Any], agents: list[str]):
+    def __init__(self, core: CoreEvidence | None, agents: list[str]):
         self.agents = agents
         self.seen_agents: list[str] = []
-        self.rows = {r["interaction_id"]: dict(r) for r in dump.get("interactions", [])}
-        self.evidence = sorted(dump.get("evidence", []), key=lambda e: e.get("evidence_id") or 0)
-        self.bindings = {b["binding_id"]: dict(b) for b in dump.get("bindings", [])}
-        self.agent_names = {a["agent_id"]: a["name"] for a in dump.get("agents", [])}
+        bindings = core.bindings if core else []
+        agent_rows = core.agents if core else []
+        self.bindings = {b["binding_id"]: b for b in bindings}
+        self.agent_names = {a["agent_id"]: a["name"] for a in agent_rows}
         # Agents of a collaboration tree: they take their mail with wait_agent, and a spawned
         # child's first task is its parent's spawn_agent message.
-        self.tree = {a["name"] for a in dump.get("agents", []) if a.get("path")}
-        self.spawned = {a["agent_id"] for a in dump.get("agents", []) if a.get("source") == "spawn_agent"}
-        self.first_tasks = {}
-        for r in sorted(dump.get("interactions", []), key=lambda r: r.get("seq") or 0):
+        self.tree = {a["name"] for a in agent_rows if a.get("path")}
+        self.spawned = {a["agent_id"] for a in agent_rows if a.get("source") == "spawn_agent"}
+        self.first_tasks: dict[str | None, str] = {}
+        for r in core.records if core else []:
             if r["kind"] == "task":
-                self.first_tasks.setdefault(r.get("recipient_id"), r["interaction_id"])
+                self.first_tasks.setdefault(r["recipient"]["agent_id"], r["record_id"])
         self.steps: list[Step] = []
-        self.bound_turns = {b.get("turn_id") for b in self.bindings.values()}
+        self.bound_turns = {b.get("turn_id") for b in bindings}
+        self.stages = {
+            Stage.ADMITTED: self._admitted,
+            Stage.CLAIM_BY_DISPATCH: self._dispatch_claimed,
+            Stage.PROVIDER_ACCEPTED: self._provider_accepted,
+            Stage.RELEASE: self._released,
+            Stage.PROVIDER_UNCERTAIN: self._uncertain,
+            Stage.OBSERVATION_LOST: self._uncertain,
+            Stage.BINDING_CAPTURE: self._captured,
+            Stage.BINDING_SUPPRESS: self._suppressed,
+            Stage.PROVIDER_VISIBLE: self._made_visible,
+            Stage.RECEIVED: self._received,
+        }
+        """The stages drawn, each by its step; other stages leave no arrow."""
 
     def agent_order(self) -> list[str]:
         return list(dict.fromkeys([*self.agents, *self.seen_agents]))
@@ -158,81 +173,74 @@ class _Builder:
 
     # -- the core's evidence rows ----------------------------------------------------------
 
-    def from_evidence(self) -> None:
-        for row in self.evidence:
-            record = self.rows.get(row["interaction_id"])
-            if record is None:
+    def from_evidence(self, core: CoreEvidence) -> None:
+        for row in core.evidence_rows:
+            record = core.record(row["record_id"])
+            draw = self.stages.get(row["stage"])
+            if record is None or draw is None:
                 continue
-            detail = decode(row.get("detail")) or {}
-            at = parse_time(row.get("at"))
-            source = f"evidence:{row.get('evidence_id')}"
-            handler = getattr(self, f"_stage_{row['stage']}", None)
-            if handler is not None:
-                handler(at, source, record, detail)
+            draw(parse_time(row.get("at")), f"evidence:{row.get('evidence_id')}", record, row.get("detail") or {})
 
-    def _stage_admitted(self, at, source, record, detail) -> None:
-        kind, ident = record["kind"], _short(record["interaction_id"])
-        sender, recipient = record.get("sender_name") or "peerwire", record["recipient_name"]
-        receipt = decode(record.get("tool_receipt"))
+    def _admitted(self, at, source, record, detail) -> None:
+        kind, ident = record["kind"], _short(record["record_id"])
+        sender, recipient = record["sender"]["name"], record["recipient"]["name"]
+        receipt = record.get("tool_receipt")
         if kind == "information":
             self.add(at, source, sender, CORE, "->>", f"send_message to {recipient}: {_quote(record['body'])} "
                                                       f"({ident})")
         elif kind == "task":
-            spawn = (record.get("recipient_id") in self.spawned
-                     and self.first_tasks.get(record.get("recipient_id")) == record["interaction_id"])
+            spawn = (record["recipient"]["agent_id"] in self.spawned
+                     and self.first_tasks.get(record["recipient"]["agent_id"]) == record["record_id"])
             self.add(at, source, sender, CORE, "->>", f"{'spawn_agent' if spawn else 'followup_task to'} {recipient}: "
                                                       f"{_quote(record['body'])} ({_short(record.get('request_id'))})")
         elif kind == "reply" and receipt:
-            self.add(at, source, sender, CORE, "->>", f"reply {record.get('reply_status')} to "
+            self.add(at, source, sender, CORE, "->>", f"reply {record.get('status')} to "
                                                       f"{_short(record.get('request_id'))}: {_quote(record['body'])}")
         elif kind == "reply":
             origin = "turn outcome as reply" if detail.get("source") == "turn_outcome" else "peerwire reply"
-            self.add(at, source, ADAPTER, CORE, "->>", f"{origin} {record.get('reply_status')} to "
+            self.add(at, source, ADAPTER, CORE, "->>", f"{origin} {record.get('status')} to "
                                                        f"{_short(record.get('request_id'))}: {_quote(record['body'])}")
         else:
-            self.add(at, source, CORE, CORE, "note", f"notice {record.get('notice_code')} for {recipient} "
+            self.add(at, source, CORE, CORE, "note", f"notice {record.get('code')} for {recipient} "
                                                      f"({ident})")
 
-    def _stage_claim_by_dispatch(self, at, source, record, detail) -> None:
+    def _dispatch_claimed(self, at, source, record, detail) -> None:
         self.add(at, source, CORE, ADAPTER, "->>", f"dispatch {_short(record.get('request_id'))} "
-                                                   f"to {record['recipient_name']}")
+                                                   f"to {record['recipient']['name']}")
 
-    def _stage_provider_accepted(self, at, source, record, detail) -> None:
+    def _provider_accepted(self, at, source, record, detail) -> None:
         via, turn = detail.get("via", "turn/start"), _short(detail.get("turn_id"))
         verb = "steer into" if via == "turn/steer" else "start"
-        self.add(at, source, ADAPTER, record["recipient_name"], "->>",
+        self.add(at, source, ADAPTER, record["recipient"]["name"], "->>",
                  f"{via} {_short(record.get('request_id'))} ({verb} turn {turn})")
 
-    def _stage_release(self, at, source, record, detail) -> None:
+    def _released(self, at, source, record, detail) -> None:
         self.add(at, source, ADAPTER, ADAPTER, "note", f"stale turn: claim of {_short(record.get('request_id'))} "
                                                        "released")
 
-    def _stage_provider_uncertain(self, at, source, record, detail) -> None:
-        self.add(at, source, ADAPTER, ADAPTER, "note", f"{_short(record['interaction_id'])} uncertain: "
+    def _uncertain(self, at, source, record, detail) -> None:
+        self.add(at, source, ADAPTER, ADAPTER, "note", f"{_short(record['record_id'])} uncertain: "
                                                        f"{detail.get('reason') or detail.get('error') or ''}")
 
-    def _stage_observation_lost(self, at, source, record, detail) -> None:
-        self._stage_provider_uncertain(at, source, record, detail)
-
-    def _stage_binding_capture(self, at, source, record, detail) -> None:
+    def _captured(self, at, source, record, detail) -> None:
         binding = self.bindings.get(detail.get("binding_id"), {})
-        agent = self.agent_names.get(binding.get("agent_id"), record["recipient_name"])
+        agent = self.agent_names.get(binding.get("agent_id"), record["recipient"]["name"])
         self.add(at, source, agent, ADAPTER, "-->>", f"turn {_short(detail.get('turn_id'))} "
                                                      f"{detail.get('turn_status')}: {detail.get('reply_status')}")
 
-    def _stage_binding_suppress(self, at, source, record, detail) -> None:
+    def _suppressed(self, at, source, record, detail) -> None:
         self.add(at, source, ADAPTER, ADAPTER, "note", f"explicit reply stands: outcome of "
                                                        f"{_short(record.get('request_id'))} suppressed")
 
-    def _stage_provider_visible(self, at, source, record, detail) -> None:
+    def _made_visible(self, at, source, record, detail) -> None:
         via = detail.get("via", "thread/inject_items")
-        self.add(at, source, ADAPTER, record["recipient_name"], "->>",
-                 f"{via}: {record['kind']} {_short(record['interaction_id'])}")
+        self.add(at, source, ADAPTER, record["recipient"]["name"], "->>",
+                 f"{via}: {record['kind']} {_short(record['record_id'])}")
 
-    def _stage_received(self, at, source, record, detail) -> None:
-        tool = "wait_agent" if record["recipient_name"] in self.tree else "receive_messages"
-        self.add(at, source, CORE, record["recipient_name"], "-->>",
-                 f"{tool}: {record['kind']} {_short(record['interaction_id'])}")
+    def _received(self, at, source, record, detail) -> None:
+        tool = "wait_agent" if record["recipient"]["name"] in self.tree else "receive_messages"
+        self.add(at, source, CORE, record["recipient"]["name"], "-->>",
+                 f"{tool}: {record['kind']} {_short(record['record_id'])}")
 
     # -- the rollouts ----------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ def test_scenario_passes_on_its_evidence(scenario, mode, tmp_path: Path) -> None
     declared = {spec.id for spec in scenario.checks if spec.applies(mode) and spec.check != "nothing_admitted"}
     assert all(any(check["evidence"].values()) for check in result["checks"] if check["id"] in declared)
     artifacts = tmp_path / "artifacts" / result["artifacts_dir"]
-    assert (artifacts / "core-dump.json").is_file()
+    assert (artifacts / "core-export.json").is_file()
     assert list((artifacts / "appserver").glob("*.appserver.jsonl"))
     assert list((artifacts / "rollouts").rglob("rollout-*.jsonl"))
     assert not (tmp_path / "homes" / scenario.key(mode)).exists(), "a passing run's home is removed"

@@ -3,8 +3,8 @@
 The rollout lines follow real rollouts of the pinned Codex (``session_meta``,
 ``task_started``, ``turn_context``, ``response_item`` with the turn in
 ``internal_chat_message_metadata_passthrough``, ``McpToolCall`` ``item_completed``,
-``task_complete``, ``turn_aborted``); the core dump has the shape of
-``Store.dump()``. Line numbers quoted in tests are the positions written here.
+``task_complete``, ``turn_aborted``); the core's side is an evidence export
+(``contracts/export.schema.json``). Line numbers quoted in tests are the positions written here.
 """
 
 from __future__ import annotations
@@ -15,13 +15,22 @@ from pathlib import Path
 from typing import Any
 
 from peerwire import envelope
+from peerwire.lifecycle import LIFECYCLES
 
 MODEL = "peerwire-scripted"
 A_ID, B_ID = "aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002"
 THREAD_A, THREAD_B = "01a2-thread-a", "01a2-thread-b"
 TURN_A, TURN_B, TURN_B2 = "01a2-turn-a1", "01a2-turn-b1", "01a2-turn-b2"
 CALL_TASK, CALL_WAIT = "call_task0001", "call_wait0001"
-TASK_ID, REPLY_ID, REQUEST_ID, BINDING_ID = "ix_task0001", "ix_reply001", "rq_0001", "bd_0001"
+
+
+def ident(prefix: str, number: int) -> str:
+    """An id in the core's format (``ix_``/``rq_`` and 32 hex digits) whose short form shows ``number``."""
+    return f"{prefix}_{number:06x}{'0' * 26}"
+
+
+TASK_ID, REPLY_ID, REQUEST_ID, BINDING_ID = ident("ix", 0xa1), ident("ix", 0xb1), ident("rq", 1), "bd_0001"
+TASK2_ID, BLOCKED_ID, REQUEST2_ID = ident("ix", 0xa2), ident("ix", 0xb2), ident("rq", 2)
 PROMPT_A = "Ask B: what is 6 × 7?\nAnswer “exactly”."
 TASK_BODY = "What is 6 × 7? — reply with the number"
 ANSWER = "42"
@@ -104,26 +113,33 @@ class Rollout:
         return path
 
 
-def record(interaction_id: str, kind: str, sender: tuple[str | None, str], recipient: tuple[str, str], body: str,
-           **extra: Any) -> dict[str, Any]:
-    row = {"seq": 0, "interaction_id": interaction_id, "kind": kind, "state": "admitted",
-           "sender_id": sender[0], "sender_name": sender[1], "recipient_id": recipient[0],
-           "recipient_name": recipient[1], "body": body, "request_id": None, "reply_status": None,
-           "notice_code": None, "run_id": None, "tool_receipt": None, "created_at": stamp(0),
-           "updated_at": stamp(0), "received_at": None}
-    row.update(extra)
-    if isinstance(row["tool_receipt"], dict):
-        row["tool_receipt"] = json.dumps(row["tool_receipt"])
-    return row
+def record(record_id: str, kind: str, sender: tuple[str | None, str], recipient: tuple[str, str], body: str, *,
+           seq: int, state: str | None = None, request_id: str | None = None, status: str | None = None,
+           code: str | None = None, tool_receipt: dict[str, Any] | None = None,
+           received_at: str | None = None) -> dict[str, Any]:
+    """One record as a core's export shows it."""
+    row: dict[str, Any] = {"record_id": record_id, "kind": kind, "seq": seq,
+                           "sender": {"agent_id": sender[0], "name": sender[1]},
+                           "recipient": {"agent_id": recipient[0], "name": recipient[1]}, "body": body,
+                           "created_at": stamp(0)}
+    for key, value in (("request_id", request_id), ("status", status), ("code", code)):
+        if value is not None:
+            row[key] = value
+    state = state or LIFECYCLES[kind].initial
+    return {**row, "state": state, "tool_receipt": tool_receipt, "updated_at": stamp(0), "received_at": received_at}
 
 
-def view(row: dict[str, Any]) -> dict[str, Any]:
-    out = {"kind": row["kind"], "body": row["body"], "sender": {"agent_id": row["sender_id"], "name": row["sender_name"]}}
-    if row["request_id"]:
-        out["request_id"] = row["request_id"]
-    if row["reply_status"]:
-        out["status"] = row["reply_status"]
-    return out
+def agent_row(agent_id: str, name: str, thread_id: str) -> dict[str, Any]:
+    return {"agent_id": agent_id, "name": name, "aliases": [], "provider": "codex", "provider_session_id": thread_id,
+            "generation": 1, "status": "idle", "enabled": True, "sendable": True, "source": "lab", "path": None,
+            "parent_agent_id": None, "created_at": stamp(0), "updated_at": stamp(0), "last_error": None}
+
+
+def export(**parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """An export document holding ``parts`` (records, evidence, ...; the rest empty)."""
+    return {"format": "peerwire-export", "version": 1, "core": {"implementation": "synthetic", "version": "0"},
+            "exported_at": stamp(9), "source": "home",
+            **{key: parts.get(key, []) for key in ("agents", "records", "evidence", "requests", "claims", "bindings")}}
 
 
 @dataclass
@@ -132,14 +148,15 @@ class Exchange:
 
     rollout_a: Rollout
     rollout_b: Rollout
-    dump: dict[str, list[dict[str, Any]]]
+    export: dict[str, Any]
     lines: dict[str, int]
     model_requests: list[dict[str, Any]]
 
     def write(self, folder: Path) -> Path:
-        """``core-dump.json``, ``model-requests.jsonl``, ``appserver/``, ``rollouts/<agent>/`` under ``folder``."""
+        """``core-export.json``, ``model-requests.jsonl``, ``appserver/``, ``rollouts/<agent>/`` under ``folder``."""
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "core-dump.json").write_text(json.dumps(self.dump, ensure_ascii=False, indent=1), encoding="utf-8")
+        (folder / "core-export.json").write_text(json.dumps(self.export, ensure_ascii=False, indent=1),
+                                                 encoding="utf-8")
         (folder / "model-requests.jsonl").write_text(
             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.model_requests), encoding="utf-8")
         (folder / "appserver").mkdir(exist_ok=True)
@@ -180,26 +197,25 @@ def task_exchange(*, effort_a: str | None = "low", effort_b: str | None = None,
                       state="replied", tool_receipt={"via": "mcp", "call_id": CALL_TASK, "thread_id": THREAD_A,
                                                      "turn_id": TURN_A, "model": MODEL})
     reply_row = record(REPLY_ID, "reply", (B_ID, "B"), (A_ID, "A"), ANSWER, seq=2, request_id=REQUEST_ID,
-                       reply_status="done", state="provider_visible", received_at=stamp(0.5))
+                       status="done", state="provider_visible", received_at=stamp(0.5))
     b.clock = a.clock
     lines["b_start"] = b.start(TURN_B, "peerwire_task", effort=effort_b, parent=TURN_A)
-    lines["b_task_message"] = b.message(TURN_B, "user", envelope.render(view(task_row)))
+    lines["b_task_message"] = b.message(TURN_B, "user", envelope.render(task_row))
     lines["b_final"] = b.message(TURN_B, "assistant", ANSWER, phase="final_answer", item_id="msg_b_final")
     lines["b_complete"] = b.complete(TURN_B, ANSWER)
     a.clock = b.clock
     lines["wait_call"], lines["wait_output"] = a.call(TURN_A, CALL_WAIT, "wait_agent", {"timeout_ms": 60000},
                                                       {"woke": True, "timed_out": False,
                                                        "wake_reason": "mailbox_activity"})
-    lines["a_inject"] = a.message(TURN_A, "user", envelope.render(view(reply_row)))
+    lines["a_inject"] = a.message(TURN_A, "user", envelope.render(reply_row))
     lines["a_final"] = a.message(TURN_A, "assistant", FINAL_A, phase="final_answer")
     lines["a_complete"] = a.complete(TURN_A, FINAL_A)
 
     def ev(n: int, ix: str, stage_name: str, detail: dict[str, Any], second: float) -> dict[str, Any]:
-        return {"evidence_id": n, "interaction_id": ix, "stage": stage_name, "at": stamp(second),
-                "detail": json.dumps(detail)}
+        return {"evidence_id": n, "record_id": ix, "stage": stage_name, "at": stamp(second), "detail": detail}
 
     evidence = [
-        ev(1, TASK_ID, "admitted", {"tool_receipt": json.loads(task_row["tool_receipt"])}, 0.055),
+        ev(1, TASK_ID, "admitted", {"tool_receipt": task_row["tool_receipt"]}, 0.055),
         ev(2, TASK_ID, "claim_by_dispatch", {"claim_id": "cl_0001"}, 0.056),
         ev(3, TASK_ID, "provider_accepted", {"binding_id": BINDING_ID, "thread_id": THREAD_B, "turn_id": TURN_B,
                                              "via": "turn/start", "generation": 1}, 0.075),
@@ -211,35 +227,29 @@ def task_exchange(*, effort_a: str | None = "low", effort_b: str | None = None,
     ]
     bindings = [{"binding_id": BINDING_ID, "request_id": REQUEST_ID, "claim_id": "cl_0001", "agent_id": B_ID,
                  "generation": 1, "thread_id": THREAD_B, "turn_id": TURN_B, "state": "published",
-                 "outcome": json.dumps({"turn_id": TURN_B, "turn_status": "completed", "reply_status": "done",
-                                        "final_item_id": "msg_b_final", "text": ANSWER}),
+                 "outcome": {"turn_id": TURN_B, "turn_status": "completed", "reply_status": "done",
+                             "final_item_id": "msg_b_final", "text": ANSWER},
                  "created_at": stamp(0.075), "updated_at": stamp(0.127)}]
     interactions = [task_row, reply_row]
-    requests = [{"request_id": REQUEST_ID, "task_interaction_id": TASK_ID, "requester_id": A_ID,
-                 "recipient_id": B_ID, "reply_interaction_id": REPLY_ID, "reply_source": "turn_outcome",
+    requests = [{"request_id": REQUEST_ID, "task_record_id": TASK_ID, "requester_id": A_ID,
+                 "recipient_id": B_ID, "reply_record_id": REPLY_ID, "reply_source": "turn_outcome",
                  "created_at": stamp(0.055)}]
+    claims = [{"claim_id": "cl_0001", "request_id": REQUEST_ID, "claimant": "dispatch", "claimed_at": stamp(0.056),
+               "released_at": None, "release_reason": None}]
     if interrupted_second_task:
-        second = record("ix_task0002", "task", (A_ID, "A"), (B_ID, "B"), "Long job", seq=3, request_id="rq_0002",
+        second = record(TASK2_ID, "task", (A_ID, "A"), (B_ID, "B"), "Long job", seq=3, request_id=REQUEST2_ID,
                         state="replied")
-        blocked = record("ix_reply002", "reply", (None, "peerwire"), (A_ID, "A"), "B's turn was interrupted.", seq=4,
-                         request_id="rq_0002", reply_status="blocked", notice_code="turn_interrupted")
+        blocked = record(BLOCKED_ID, "reply", (None, "peerwire"), (A_ID, "A"), "B's turn was interrupted.", seq=4,
+                         request_id=REQUEST2_ID, status="blocked", code="turn_interrupted", state="published")
         lines["b2_start"] = b.start(TURN_B2, "peerwire_task", effort=effort_b)
         lines["b2_abort"] = b.abort(TURN_B2)
         interactions += [second, blocked]
-        bindings.append({"binding_id": "bd_0002", "request_id": "rq_0002", "claim_id": "cl_0002", "agent_id": B_ID,
+        bindings.append({"binding_id": "bd_0002", "request_id": REQUEST2_ID, "claim_id": "cl_0002", "agent_id": B_ID,
                          "generation": 1, "thread_id": THREAD_B, "turn_id": TURN_B2, "state": "published",
                          "outcome": None, "created_at": stamp(1), "updated_at": stamp(1)})
-        evidence.append(ev(8, "ix_reply002", "admitted", {"binding_id": "bd_0002", "source": "peerwire"}, 2))
-    dump = {
-        "agents": [
-            {"row_order": 1, "agent_id": A_ID, "name": "A", "provider": "codex", "provider_session_id": THREAD_A,
-             "generation": 1, "status": "idle"},
-            {"row_order": 2, "agent_id": B_ID, "name": "B", "provider": "codex", "provider_session_id": THREAD_B,
-             "generation": 1, "status": "idle"},
-        ],
-        "interactions": interactions, "evidence": evidence, "bindings": bindings, "requests": requests,
-        "claims": [], "cursors": [], "sessions": [], "meta": [], "agent_aliases": [],
-    }
+        evidence.append(ev(8, BLOCKED_ID, "admitted", {"binding_id": "bd_0002", "source": "peerwire"}, 2))
+    document = export(agents=[agent_row(A_ID, "A", THREAD_A), agent_row(B_ID, "B", THREAD_B)], records=interactions,
+                      evidence=evidence, bindings=bindings, requests=requests, claims=claims)
     model_requests = []
     for seq, agent in enumerate(("A", "B", "A", "A")):
         body = {"model": MODEL, "reasoning": {"summary": "auto", **({"effort": effort_a} if agent == "A" and effort_a
@@ -249,7 +259,7 @@ def task_exchange(*, effort_a: str | None = "low", effort_b: str | None = None,
                                "headers": {}, "body": body})
         model_requests.append({"event": "response", "seq": seq, "agent": agent, "outcome": "answered",
                                "rule": f"rule-{seq}", "items": [], "error": None})
-    return Exchange(a, b, dump, lines, model_requests)
+    return Exchange(a, b, document, lines, model_requests)
 
 
 def run_description(run_id: str = "run-1", *, passed: bool = True, checks: list[dict[str, Any]] | None = None,

@@ -9,7 +9,7 @@ import pytest
 
 from harness.report import SecretScan, write_report
 from harness.report.cli import main
-from tests.evidence.exchange import ROLLOUT_B, run_description, task_exchange
+from tests.evidence.exchange import ROLLOUT_B, TASK_ID, run_description, task_exchange
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def artifacts(tmp_path: Path) -> Path:
 
 def check(ident: str, verdict: str) -> dict:
     return {"id": ident, "verdict": verdict, "summary": f"{ident} summary",
-            "evidence": {"records": ["ix_task0001"], "rollout": [f"rollouts/B/{ROLLOUT_B}:5"]}}
+            "evidence": {"records": [TASK_ID], "rollout": [f"rollouts/B/{ROLLOUT_B}:5"]}}
 
 
 def report(tmp_path: Path, artifacts: Path, run_id: str, checks: list[dict]) -> Path:
@@ -43,7 +43,7 @@ def test_summary_lists_failed_checks_with_their_evidence(tmp_path, artifacts):
         "run r1: FAILED — 1 scenarios (1 failed), 2 checks (1 failed); Codex 0.171.0",
         "  FAIL  task: 1/2 checks pass; bindings 2 bound, 0 unbound",
         "        FAIL replied: replied summary",
-        "             records: ix_task0001",
+        f"             records: {TASK_ID}",
         f"             rollout: rollouts/B/{ROLLOUT_B}:5",
     ]
 

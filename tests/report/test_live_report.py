@@ -11,7 +11,6 @@ import pytest
 
 from harness.codex.lab import CodexLab
 from harness.report import SecretScan, load_report, write_report
-from peerwire.store import Store
 
 pytestmark = pytest.mark.codex
 
@@ -19,13 +18,9 @@ SMOKE = Path(__file__).resolve().parents[2] / "scenarios" / "smoke.toml"
 
 
 def stage(lab: CodexLab, dest: Path) -> None:
-    """The scenario artifacts layout the runner produces (core dump, model log, transcripts, rollouts)."""
+    """The scenario artifacts layout the runner produces (core export, model log, transcripts, rollouts)."""
     dest.mkdir(parents=True)
-    store = Store(lab.home.path / "peerwire.db")
-    try:
-        (dest / "core-dump.json").write_text(json.dumps(store.dump(), ensure_ascii=False), encoding="utf-8")
-    finally:
-        store.close()
+    (dest / "core-export.json").write_text(json.dumps(lab.export(), ensure_ascii=False), encoding="utf-8")
     shutil.copy(lab.root / "artifacts" / "model-requests.jsonl", dest)
     (dest / "appserver").mkdir()
     for name in lab.agents:

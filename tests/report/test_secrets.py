@@ -57,10 +57,10 @@ def test_auth_home_values_and_session_tokens_are_secrets(tmp_path, artifacts):
     auth_home.mkdir()
     (auth_home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": None,
                                                      "tokens": {"access_token": AUTH_TOKEN, "id": "short"}}))
-    dump_path = artifacts / "task" / "core-dump.json"
-    dump = json.loads(dump_path.read_text(encoding="utf-8"))
-    dump["interactions"][0]["body"] = f"token {SESSION_TOKEN} and {AUTH_TOKEN}"
-    dump_path.write_text(json.dumps(dump, ensure_ascii=False), encoding="utf-8")
+    export_path = artifacts / "task" / "core-export.json"
+    document = json.loads(export_path.read_text(encoding="utf-8"))
+    document["records"][0]["body"] = f"token {SESSION_TOKEN} and {AUTH_TOKEN}"
+    export_path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
     scan = SecretScan.collect({}, auth_home=auth_home, extra={"peerwire session token of A": SESSION_TOKEN})
     assert scan.names == ["auth.json:tokens.access_token", "peerwire session token of A"]  # "short" is too short
     folder = write_report(tmp_path / "reports", run_description(), artifacts, secrets=scan)

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from harness.evidence import RolloutIndex
+from harness.evidence.core import CoreEvidence
 from harness.report import SequenceDiagram
 from harness.report.sequence import escape, tool_result
-from tests.evidence.exchange import THREAD_A, THREAD_B, record, task_exchange
+from tests.evidence.exchange import TASK2_ID, THREAD_A, THREAD_B, export, ident, record, stamp, task_exchange
+
+
+def build(document, **kw) -> SequenceDiagram:
+    return SequenceDiagram.build(CoreEvidence.of(document), **kw)
 
 
 def diagram(tmp_path: Path, **kw) -> SequenceDiagram:
     exchange = task_exchange(**kw)
     exchange.write(tmp_path)
     index = RolloutIndex.load(sorted((tmp_path / "rollouts").rglob("*.jsonl")), root=tmp_path)
-    return SequenceDiagram.build(exchange.dump, agents=["A", "B"], index=index,
-                                 thread_agents={THREAD_A: "A", THREAD_B: "B"})
+    return build(exchange.export, agents=["A", "B"], index=index, thread_agents={THREAD_A: "A", THREAD_B: "B"})
 
 
 def test_participants_and_steps_in_time_order(tmp_path):
@@ -25,14 +28,14 @@ def test_participants_and_steps_in_time_order(tmp_path):
     steps = [(s.actor, s.target, s.text) for s in seq.steps]
     assert steps == [
         ("A", "A", "operator prompt starts turn …urn-a1"),
-        ("A", "core", 'followup_task to B: "What is 6 × 7? — reply with the number" (rq_0001)'),
-        ("core", "adapter", "dispatch rq_0001 to B"),
-        ("adapter", "B", "turn/start rq_0001 (start turn …urn-b1)"),
+        ("A", "core", 'followup_task to B: "What is 6 × 7? — reply with the number" (rq_000001)'),
+        ("core", "adapter", "dispatch rq_000001 to B"),
+        ("adapter", "B", "turn/start rq_000001 (start turn …urn-b1)"),
         ("B", "adapter", "turn …urn-b1 completed: done"),
-        ("adapter", "core", 'turn outcome as reply done to rq_0001: "42"'),
+        ("adapter", "core", 'turn outcome as reply done to rq_000001: "42"'),
         ("A", "core", "wait_agent"),
         ("core", "A", "woke: mailbox_activity"),
-        ("adapter", "A", "thread/inject_items: reply ix_reply0"),
+        ("adapter", "A", "thread/inject_items: reply ix_0000b1"),
         ("A", "A", 'turn …urn-a1 completed: "B says: 42"'),
     ]
 
@@ -42,22 +45,21 @@ def test_mermaid_text_declares_participants_and_arrows(tmp_path):
     lines = text.splitlines()
     assert lines[:5] == ["sequenceDiagram", "    participant p_A as A", "    participant p_core as core",
                          "    participant p_adapter as adapter", "    participant p_B as B"]
-    assert "    p_adapter->>p_B: turn/start rq_0001 (start turn …urn-b1)" in lines
+    assert "    p_adapter->>p_B: turn/start rq_000001 (start turn …urn-b1)" in lines
     assert "    p_B-->>p_adapter: turn …urn-b1 completed: done" in lines
     assert "    Note over p_A: operator prompt starts turn …urn-a1" in lines
 
 
 def test_an_interrupted_turn_and_its_blocked_reply_are_drawn(tmp_path):
     exchange = task_exchange(interrupted_second_task=True)
-    exchange.dump["evidence"].append({"evidence_id": 9, "interaction_id": "ix_task0002", "stage": "binding_capture",
-                                      "at": "2026-11-30T06:00:01.500Z",
-                                      "detail": json.dumps({"binding_id": "bd_0002", "turn_id": "01a2-turn-b2",
-                                                            "turn_status": "interrupted",
-                                                            "reply_status": "blocked"})})
-    seq = SequenceDiagram.build(exchange.dump, agents=["A", "B"])
+    exchange.export["evidence"].append({"evidence_id": 9, "record_id": TASK2_ID, "stage": "binding_capture",
+                                        "at": "2026-11-30T06:00:01.500Z",
+                                        "detail": {"binding_id": "bd_0002", "turn_id": "01a2-turn-b2",
+                                                   "turn_status": "interrupted", "reply_status": "blocked"}})
+    seq = build(exchange.export, agents=["A", "B"])
     texts = [s.text for s in seq.steps]
     assert texts[-2:] == ["turn …urn-b2 interrupted: blocked",
-                          'peerwire reply blocked to rq_0002: "B\'s turn was interrupted."']
+                          'peerwire reply blocked to rq_000002: "B\'s turn was interrupted."']
 
 
 def test_bodies_cannot_break_the_diagram():
@@ -69,11 +71,12 @@ def test_bodies_cannot_break_the_diagram():
     assert out.endswith("…")
 
 
-def test_unknown_agents_in_the_dump_become_participants():
-    dump = {"interactions": [record("ix_1", "information", ("c", "C"), ("d", "D"), "hi", seq=1)],
-            "evidence": [{"evidence_id": 1, "interaction_id": "ix_1", "stage": "admitted",
-                          "at": "2026-11-30T06:00:00.000Z", "detail": "{}"}]}
-    seq = SequenceDiagram.build(dump, agents=[])
+def test_unknown_agents_in_the_export_become_participants():
+    info = ident("ix", 1)
+    document = export(records=[record(info, "information", ("c", "C"), ("d", "D"), "hi", seq=1)],
+                      evidence=[{"evidence_id": 1, "record_id": info, "stage": "admitted", "at": stamp(0),
+                                 "detail": {}}])
+    seq = build(document, agents=[])
     assert seq.participants == ["C", "core", "adapter"]
     assert "participant p_C as C" in seq.mermaid()
 
@@ -93,8 +96,7 @@ def test_an_interrupt_call_draws_the_turn_interrupt_right_after_it(tmp_path):
                              "previous_status": "active", "turn_id": "01a2-turn-b1"})
     exchange.write(tmp_path)
     index = RolloutIndex.load(sorted((tmp_path / "rollouts").rglob("*.jsonl")), root=tmp_path)
-    seq = SequenceDiagram.build(exchange.dump, agents=["A", "B"], index=index,
-                                thread_agents={THREAD_A: "A", THREAD_B: "B"})
+    seq = build(exchange.export, agents=["A", "B"], index=index, thread_agents={THREAD_A: "A", THREAD_B: "B"})
     steps = [(s.actor, s.target, s.text) for s in seq.steps]
     start = steps.index(("A", "core", "interrupt_agent B"))
     assert steps[start + 1:start + 3] == [("adapter", "B", "turn/interrupt (turn …urn-b1)"),
@@ -103,7 +105,7 @@ def test_an_interrupt_call_draws_the_turn_interrupt_right_after_it(tmp_path):
 
 def test_a_steered_task_is_drawn_as_a_steer():
     exchange = task_exchange()
-    accepted = next(e for e in exchange.dump["evidence"] if e["stage"] == "provider_accepted")
-    accepted["detail"] = json.dumps({**json.loads(accepted["detail"]), "via": "turn/steer"})
-    texts = [s.text for s in SequenceDiagram.build(exchange.dump, agents=["A", "B"]).steps]
-    assert "turn/steer rq_0001 (steer into turn …urn-b1)" in texts
+    accepted = next(e for e in exchange.export["evidence"] if e["stage"] == "provider_accepted")
+    accepted["detail"] = {**accepted["detail"], "via": "turn/steer"}
+    texts = [s.text for s in build(exchange.export, agents=["A", "B"]).steps]
+    assert "turn/steer rq_000001 (steer into turn …urn-b1)" in texts

@@ -48,7 +48,7 @@ def test_report_json_matches_its_schema_and_hashes_every_artifact(tmp_path, arti
     listed = {a["path"]: a for a in report["artifacts"]}
     on_disk = sorted(p.relative_to(folder).as_posix() for p in (folder / "artifacts").rglob("*") if p.is_file())
     assert sorted(listed) == on_disk == [
-        "artifacts/task/appserver/B.g1.appserver.jsonl", "artifacts/task/core-dump.json",
+        "artifacts/task/appserver/B.g1.appserver.jsonl", "artifacts/task/core-export.json",
         "artifacts/task/model-requests.jsonl", f"artifacts/task/rollouts/A/{ROLLOUT_A}",
         f"artifacts/task/rollouts/B/{ROLLOUT_B}"]
     for path, entry in listed.items():
@@ -98,7 +98,7 @@ def test_checks_keep_their_evidence_and_missing_evidence_is_named(tmp_path, arti
     assert ok["evidence_problems"] == []
     assert ok["evidence"]["rollout"] == [f"rollouts/B/{ROLLOUT_B}:5"]
     assert bad["evidence_problems"] == [
-        "record ix_ghost is not in core-dump.json",
+        "record ix_ghost is not in core-export.json",
         "model request 42 is not in model-requests.jsonl",
         f"rollouts/B/{ROLLOUT_B}:999: the file has 6 lines",
         "../../etc/passwd:1: no such artifact",
@@ -116,7 +116,7 @@ def test_report_md_shows_verdicts_texts_and_the_sequence_diagram(tmp_path, artif
     assert "token" not in text.replace("not model tokens", "")
     diagram = text[text.index("```mermaid"):]
     assert diagram.splitlines()[1] == "sequenceDiagram"
-    assert "followup_task to B" in diagram and "turn/start rq_0001" in diagram
+    assert "followup_task to B" in diagram and "turn/start rq_000001" in diagram
 
 
 def test_missing_artifacts_are_problems_not_errors(tmp_path):
@@ -124,7 +124,7 @@ def test_missing_artifacts_are_problems_not_errors(tmp_path):
     (empty / "task").mkdir(parents=True)
     report = load_report(write(tmp_path, empty))
     problems = report["scenarios"][0]["problems"]
-    assert "core-dump.json: missing" in problems and "rollouts/: no rollout files" in problems
+    assert "core-export.json: missing" in problems and "rollouts/: no rollout files" in problems
     assert report["scenarios"][0]["bindings"] == [] and report["artifacts"] == []
 
 
@@ -157,7 +157,7 @@ def test_a_run_that_breaks_the_schema_leaves_no_report(tmp_path, artifacts):
 def test_links_and_credential_files_are_not_copied(tmp_path, artifacts):
     (artifacts / "task" / "config.toml").write_text('PEERWIRE_SESSION_ID = "x"\n')
     (artifacts / "task" / "rollouts" / "auth.json").write_text("{}")
-    (artifacts / "task" / "link.jsonl").symlink_to(artifacts / "task" / "core-dump.json")
+    (artifacts / "task" / "link.jsonl").symlink_to(artifacts / "task" / "core-export.json")
     report = load_report(folder := write(tmp_path, artifacts))
     assert sorted(report["excluded"]) == ["artifacts/task/config.toml", "artifacts/task/link.jsonl",
                                           "artifacts/task/rollouts/auth.json"]

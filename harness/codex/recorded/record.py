@@ -109,7 +109,7 @@ def _run_lab_path(path_name: str, root: Path) -> tuple[Path, list[str], Normalis
 def _run_inprocess_path(path_name: str, root: Path) -> tuple[Path, list[str], Normaliser]:
     import asyncio
 
-    from .inprocess import inprocess_adapter
+    from harness.codex.inprocess import inprocess_adapter
 
     script = script_from_document(routes.model_document(), source="adapter-paths")
 

@@ -1,0 +1,90 @@
+"""The boundaries the layout promises, checked on the source (imports read with ``ast``, nothing imported).
+
+* The harness reads a core only through its evidence export and its operator
+  interface: no harness module imports ``sqlite3`` or the reference core's store.
+* The core imports nothing from the harness.
+* Every import of a project module names one that exists, even inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("peerwire", "harness")
+
+CORE_IMPORTS_HARNESS_TODAY = {"peerwire.bench"}
+"""Modules of the core that still import the harness; each must go, and an entry that no longer does fails."""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules(package: str) -> dict[str, Path]:
+    return {module_name(path): path for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def statements(name: str, path: Path) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """Each import of module ``name`` as (absolute module, names taken from it), at any depth of the
+    file (imports inside functions included); ``import x`` takes no names."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, ()) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            yield base, tuple(alias.name for alias in node.names)
+
+
+def imports(name: str, path: Path) -> Iterator[str]:
+    """Every module ``name`` imports (``from pkg import module`` counts that module too)."""
+    for base, names in statements(name, path):
+        yield base
+        yield from (f"{base}.{taken}" for taken in names)
+
+
+def within(imported: str, target: str) -> bool:
+    return imported == target or imported.startswith(target + ".")
+
+
+@pytest.mark.parametrize("name", sorted(modules("harness")))
+def test_no_harness_module_reads_a_core_store(name):
+    found = [i for i in imports(name, modules("harness")[name]) if within(i, "sqlite3") or within(i, "peerwire.store")]
+    assert not found, f"{name} imports {found}: read a core through its export (harness.evidence.core)"
+
+
+def test_the_core_imports_nothing_from_the_harness():
+    offenders = {name for name, path in modules("peerwire").items()
+                 if any(within(i, "harness") for i in imports(name, path))}
+    assert offenders - CORE_IMPORTS_HARNESS_TODAY == set(), "the core must not depend on the harness"
+    assert CORE_IMPORTS_HARNESS_TODAY <= offenders, (
+        f"{sorted(CORE_IMPORTS_HARNESS_TODAY - offenders)} no longer import the harness: drop them from the list")
+
+
+def test_every_project_import_names_a_module_that_exists():
+    known = {name for package in PACKAGES for name in modules(package)}
+    missing = [(name, base) for package in PACKAGES for name, path in modules(package).items()
+               for base, _ in statements(name, path) if base.split(".")[0] in PACKAGES and base not in known]
+    assert not missing, f"imports of modules that do not exist (an import inside a function fails late): {missing}"
+
+
+def test_the_scan_sees_imports_in_every_form(tmp_path):
+    # The scan itself must not miss the forms a regression would use.
+    source = tmp_path / "harness" / "x" / "m.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("import sqlite3 as s\nfrom peerwire import store\nfrom ..evidence import core\n"
+                      "def f():\n    from peerwire.store import Store\n", encoding="utf-8")
+    found = set(imports("harness.x.m", source))
+    assert {"sqlite3", "peerwire.store", "harness.evidence.core"} <= found
