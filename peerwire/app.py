@@ -19,8 +19,8 @@ from typing import Any
 
 from .codex.adapter import CodexProvider
 from .control import encode
-from .errors import Code, PeerwireError
-from .home import Home, HomeLock
+from .errors import EXIT_STATUS, Code, PeerwireError
+from .home import Home, HomeLock, unusable
 from .hub import WakeHub
 from .limits import CONTROL_LINE_BYTES
 from .operations import Operations
@@ -32,8 +32,8 @@ log = logging.getLogger("peerwire.app")
 
 def _configure_logging(home: Home) -> logging.Handler:
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.close(os.open(home.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))  # private from creation
     file_handler = logging.FileHandler(home.log, encoding="utf-8")
-    os.chmod(home.log, 0o600)
     file_handler.setFormatter(fmt)
     stream = logging.StreamHandler(sys.stderr)
     stream.setFormatter(fmt)
@@ -57,11 +57,11 @@ class App:
         self._connections: set[asyncio.Task] = set()
 
     async def run(self) -> int:
-        self.home.create()
+        self.home.prepare()
         self.lock.acquire()
         try:
             _configure_logging(self.home)
-            self.store = Store(self.home.db)
+            self.store = self.home.open_store()
             self.ops = Operations(self.store, self.hub, self.providers)
             codex = CodexProvider(self.store, self.ops.published, self.home.path / "codex")
             self.providers.setdefault("codex", codex)
@@ -176,8 +176,12 @@ class App:
 
 
 def run_app(home: Home, providers: dict[str, Provider] | None = None) -> int:
+    """Run the app in the foreground; a home it cannot own is one line on stderr and a distinct status."""
     try:
         return asyncio.run(App(home, providers).run())
+    except OSError as exc:  # a file of the home that the checks could not foresee (a full disk, EACCES)
+        error = unusable(exc)
     except PeerwireError as exc:
-        sys.stderr.write(f"peerwire app: {exc.message}\n")
-        return 3 if exc.code == Code.HOME_LOCKED else 2
+        error = exc
+    sys.stderr.write(f"peerwire app: {error.code.value}: {error.message}\n")
+    return EXIT_STATUS.get(error.code, 2)

@@ -14,8 +14,8 @@ import sys
 from typing import Any, Sequence
 
 from .control import ControlClient
-from .errors import Code, PeerwireError
-from .home import HOME_ENV, SESSION_ENV, Home
+from .errors import EXIT_STATUS, Code, PeerwireError
+from .home import HOME_ENV, SESSION_ENV, Home, unusable
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -120,13 +120,16 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _run(args)
+        try:
+            return _run(args)
+        except OSError as exc:  # a file of the home that the checks could not foresee
+            raise unusable(exc) from None
     except PeerwireError as exc:
         if getattr(args, "json", False):
             print(json.dumps({"error": exc.to_dict()}, ensure_ascii=False))
         else:
             print(f"peerwire: {exc.code.value}: {exc.message}", file=sys.stderr)
-        return EXIT_ERROR
+        return EXIT_STATUS.get(exc.code, EXIT_ERROR)
     except KeyboardInterrupt:
         return 130
 
@@ -142,11 +145,9 @@ def _run(args: argparse.Namespace) -> int:
         return run_app(Home.from_env(args.home))
     home = Home.from_env(args.home)
     if args.command == "home":
-        from .store import Store
-
-        home.create()
+        home.prepare()
         existed = home.exists()
-        store = Store(home.db)
+        store = home.open_store()
         out = {"home": str(home.path), "created": not existed, "schema_version": store.schema_version,
                "node_id": store.node_id}
         store.close()

@@ -62,7 +62,7 @@ class ControlClient:
         raise PeerwireError.from_dict(response.get("error") or {})
 
     def _connect(self) -> socket.socket:
-        if not self.home.path.is_dir():
+        if not self.home.require_reachable():
             raise PeerwireError(
                 Code.APP_UNAVAILABLE,
                 f"home {self.home.path} does not exist; start `peerwire app --home {self.home.path}`",

@@ -31,8 +31,22 @@ class Code(StrEnum):
     LIMIT_EXCEEDED = "limit_exceeded"
     HOME_LOCKED = "home_locked"
     HOME_MISSING = "home_missing"
+    HOME_INVALID = "home_invalid"
+    STORE_DAMAGED = "store_damaged"
     ILLEGAL_TRANSITION = "illegal_transition"
     INTERNAL = "internal"
+
+
+EXIT_STATUS: dict[Code, int] = {
+    Code.HOME_LOCKED: 3,
+    Code.HOME_INVALID: 4,
+    Code.STORE_DAMAGED: 5,
+}
+"""Exit statuses of ``peerwire app`` and the CLI for failures of the local state.
+
+Distinct from an ordinary error (1 for the CLI, 2 for the app), so a script or
+supervisor can tell "fix the home" from "the call was refused".
+"""
 
 
 class PeerwireError(Exception):

@@ -1,9 +1,15 @@
 """A peerwire home: one directory holding one messaging core.
 
-Layout: ``peerwire.db`` (the store), ``app.lock`` (held by the running app, with
-its pid), ``control.sock`` (the app's private control socket, mode 0600) and
-``app.log``. The directory itself is 0700: file permissions are what make the
-control socket private.
+Layout: ``peerwire.db`` (the store, with SQLite's ``-wal`` and ``-shm`` beside
+it), ``app.lock`` (held by the running app, with its pid), ``control.sock``
+(the app's private control socket) and ``app.log``. The directory is 0700 and
+every file in it 0600 from the moment it exists: file permissions are what make
+the control socket and the session tokens' hashes private.
+
+A home in a bad state is refused, never repaired or started over: each check
+raises ``home_invalid`` (the path or a file in it cannot be used) or
+``store_damaged`` (the store is not a whole peerwire store) with one line that
+names the file and says what to do.
 """
 
 from __future__ import annotations
@@ -12,12 +18,18 @@ import contextlib
 import errno
 import json
 import os
+import sqlite3
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from .errors import Code, PeerwireError
+from .limits import STORE_PATH_MAX_BYTES
+
+if TYPE_CHECKING:
+    from .store import Store
 
 HOME_ENV = "PEERWIRE_HOME"
 SESSION_ENV = "PEERWIRE_SESSION_ID"
@@ -26,6 +38,55 @@ SESSION_ENV = "PEERWIRE_SESSION_ID"
 # through a short /proc/self/fd alias of the directory.
 _SUN_PATH_MAX = 100
 
+try:
+    PATH_MAX = os.pathconf("/", "PC_PATH_MAX")
+except (AttributeError, OSError, ValueError):  # no pathconf (Windows) or no answer
+    PATH_MAX = 4096
+"""The system's limit on a path, terminating NUL included."""
+
+# What each file of a home must be when it exists, and what it is for.
+_FILES = {
+    "peerwire.db": (stat.S_ISREG, "the store"),
+    "peerwire.db-wal": (stat.S_ISREG, "the store's write-ahead log"),
+    "peerwire.db-shm": (stat.S_ISREG, "the store's WAL index"),
+    "app.lock": (stat.S_ISREG, "the app's lock file"),
+    "app.log": (stat.S_ISREG, "the app's log"),
+    "control.sock": (stat.S_ISSOCK, "the app's control socket"),
+}
+_STORE_FILES = ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm")
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """A path as messages print it: UTF-8, with undecodable bytes escaped."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISREG, "regular file"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISFIFO, "named pipe"), (stat.S_ISLNK, "symbolic link")):
+        if test(mode):
+            return name
+    return "device"
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def home_invalid(path: str | os.PathLike[str], why: str, todo: str) -> PeerwireError:
+    return PeerwireError(Code.HOME_INVALID, f"{shown(path)}: {why}; {todo}", {"file": shown(path)})
+
+
+def unusable(exc: OSError, todo: str = "fix the path or choose another home") -> PeerwireError:
+    """A filesystem failure while preparing or reaching a home, as ``home_invalid`` naming the file."""
+    culprit = exc.filename if exc.filename is not None else "the home"
+    return home_invalid(culprit, exc.strerror or str(exc), todo)
+
 
 @dataclass(frozen=True)
 class Home:
@@ -33,10 +94,13 @@ class Home:
 
     @classmethod
     def from_env(cls, explicit: str | os.PathLike | None = None) -> "Home":
+        """The home named by ``explicit`` or ``$PEERWIRE_HOME``; its path is checked, nothing is touched."""
         value = explicit or os.environ.get(HOME_ENV)
         if not value:
             raise PeerwireError(Code.HOME_MISSING, f"no home given: pass --home or set {HOME_ENV}")
-        return cls(Path(value).expanduser().absolute())
+        home = cls(Path(value).expanduser().absolute())
+        home.check_path()
+        return home
 
     @property
     def db(self) -> Path:
@@ -57,10 +121,79 @@ class Home:
     def exists(self) -> bool:
         return self.db.is_file()
 
+    # -- checks ---------------------------------------------------------------
+
+    def check_path(self) -> None:
+        """The path itself: UTF-8 (SQLite and MCP configurations take nothing else) and under PATH_MAX."""
+        raw = os.fsencode(self.path)
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise home_invalid(self.path, "the home path is not valid UTF-8",
+                               "choose a home whose path is UTF-8") from None
+        if len(raw) >= PATH_MAX:
+            raise home_invalid(self.path, f"the home path is {len(raw)} bytes, over the system's limit of "
+                                          f"{PATH_MAX - 1}", "choose a shorter home path")
+
+    def _check_directory(self) -> bool:
+        """Whether the home exists; raises when it exists as something other than a directory of ours."""
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise unusable(exc) from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise home_invalid(self.path, f"the home is a {_kind(info.st_mode)}, not a directory",
+                               "remove or rename it, or choose another home")
+        if info.st_uid != os.geteuid():
+            raise home_invalid(self.path, f"the home belongs to {_user(info.st_uid)}, not to you "
+                                          f"({_user(os.geteuid())})",
+                               "a home is private to the user who runs its app: run peerwire as that user "
+                               "or choose a home of your own")
+        return True
+
+    def _check_files(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            path = self.path / name
+            try:
+                info = os.stat(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise unusable(exc) from None
+            is_expected, what = _FILES[name]
+            if not is_expected(info.st_mode):
+                raise home_invalid(path, f"this is a {_kind(info.st_mode)}, but {what} belongs here",
+                                   f"move it out of {shown(self.path)}")
+
+    def require_reachable(self) -> bool:
+        """A client's checks before it connects; returns whether the home exists at all."""
+        self.check_path()
+        if not self._check_directory():
+            return False
+        self._check_files(("control.sock",))
+        return True
+
+    def prepare(self) -> None:
+        """The app's checks, then the directory created 0700 (tightening an existing one of ours)."""
+        self.check_path()
+        db_bytes = len(os.fsencode(self.db))
+        if db_bytes > STORE_PATH_MAX_BYTES:
+            limit = STORE_PATH_MAX_BYTES - len(os.fsencode(self.db)) + len(os.fsencode(self.path))
+            raise home_invalid(self.db, f"the store path is {db_bytes} bytes, and SQLite opens at most "
+                                        f"{STORE_PATH_MAX_BYTES}", f"choose a home path of at most {limit} bytes")
+        if not self._check_directory():
+            try:
+                self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise unusable(exc, "create the home's parent directory or choose another home") from None
+        self._check_files(tuple(_FILES))
+        os.chmod(self.path, 0o700)
+
     def create(self) -> None:
         """Create the directory 0700 (tightening an existing one we own)."""
-        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.path, 0o700)
+        self.prepare()
 
     def require(self) -> None:
         if not self.path.is_dir():
@@ -68,6 +201,97 @@ class Home:
                 Code.HOME_MISSING,
                 f"home {self.path} does not exist; run `peerwire home init --home {self.path}` or start the app",
             )
+
+    # -- the store ----------------------------------------------------------------
+
+    def open_store(self) -> "Store":
+        """Open the home's store, creating it whole if there is none; call after :meth:`prepare`.
+
+        An existing store must be a whole peerwire store: a 0-byte, foreign,
+        truncated or damaged file (``PRAGMA quick_check``) is refused with
+        ``store_damaged`` and left exactly as it was. A new store is built
+        aside and linked into place, so a crash never leaves an empty one.
+        """
+        from .store import Store
+
+        try:
+            size = os.stat(self.db).st_size
+        except FileNotFoundError:
+            self._create_store()
+        else:
+            if size == 0:
+                raise PeerwireError(
+                    Code.STORE_DAMAGED,
+                    f"{shown(self.db)}: the store is empty (0 bytes), so this home's agents and records are "
+                    "gone; peerwire will not start over on it: restore it from a backup, or remove it to start "
+                    "an empty home (every agent must then be registered again)",
+                    {"file": shown(self.db)})
+        try:
+            store = Store(self.db, verify=True)
+        except sqlite3.DatabaseError as exc:
+            raise self._store_error(exc) from None
+        try:
+            self._make_private(_STORE_FILES)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def _store_error(self, exc: sqlite3.DatabaseError) -> PeerwireError:
+        name = getattr(exc, "sqlite_errorname", "")
+        if isinstance(exc, sqlite3.OperationalError) and name not in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+            return home_invalid(self.db, f"SQLite cannot open the store ({exc})",
+                                "check the file's permissions and the disk")
+        detail = " ".join(str(exc).split())
+        return PeerwireError(
+            Code.STORE_DAMAGED,
+            f"{shown(self.db)}: the store is damaged ({detail}); peerwire will not serve or overwrite it: "
+            "copy it aside and restore a backup, or move it away to start an empty home",
+            {"file": shown(self.db)})
+
+    def _create_store(self) -> None:
+        from .store import Store
+
+        # No longer a name than the store's own: SQLite's path limit holds for both.
+        aside = self.path / f".{os.getpid():x}.new"
+        companions = [aside.with_name(aside.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
+        for leftover in (aside, *companions):
+            leftover.unlink(missing_ok=True)
+        try:
+            os.close(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            store = Store(aside)
+            try:
+                store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                store.close()
+            fd = os.open(aside, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(aside, self.db)
+            except FileExistsError:
+                pass  # created by someone else meanwhile (`home init` beside an app): theirs stands
+            _fsync_directory(self.path)
+        except OSError as exc:
+            raise unusable(exc, "check the disk and the home's permissions") from None
+        finally:
+            for leftover in (aside, *companions):
+                leftover.unlink(missing_ok=True)
+
+    def _make_private(self, names: tuple[str, ...]) -> None:
+        # SQLite gives -wal and -shm the store's own mode, so a private store
+        # keeps its companions private; an older store is tightened here.
+        for name in names:
+            path = self.path / name
+            try:
+                if stat.S_IMODE(os.stat(path).st_mode) & 0o077:
+                    os.chmod(path, 0o600)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise unusable(exc) from None
 
     @contextlib.contextmanager
     def socket_address(self) -> Iterator[str]:
@@ -128,3 +352,17 @@ class HomeLock:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
         self._fd = None
+
+
+def _fsync_directory(path: Path) -> None:
+    """Make a new directory entry durable (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -27,3 +27,11 @@ CONTROL_GRACE_S = 10.0
 
 TOKEN_BYTES = 32
 """Random bytes in a session credential (256 bits)."""
+
+STORE_PATH_MAX_BYTES = 504
+"""Longest store path (``<home>/peerwire.db``, UTF-8 bytes) SQLite opens.
+
+SQLite's unix VFS keeps file names in a 512-byte buffer and appends its own
+suffixes (``-journal``, ``-wal``); a longer home fails inside SQLite with a
+bare "unable to open database file", so peerwire refuses it first.
+"""

@@ -45,6 +45,10 @@ def hash_token(token: str) -> str:
 REPLY_STATUSES = ("done", "blocked", "failed")
 
 
+class StoreDamaged(sqlite3.DatabaseError):
+    """The store's integrity check failed: the file is not a whole SQLite database."""
+
+
 @dataclass
 class Page:
     """One receive batch. ``new_work`` names the tasks this call claimed."""
@@ -58,7 +62,12 @@ class Page:
 class Store:
     """The SQLite mailbox of one home. Not thread-safe: one owner at a time."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, *, verify: bool = False):
+        """Open (creating if missing) the store at ``path`` and bring its schema up to date.
+
+        ``verify`` runs ``PRAGMA quick_check`` before anything is written and
+        raises :class:`StoreDamaged` if the file is not whole.
+        """
         self.path = Path(path)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
@@ -70,12 +79,20 @@ class Store:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.execute("PRAGMA busy_timeout=10000")
+        if verify:
+            self._verify()
         self._migrate()
         self.node_id = self._meta("node_id", lambda: str(uuid.uuid4()))
         self._cursor_secret = bytes.fromhex(self._meta("cursor_secret", lambda: secrets.token_hex(32)))
 
     def close(self) -> None:
         self.db.close()
+
+    def _verify(self) -> None:
+        problems = [row[0] for row in self.db.execute("PRAGMA quick_check(3)")]
+        if problems != ["ok"]:
+            self.db.close()
+            raise StoreDamaged("quick_check: " + "; ".join(" ".join(p.split()) for p in problems))
 
     # -- transactions -------------------------------------------------------
 

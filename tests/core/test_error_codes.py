@@ -16,6 +16,8 @@ from .conftest import cli_json
 ELSEWHERE = {
     Code.INTERNAL: "no input reaches it by design; it is the app's last line against its own bugs",
     Code.ILLEGAL_TRANSITION: "tests/core/test_lifecycle.py drives the store into one directly",
+    Code.HOME_INVALID: "tests/core/test_bad_home.py builds each unusable home on disk",
+    Code.STORE_DAMAGED: "tests/core/test_bad_home.py damages real stores",
 }
 
 
