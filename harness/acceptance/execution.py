@@ -39,6 +39,7 @@ from harness.evidence.core import EXPORT_FILE, ExportError
 from harness.model.probe import ProbeObservation, observe_log
 from harness.process.jobs import Job, install_signal_handlers
 from harness.process.run_home import RunHome
+from harness.report.secrets import TokenLedger
 
 from . import artifacts
 from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
@@ -65,6 +66,9 @@ class RunSettings:
     provider: str = "scripted"
     auth_home: Path | None = None
     """The authorized Codex home of a real-provider run (``provider != "scripted"``)."""
+    token_ledgers: Path | None = None
+    """A private folder where each scenario run records the session tokens it issued, for the report's
+    secret scan (see :class:`~harness.report.secrets.TokenLedger`); never among the artifacts."""
 
 
 def progress_label(scenario: Scenario, mode: str) -> str:
@@ -98,9 +102,10 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
     with RunHome(settings.homes_root, run_id=key, keep=settings.keep_home) as home:
         job = Job(f"scenario {key}", grace=JOB_GRACE_S, adopt_orphans=True)
         restore = install_signal_handlers(job) if handle_signals else None
+        ledger = TokenLedger(settings.token_ledgers, key) if settings.token_ledgers is not None else None
         lab = CodexLab(home.path, scenario.script, scenario.agents, codex=settings.codex,
                        approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home,
-                       profile=scenario.profile)
+                       profile=scenario.profile, token_ledger=ledger)
         try:
             try:
                 with phase("start"):

@@ -76,7 +76,8 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
         try:
             settings = RunSettings(codex=codex, homes_root=home.path / "scenarios", artifacts_root=home.artifacts,
                                    keep_home=options.keep_home, approve_tools=options.approve_tools,
-                                   provider=options.provider, auth_home=options.auth_home)
+                                   provider=options.provider, auth_home=options.auth_home,
+                                   token_ledgers=home.path / "tokens")
             results = _run_all(runs, settings, job, home.path / "tasks", options.workers)
         finally:
             restore()
@@ -85,7 +86,8 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
             home.mark_failed(f"{len(failed)} scenario runs failed")
         run = {"run_id": run_id, "started_at": started_at, "finished_at": _now(), "codex_version": codex.version,
                "provider": options.provider, "scenarios": results}
-        report, report_error = write_run_report(options.report_dir, run, home.artifacts, options.auth_home)
+        report, report_error = write_run_report(options.report_dir, run, home.artifacts, options.auth_home,
+                                                ledgers=home.path / "tokens")
         if report_error:
             home.mark_failed("the report could not be written")
     _summary(results, time.monotonic() - began, report, report_error, err)
@@ -138,8 +140,11 @@ def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job
 
 
 def write_run_report(report_dir: Path, run: dict[str, Any], artifacts_root: Path,
-                     auth_home: Path | None) -> tuple[Path, str | None]:
+                     auth_home: Path | None, *, ledgers: Path | None = None) -> tuple[Path, str | None]:
     """Write the report; returns its folder and, if the report writer failed, why.
+
+    The secret scan covers the environment, the auth home and every session
+    token in the run's token ``ledgers``.
 
     The report writer (``harness.report``) is the normal path. Should it be
     missing or refuse the run, the run's result and artifacts are still kept:
@@ -150,7 +155,8 @@ def write_run_report(report_dir: Path, run: dict[str, Any], artifacts_root: Path
     except ImportError as error:
         return _write_plain(report_dir, run, artifacts_root), f"no report writer ({error})"
     try:
-        return write_report(report_dir, run, artifacts_root, secrets=SecretScan.collect(auth_home=auth_home)), None
+        scan = SecretScan.collect(auth_home=auth_home, ledgers=ledgers)
+        return write_report(report_dir, run, artifacts_root, secrets=scan), None
     except Exception as error:  # the run's evidence must survive a report bug
         return _write_plain(report_dir, run, artifacts_root), f"{type(error).__name__}: {error}"
 

@@ -48,6 +48,7 @@ from harness.model.rules import ModelScript, load_script
 from harness.process.app import AppProcess, Spawn
 from harness.model.server import ScriptedModel
 from harness.codex.workspace import FixtureWorkspace
+from harness.report.secrets import TokenLedger
 
 MODEL_KEY_VALUE = "scripted-model-has-no-key"
 AUTH_FILE = "auth.json"
@@ -110,6 +111,7 @@ class CodexLab:
         job: Job | None = None,
         auth_home: Path | None = None,
         profile: str = "messaging",
+        token_ledger: TokenLedger | None = None,
     ):
         self.root = Path(root)
         self.script = script if isinstance(script, ModelScript) else load_script(script)
@@ -121,6 +123,8 @@ class CodexLab:
         self.profile = profile
         self.job = job
         self.auth_home = Path(auth_home) if auth_home is not None else None
+        # Every session token the core issues to this lab, kept for the report's secret scan.
+        self.token_ledger = token_ledger
         self.home = Home(self.root / "core")
         self.model = ScriptedModel(self.script, log_path=self.root / "artifacts" / "model-requests.jsonl")
         self.app: AppProcess | None = None
@@ -175,8 +179,7 @@ class CodexLab:
 
     def _provision(self, name: str) -> LabAgent:
         collab_root = self.profile == "collab" and name == self.agent_names[0]
-        out = self.control().call("register_agent", {"name": name, "provider": "codex", "source": "lab",
-                                                     "collab_root": collab_root})
+        out = self._register({"name": name, "provider": "codex", "source": "lab", "collab_root": collab_root})
         base = self.root / "agents" / name
         codex_home = base / "codex_home"
         codex_home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -196,8 +199,14 @@ class CodexLab:
 
     def register(self, name: str, *, provider: str = "manual", aliases: Sequence[str] = ()) -> dict[str, Any]:
         """Register a peer without a Codex owner (e.g. to make a name ambiguous); returns its agent row."""
-        return self.control().call("register_agent", {"name": name, "provider": provider, "aliases": list(aliases),
-                                                      "source": "lab"})["agent"]
+        return self._register({"name": name, "provider": provider, "aliases": list(aliases),
+                               "source": "lab"})["agent"]
+
+    def _register(self, args: dict[str, Any]) -> dict[str, Any]:
+        out = self.control().call("register_agent", args)
+        if self.token_ledger is not None:
+            self.token_ledger.add(args["name"], out["session_token"])
+        return out
 
     def attach(self, name: str, *, resume: bool = False) -> dict[str, Any]:
         agent = self.agents[name]

@@ -8,8 +8,10 @@ Secrets come from three places:
   session token);
 * every string value of ``auth.json`` in an authorized Codex home (only when a
   real provider was used: the runner passes the home);
-* extra named values the caller knows, e.g. the peerwire session tokens it
-  projected into the agents' ``config.toml`` files.
+* every peerwire session token the run issued, from the run's
+  :class:`TokenLedger` files (the lab writes each token there the moment the
+  core issues it, so a scenario that dies midway still leaves its tokens);
+* extra named values the caller knows.
 
 Values shorter than :data:`MIN_SECRET_CHARS` are ignored: they would match
 ordinary text and cannot be told from it. Each value is searched raw and in its
@@ -60,11 +62,13 @@ class SecretScan:
 
     @classmethod
     def collect(cls, environ: Mapping[str, str] | None = None, *, auth_home: str | os.PathLike[str] | None = None,
+                ledgers: str | os.PathLike[str] | None = None,
                 extra: Mapping[str, str] | None = None) -> "SecretScan":
-        """Secrets from ``environ`` (default ``os.environ``), ``auth_home``/auth.json and ``extra``.
+        """Secrets from ``environ`` (default ``os.environ``), ``auth_home``/auth.json, the session
+        tokens in every ledger under ``ledgers`` (see :class:`TokenLedger`) and ``extra``.
 
         An unreadable or non-JSON auth file is scanned as one secret (its whole
-        text), so it can never leak unnoticed.
+        text), so it can never leak unnoticed; so is an unreadable ledger line.
         """
         found: dict[str, str] = {}
         for name, value in (os.environ if environ is None else environ).items():
@@ -72,6 +76,8 @@ class SecretScan:
                 found[name] = value
         if auth_home is not None:
             found.update(_auth_values(Path(auth_home) / AUTH_FILE))
+        if ledgers is not None:
+            found.update(TokenLedger.read_all(Path(ledgers)))
         found.update(extra or {})
         return cls({name: value for name, value in found.items() if len(value) >= MIN_SECRET_CHARS})
 
@@ -133,6 +139,45 @@ class SecretScan:
         for path in targets:
             findings.extend(self.redact_file(path, path.relative_to(root).as_posix()))
         return findings
+
+
+class TokenLedger:
+    """The peerwire session tokens one scenario run issued: a private file of JSON lines.
+
+    Each line is ``{"agent": name, "token": value}``, appended (0600, in a 0700
+    folder of the run home, never among the artifacts) when the core issues
+    the token. The report's scan reads every ledger of the run, so a token
+    that reached any artifact is redacted even if the run never printed it.
+    """
+
+    SUFFIX = ".tokens.jsonl"
+
+    def __init__(self, folder: Path, scope: str):
+        self.path = Path(folder) / f"{scope}{self.SUFFIX}"
+
+    def add(self, agent: str, token: str) -> None:
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        line = json.dumps({"agent": agent, "token": token}, ensure_ascii=False) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def read_all(cls, folder: Path) -> dict[str, str]:
+        """``{"peerwire session token of <scope>/<agent>": token}`` from every ledger in ``folder``."""
+        out: dict[str, str] = {}
+        for path in sorted(folder.glob(f"*{cls.SUFFIX}")):
+            scope = path.name[: -len(cls.SUFFIX)]
+            for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+                try:
+                    entry = json.loads(line)
+                    out[f"peerwire session token of {scope}/{entry['agent']}"] = str(entry["token"])
+                except (ValueError, KeyError, TypeError):
+                    # A torn last line (the writer died mid-write) is still a secret.
+                    out[f"{path.name}:{number}"] = line.strip()
+        return out
 
 
 def _auth_values(path: Path) -> dict[str, str]:

@@ -9,6 +9,7 @@ fixture workspaces).
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -82,6 +83,10 @@ def test_a_passing_run_leaves_nothing_running_and_no_home(tmp_path: Path) -> Non
     assert b"report: " in err
     assert leftovers(tmp_path) == []
     assert not any((tmp_path / "runs").iterdir()), "a passing run's home is removed"
+    # The report's secret scan looked for the session token of every agent the run registered.
+    (report,) = (tmp_path / "reports").glob("*/report.json")
+    scanned = json.loads(report.read_text(encoding="utf-8"))["secret_scan"]["scanned"]
+    assert {"peerwire session token of smoke.attached/A", "peerwire session token of smoke.attached/B"} <= set(scanned)
 
 
 def test_a_failing_step_ends_the_run_with_everything_torn_down(tmp_path: Path) -> None:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import pytest
 
+from harness.acceptance.run import write_run_report
+from harness.codex.lab import CodexLab
+from harness.model.rules import ModelScript
 from harness.report import SecretScan, load_report, write_report
-from harness.report.secrets import Finding
+from harness.report.secrets import Finding, TokenLedger
+from peerwire.control import ControlClient
 from tests.evidence.exchange import ROLLOUT_A, run_description, task_exchange
 
 CANARY = "canary-7f3a9c1e-do-not-leak"
@@ -104,3 +109,48 @@ def test_a_clean_report_says_so(tmp_path, artifacts):
     folder = write_report(tmp_path / "reports", run_description(), artifacts, secrets=SecretScan({"X_TOKEN": "absent-value"}))
     scan = load_report(folder)["secret_scan"]
     assert scan == {"scanned": ["X_TOKEN"], "findings": [], "clean": True}
+
+
+def test_every_session_token_the_run_issued_is_redacted(tmp_path, artifacts):
+    """A token planted in an artifact is found from the run's ledger alone: no variable names it."""
+    ledgers = tmp_path / "run-home" / "tokens"
+    TokenLedger(ledgers, "task.attached").add("A", "pw-token-of-A-0123456789")
+    TokenLedger(ledgers, "task.attached").add("peer", SESSION_TOKEN)
+    TokenLedger(ledgers, "other.background").add("B", "pw-token-of-B-9876543210")
+    (ledgers / "torn.tokens.jsonl").write_text('{"agent": "C", "token": "pw-torn-half-writ')  # writer died
+    log = artifacts / "task" / "core" / "app.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"attach env PEERWIRE_SESSION_ID={SESSION_TOKEN}\n"
+                   '{"agent": "C", "token": "pw-torn-half-writ', encoding="utf-8")
+    dump_path = artifacts / "task" / "core-dump.json"
+    dump = json.loads(dump_path.read_text(encoding="utf-8"))
+    dump["interactions"][0]["body"] = "the other run's token: pw-token-of-B-9876543210"
+    dump_path.write_text(json.dumps(dump, ensure_ascii=False), encoding="utf-8")
+
+    folder, error = write_run_report(tmp_path / "reports", run_description(), artifacts, None, ledgers=ledgers)
+
+    assert error is None
+    data = every_byte(folder)
+    for token in (SESSION_TOKEN, "pw-token-of-B-9876543210", "pw-torn-half-writ"):
+        assert token.encode() not in data
+    scan = load_report(folder)["secret_scan"]
+    assert {"peerwire session token of task.attached/A", "peerwire session token of task.attached/peer",
+            "peerwire session token of other.background/B"} <= set(scan["scanned"])
+    assert {f["name"] for f in scan["findings"]} >= {"peerwire session token of task.attached/peer",
+                                                      "peerwire session token of other.background/B"}
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in ledgers.glob("*.tokens.jsonl")
+               if p.name != "torn.tokens.jsonl")
+    assert stat.S_IMODE(ledgers.stat().st_mode) == 0o700
+
+
+def test_the_lab_records_every_token_the_core_issues(tmp_path):
+    """The ledger holds exactly the tokens the running core accepts, written as they were issued."""
+    ledger = TokenLedger(tmp_path / "tokens", "lab")
+    script = ModelScript(name="none", rules={}, holds=frozenset())
+    with CodexLab(tmp_path / "lab", script, agents=(), attach=False, token_ledger=ledger) as lab:
+        lab.register("peer")
+        lab.register("other", aliases=["o"])
+        tokens = TokenLedger.read_all(tmp_path / "tokens")
+        assert sorted(tokens) == ["peerwire session token of lab/other", "peerwire session token of lab/peer"]
+        for name, token in tokens.items():
+            assert ControlClient(lab.home, token).call("whoami")["agent"]["name"] == name.rsplit("/", 1)[1]
