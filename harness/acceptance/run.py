@@ -8,6 +8,11 @@ run gets its own run home under ``scenarios/`` and writes its artifacts to
 runner ends every worker and everything they started, and nothing outlives
 the runner however it ends.
 
+A runner killed outright cannot tear down: its workers notice through their
+lifelines and end their own jobs, and the next run removes the run home the
+dead runner left (:func:`~harness.process.run_home.sweep_stale`), saying so in
+one line.
+
 At the end the report is written to ``<report dir>/<run id>/`` (through
 ``harness.report.write_report``) and its path printed. Exit status: 0 when
 every check of every scenario passed, 1 when any failed (or the report could
@@ -30,8 +35,9 @@ from typing import Any, TextIO
 
 from harness.codex.install import PINNED, CodexInstallError, locate_codex
 from harness.process.jobs import Job, JobClosedError, install_signal_handlers
+from harness.process.lifeline import Lifeline
 from harness.model.rules import ScenarioError
-from harness.process.run_home import RunHome, RunHomeError, new_run_id
+from harness.process.run_home import RunHome, RunHomeError, new_run_id, sweep_stale
 
 from .execution import RunSettings
 from .options import Options, UsageError, parse
@@ -65,6 +71,11 @@ def main(argv: Sequence[str], *, stderr: TextIO | None = None) -> int:
 
 
 def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: TextIO) -> int:
+    stale = sweep_stale(options.runs_root)
+    if stale:
+        print(f"runner: removed {len(stale)} stale run home{'s' if len(stale) > 1 else ''} whose runner died: "
+              + "; ".join(f"{home.run_id} (pid {home.pid}, started {home.started_at})" for home in stale),
+              file=err)
     run_id = new_run_id()
     started_at = _now()
     began = time.monotonic()
@@ -122,12 +133,19 @@ def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job
     task.write_text(json.dumps({"scenario": str(scenario.path.absolute()), "mode": mode,
                                 "settings": settings_to_json(settings)}), encoding="utf-8")
     began = time.monotonic()
+    # The worker watches its end of the lifeline: if this process dies, even by
+    # SIGKILL, the worker ends its scenario's job instead of carrying on alone.
+    lifeline = Lifeline()
     try:
         worker = job.spawn([sys.executable, "-m", "harness.acceptance.worker", str(task), str(result_path)],
-                           name=f"worker {key}", env=_worker_env())
+                           name=f"worker {key}", env={**_worker_env(), **lifeline.env()},
+                           pass_fds=(lifeline.fd,))
+        lifeline.handed_over()
         status = worker.popen.wait()
     except JobClosedError:
         status = None  # the run is being torn down
+    finally:
+        lifeline.cut()
     if result_path.is_file():
         return json.loads(result_path.read_text(encoding="utf-8"))
     why = "not started: the run was stopped" if status is None else f"the worker exited with status {status}"

@@ -6,6 +6,11 @@ and its signal handling. ``TASK`` is a JSON file naming the scenario file,
 the mode and the :class:`~harness.acceptance.execution.RunSettings`; the
 result (the report's scenario entry) is written to ``RESULT``. Exit status:
 0 when every check passed, 1 otherwise, 128 + N on signal N.
+
+A worker started by the runner watches its lifeline
+(:mod:`harness.process.lifeline`): should the runner die without tearing down,
+SIGKILL included, the worker gets SIGTERM, which closes its scenario's job, and
+exits without finishing the scenario.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.codex.install import CodexInstallation
+from harness.process import lifeline
 
 from .execution import RunSettings, run_scenario
 from .scenario import load_scenario
@@ -46,6 +52,8 @@ def settings_from_json(data: dict[str, Any]) -> RunSettings:
 
 def main(argv: list[str] | None = None) -> int:
     task_path, result_path = (sys.argv[1:] if argv is None else argv)[:2]
+    # Started by a runner: should it die, SIGTERM ends this scenario's job (see run_scenario).
+    lifeline.watch()
     task = json.loads(Path(task_path).read_text(encoding="utf-8"))
     scenario = load_scenario(task["scenario"])
     result = run_scenario(scenario, task["mode"], settings_from_json(task["settings"]), handle_signals=True)

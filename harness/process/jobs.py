@@ -205,13 +205,16 @@ class Job:
         stdin: Stdio = subprocess.DEVNULL,
         stdout: Stdio = None,
         stderr: Stdio = None,
+        pass_fds: Sequence[int] = (),
     ) -> JobProcess:
         """Start ``argv`` under this job and return its handle.
 
         ``name`` labels the process in teardown reports (default: the basename
         of ``argv[0]``). ``env`` replaces the environment (None inherits
         ours). ``stdin`` defaults to the null device: children run in their own
-        session and must not compete for the runner's terminal.
+        session and must not compete for the runner's terminal. ``pass_fds``
+        (POSIX) are the only descriptors the child inherits besides stdio,
+        e.g. the read end of a :class:`~harness.process.lifeline.Lifeline`.
 
         Raises :class:`JobClosedError` once :meth:`close` has begun, and
         :class:`JobSpawnError` when the program cannot be started or (Windows)
@@ -239,6 +242,7 @@ class Job:
                         stdin=stdin,
                         stdout=stdout,
                         stderr=stderr,
+                        pass_fds=tuple(pass_fds),
                         **_isolation_options(),
                     )
                 except OSError as exc:

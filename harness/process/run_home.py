@@ -13,6 +13,11 @@ run home holds agent homes that may carry provider credentials.
 
 A passing run's home is removed when the run ends, unless it is to be kept; a
 failed run's home is always kept, and its path reported, for inspection.
+
+The lock file's record says which: ``"state": "running"`` while the holder
+works, ``"kept"`` once it kept the home on purpose. A home whose lock is free
+while its record still says running lost its owner mid-run (SIGKILL, a power
+cut): :func:`sweep_stale` removes such homes, and only those.
 """
 
 from __future__ import annotations
@@ -34,12 +39,14 @@ from typing import Any, BinaryIO
 
 __all__ = [
     "AgentHome",
+    "StaleHome",
     "AgentNameError",
     "RunHome",
     "RunHomeError",
     "RunHomeLockedError",
     "default_runs_root",
     "new_run_id",
+    "sweep_stale",
 ]
 
 LOCK_FILE = "run.lock"
@@ -235,6 +242,9 @@ class RunHome:
             self.failure = "failed"
         kept = self.keep or self.failure is not None
         if kept:
+            # Marked before the lock is released, so a sweep never takes a kept home for a stale one.
+            _write_record(lock_file, {**_read_holder(lock_file), "state": "kept",
+                                      "reason": self.failure or "kept on request"})
             lock_file.close()  # Closing the file releases the lock.
             return self.path
         if sys.platform == "win32":
@@ -318,19 +328,87 @@ def _acquire_lock(path: Path) -> BinaryIO:
     try:
         if not _try_lock(lock_file):
             raise RunHomeLockedError(path.parent, _read_holder(lock_file))
-        record = {
+        _write_record(lock_file, {
             "pid": os.getpid(),
             "argv": sys.argv,
             "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        }
-        lock_file.seek(0)
-        lock_file.truncate()
-        lock_file.write(json.dumps(record).encode() + b"\n")
-        lock_file.flush()
+            "state": "running",
+        })
     except BaseException:
         lock_file.close()
         raise
     return lock_file
+
+
+def _write_record(lock_file: BinaryIO, record: dict[str, Any]) -> None:
+    lock_file.seek(0)
+    lock_file.truncate()
+    lock_file.write(json.dumps(record).encode() + b"\n")
+    lock_file.flush()
+
+
+@dataclass(frozen=True)
+class StaleHome:
+    """A run home removed by :func:`sweep_stale`: its id and the owner that died holding it."""
+
+    run_id: str
+    pid: int | None
+    started_at: str | None
+
+
+def sweep_stale(root: str | os.PathLike[str] | None = None) -> list[StaleHome]:
+    """Remove the run homes under ``root`` whose owner died mid-run; return them.
+
+    A home is stale when its lock is free although its record says
+    ``running``: only a dead holder releases the lock that way (a holder that
+    ends normally removes its home or marks it ``kept``). Kept homes, homes
+    being created (no record yet), homes of live runs and homes with a live
+    run inside (a scenario's own run home still locked) are left alone, as is
+    anything without a run lock. ``root`` defaults to :func:`default_runs_root`;
+    a missing root holds nothing.
+    """
+    root = Path(root) if root is not None else default_runs_root()
+    if not root.is_dir():
+        return []
+    _check_owned_directory(root)
+    swept = []
+    for home in sorted(root.iterdir()):
+        stale = _take_if_stale(home)
+        if stale is not None:
+            swept.append(stale)
+    return swept
+
+
+def _take_if_stale(home: Path) -> StaleHome | None:
+    lock_path = home / LOCK_FILE
+    try:
+        fd = os.open(lock_path, os.O_RDWR)  # never created here: a creator may be about to
+    except OSError:
+        return None
+    with os.fdopen(fd, "r+b") as lock_file:
+        record = _read_holder(lock_file)
+        if record.get("state") != "running" or not _try_lock(lock_file):
+            return None
+        # Ours now; re-read in case the holder wrote its final state just before it let go.
+        record = _read_holder(lock_file)
+        if record.get("state") != "running" or _holds_live_lock(home):
+            return None
+        _remove_tree(home)
+        return StaleHome(run_id=home.name, pid=record.get("pid"), started_at=record.get("started_at"))
+
+
+def _holds_live_lock(home: Path) -> bool:
+    """Whether any run lock below ``home`` is held (a worker of the dead run still at work)."""
+    for nested in home.rglob(LOCK_FILE):
+        if nested.parent == home:
+            continue
+        try:
+            with open(nested, "r+b") as lock_file:
+                if not _try_lock(lock_file):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _try_lock(lock_file: BinaryIO) -> bool:

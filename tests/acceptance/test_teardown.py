@@ -128,3 +128,37 @@ def test_a_signal_tears_everything_down_and_exits_non_zero(tmp_path: Path, signu
         runner.stderr.close()
     assert runner.returncode == 128 + signum
     assert leftovers(tmp_path) == []
+
+
+def test_a_killed_runner_takes_everything_with_it_and_the_next_run_cleans_up(tmp_path: Path) -> None:
+    """SIGKILL gives the runner no chance to tear anything down: its workers must notice on their own."""
+    runner = start_runner(tmp_path, "--scenario", "modes", "--mode", "attached")
+    reader = None
+    try:
+        reader = wait_for_line(runner.stderr, "agents attached", READY_TIMEOUT_S)
+        started = [psutil.Process(int(line.split(":", 1)[0])) for line in leftovers(tmp_path)]
+        assert started, "the agents run before the kill"
+        os.kill(runner.pid, signal.SIGKILL)
+        assert runner.wait(timeout=RUN_TIMEOUT_S) == -signal.SIGKILL
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        if reader is not None:
+            reader.join(timeout=READY_TIMEOUT_S)
+        runner.stderr.close()
+    # The worker, the app, the app-servers and their MCP servers all end, without finishing the scenario.
+    _, alive = psutil.wait_procs(started, timeout=RUN_TIMEOUT_S)
+    assert alive == [], [p.pid for p in alive]
+    assert leftovers(tmp_path) == []
+    (stale,) = (tmp_path / "runs").iterdir()
+    assert not list(stale.glob("tasks/*.result.json")), "an orphaned worker carried on and finished its scenario"
+    assert not list((tmp_path / "reports").glob("*/report.json")), "the killed run wrote no report"
+
+    again = start_runner(tmp_path, "--scenario", "smoke")
+    _, err = again.communicate(timeout=RUN_TIMEOUT_S)
+    assert again.returncode == 0, err.decode(errors="replace")[-3000:]
+    said = [line for line in err.decode().splitlines() if "stale" in line]
+    assert len(said) == 1 and stale.name in said[0] and f"pid {runner.pid}" in said[0], said
+    assert not stale.exists()
+    assert leftovers(tmp_path) == []

@@ -21,6 +21,7 @@ from harness.process.run_home import (
     RunHomeLockedError,
     default_runs_root,
     new_run_id,
+    sweep_stale,
 )
 
 HOLDER = Path(__file__).parent / "programs" / "hold_run_home.py"
@@ -249,3 +250,63 @@ def test_the_holder_record_stays_readable_while_the_home_is_locked(root: Path) -
         with pytest.raises(RunHomeLockedError):
             RunHome(root, run_id=home.run_id).open()
 
+
+
+def _holder(root: Path, run_id: str) -> subprocess.Popen[bytes]:
+    holder = subprocess.Popen([sys.executable, str(HOLDER), str(root), run_id],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert read_line(holder.stdout, START_TIMEOUT) == "ready"  # type: ignore[arg-type]
+    return holder
+
+
+def _end(holder: subprocess.Popen[bytes], *, kill: bool) -> None:
+    if kill:
+        holder.kill()
+    else:
+        holder.stdin.write(b"done\n")  # type: ignore[union-attr]
+        holder.stdin.flush()  # type: ignore[union-attr]
+    holder.wait(timeout=START_TIMEOUT)
+    holder.stdin.close()  # type: ignore[union-attr]
+    holder.stdout.close()  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+@posix_only
+def test_sweep_removes_exactly_the_homes_whose_owner_died(root: Path) -> None:
+    killed, kept, live = new_run_id(), new_run_id(), new_run_id()
+    dead_holder = _holder(root, killed)
+    _end(dead_holder, kill=True)  # SIGKILL: the home stays, its record still says running
+    _end(_holder(root, kept), kill=False)  # ends normally with keep=True: kept on purpose
+    live_holder = _holder(root, live)
+    creating = root / new_run_id()
+    creating.mkdir(mode=0o700)
+    (creating / "run.lock").touch()  # a creator between mkdir and its record
+    (root / "not-a-run").mkdir()
+    try:
+        swept = sweep_stale(root)
+        assert [(s.run_id, s.pid) for s in swept] == [(killed, dead_holder.pid)]
+        assert not (root / killed).exists()
+        assert {p.name for p in root.iterdir()} == {kept, live, creating.name, "not-a-run"}
+        assert json.loads((root / kept / "run.lock").read_text())["state"] == "kept"
+        assert sweep_stale(root) == []
+    finally:
+        _end(live_holder, kill=False)
+
+
+@pytest.mark.slow
+@posix_only
+def test_sweep_leaves_a_dead_run_whose_scenario_home_is_still_held(root: Path) -> None:
+    outer = new_run_id()
+    holder = _holder(root, outer)
+    _end(holder, kill=True)
+    scenario = _holder(root / outer / "scenarios", "smoke.attached")  # a worker that outlived its runner
+    try:
+        assert sweep_stale(root) == []
+        assert (root / outer).is_dir()
+    finally:
+        _end(scenario, kill=False)
+    assert [s.run_id for s in sweep_stale(root)] == [outer]
+
+
+def test_sweep_of_a_missing_root_finds_nothing(tmp_path: Path) -> None:
+    assert sweep_stale(tmp_path / "absent") == []
