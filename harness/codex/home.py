@@ -4,15 +4,19 @@ The projection adds what a run needs — the model provider (the scripted model
 unless the user's own provider is opted into), the peerwire MCP server with
 its tool approvals, trust for the agent's fixture workspace and a no-prompt
 approval policy — and keeps every other entry, comment and format of the
-user's file (tomlkit round-trip). Afterwards the original file is put back
-byte for byte.
+user's file (tomlkit round-trip). Afterwards the file is restored: byte for
+byte when nobody touched it during the run, otherwise key by key (see
+:mod:`harness.codex.merge`): projected values the user did not change go
+back to their originals, the user's edits stay, and a key both changed is kept
+as the user left it and reported as a :class:`~harness.codex.merge.Conflict`.
 
 Crash safety: before the projected file is written, the original is copied
-to `config.toml.peerwire-backup` and a marker `config.toml.peerwire-projection`
+to `config.toml.peerwire-backup`, the projected text to
+`config.toml.peerwire-projected`, and a marker `config.toml.peerwire-projection`
 (JSON: owner process, whether an original existed, its SHA-256) is written
-beside it. The marker is removed last on restore, so a marker found later
+beside them. The marker is removed last on restore, so a marker found later
 means a projection whose process died before restoring; the next projection
-(or `recover_interrupted`) restores the original first.
+(or `recover_interrupted`) restores the original first, the same key-by-key way.
 """
 
 from __future__ import annotations
@@ -32,9 +36,14 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import Table
 
+from .merge import Conflict, merge
+
 CONFIG_NAME = "config.toml"
 BACKUP_SUFFIX = ".peerwire-backup"
+PROJECTED_SUFFIX = ".peerwire-projected"
 MARKER_SUFFIX = ".peerwire-projection"
+KEPT_ORIGINAL_SUFFIX = ".peerwire-original"
+"""Where the original goes when the user's current file cannot be merged (left for them to merge by hand)."""
 PEERWIRE_SERVER_NAME = "peerwire"
 
 
@@ -220,10 +229,11 @@ class Projection:
     `apply()` (or entering the context) first recovers an interrupted earlier
     projection, then backs up the original `config.toml` and writes the
     projected one; `restore()` (or leaving the context, also on error) puts
-    the original back byte for byte — or removes the file if there was none —
-    and then removes backup and marker. `recovered` tells whether an
-    interrupted projection was undone first. Nothing is written when
-    `render_config` refuses (conflict, invalid TOML).
+    the original back — byte for byte if the file was not touched during the
+    run, key by key otherwise (see the module docs) — and then removes the
+    sidecars. `recovered` tells whether an interrupted projection was undone
+    first; `conflicts` lists what the last restore kept as the user left it.
+    Nothing is written when `render_config` refuses (conflict, invalid TOML).
     """
 
     def __init__(self, codex_home: str | os.PathLike[str], settings: AgentSettings):
@@ -231,6 +241,7 @@ class Projection:
         self.settings = settings
         self.config_path = self.codex_home / CONFIG_NAME
         self.recovered = False
+        self.conflicts: list[Conflict] = []
         self._applied = False
 
     def __enter__(self) -> Projection:
@@ -251,9 +262,10 @@ class Projection:
             raise ProjectionError(f"{self.config_path}: not UTF-8: {error}") from error
         projected = render_config(original_text, self.settings, config_path=self.config_path)
 
-        backup, marker = _sidecars(self.config_path)
+        backup, projected_copy, marker = _sidecars(self.config_path)
         if original is not None:
             _write_atomic(backup, original)
+        _write_atomic(projected_copy, projected.encode("utf-8"))
         _write_atomic(
             marker,
             json.dumps(
@@ -270,24 +282,25 @@ class Projection:
         self._applied = True
         return self
 
-    def restore(self) -> None:
-        """Undo `apply()`; a no-op when nothing is applied."""
+    def restore(self) -> list[Conflict]:
+        """Undo `apply()`; returns the conflicts kept as the user left them (none when nothing is applied)."""
         if not self._applied:
-            return
-        _restore_from_sidecars(self.config_path)
+            return []
+        self.conflicts = _restore_from_sidecars(self.config_path)
         self._applied = False
+        return self.conflicts
 
 
 def recover_interrupted(codex_home: str | os.PathLike[str]) -> bool:
     """Restore the original config of a projection whose process died before
-    restoring it; returns whether there was one.
+    restoring it (key by key, as :meth:`Projection.restore`); returns whether there was one.
 
     Raises `ProjectionInUse` if the marker's process is still alive and
     `ProjectionError` if the backup is missing or does not match the marker
     (then nothing is touched: the files are left for a human to inspect).
     """
     config_path = Path(codex_home) / CONFIG_NAME
-    _, marker = _sidecars(config_path)
+    marker = _sidecars(config_path)[-1]
     if not marker.exists():
         return False
     record = json.loads(marker.read_text(encoding="utf-8"))
@@ -297,10 +310,11 @@ def recover_interrupted(codex_home: str | os.PathLike[str]) -> bool:
     return True
 
 
-def _restore_from_sidecars(config_path: Path, record: Mapping[str, Any] | None = None) -> None:
-    backup, marker = _sidecars(config_path)
+def _restore_from_sidecars(config_path: Path, record: Mapping[str, Any] | None = None) -> list[Conflict]:
+    backup, projected_copy, marker = _sidecars(config_path)
     if record is None:
         record = json.loads(marker.read_text(encoding="utf-8"))
+    original: bytes | None = None
     if record.get("original") == "present":
         if not backup.exists():
             raise ProjectionError(
@@ -309,17 +323,55 @@ def _restore_from_sidecars(config_path: Path, record: Mapping[str, Any] | None =
         original = backup.read_bytes()
         if hashlib.sha256(original).hexdigest() != record.get("sha256"):
             raise ProjectionError(f"{config_path}: backup {backup.name} does not match the projection marker")
-        _write_atomic(config_path, original, like=config_path)
-        backup.unlink()
+    projected = projected_copy.read_bytes() if projected_copy.exists() else None
+    current = config_path.read_bytes() if config_path.exists() else None
+    conflicts: list[Conflict] = []
+    if projected is None or current == projected:
+        # Untouched during the run (or projected before the copy was kept): the original, byte for byte.
+        _put_back(config_path, original)
     else:
-        config_path.unlink(missing_ok=True)
+        conflicts = _merge_back(config_path, original, projected, current)
+    backup.unlink(missing_ok=True)
+    projected_copy.unlink(missing_ok=True)
     # Last: while the marker exists, a crash here is still recoverable.
     marker.unlink()
+    return conflicts
 
 
-def _sidecars(config_path: Path) -> tuple[Path, Path]:
+def _put_back(config_path: Path, original: bytes | None) -> None:
+    if original is not None:
+        _write_atomic(config_path, original, like=config_path)
+    else:
+        config_path.unlink(missing_ok=True)
+
+
+def _merge_back(config_path: Path, original: bytes | None, projected: bytes, current: bytes | None) -> list[Conflict]:
+    """The user edited (or removed) the file during the run: undo only what they left alone."""
+    try:
+        if current is None:
+            raise ValueError("config.toml was removed during the run")
+        merged, conflicts = merge((original or b"").decode("utf-8"), projected.decode("utf-8"),
+                                  current.decode("utf-8"))
+    except (TOMLKitError, UnicodeDecodeError, ValueError) as error:
+        # Nothing to merge into: the file stays as the user left it, the original beside it.
+        kept = config_path.with_name(config_path.name + KEPT_ORIGINAL_SUFFIX)
+        note = f"{config_path}: not valid TOML after the run ({error}); left as it is"
+        if original is not None:
+            _write_atomic(kept, original)
+            note += f", the original before the run is in {kept.name}"
+        return [Conflict("", None, None, None, note=note)]
+    if original is None and not tomlkit.parse(merged):
+        config_path.unlink()  # nothing of the user's is left in a file that did not exist before
+    else:
+        _write_atomic(config_path, merged.encode("utf-8"), like=config_path)
+    return conflicts
+
+
+def _sidecars(config_path: Path) -> tuple[Path, Path, Path]:
+    """The backup of the original, the projected text, and the marker (removed last)."""
     return (
         config_path.with_name(config_path.name + BACKUP_SUFFIX),
+        config_path.with_name(config_path.name + PROJECTED_SUFFIX),
         config_path.with_name(config_path.name + MARKER_SUFFIX),
     )
 

@@ -156,7 +156,9 @@ class CodexLab:
             self.app.terminate()
             self.app = None
         for agent in self.agents.values():
-            agent.projection.restore()
+            # Edits made to an agent's config during the run are kept; those that clash are reported.
+            for conflict in agent.projection.restore():
+                print(f"peerwire: {agent.codex_home / 'config.toml'}: {conflict}", file=sys.stderr)
         if self.scripted:
             self.model.stop()
 

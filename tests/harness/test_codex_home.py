@@ -175,7 +175,8 @@ def test_restore_puts_the_original_back_byte_for_byte(tmp_path: Path) -> None:
         projected = config_path.read_bytes()
         assert projected != original
         assert tomllib.loads(projected.decode())["mcp_servers"]["peerwire"]["command"] == "peerwire"
-        assert sidecars(codex_home) == ["config.toml.peerwire-backup", "config.toml.peerwire-projection"]
+        assert sidecars(codex_home) == ["config.toml.peerwire-backup", "config.toml.peerwire-projected",
+                                        "config.toml.peerwire-projection"]
 
     assert config_path.read_bytes() == original
     assert config_path.stat().st_mode & 0o777 == 0o640
@@ -263,3 +264,125 @@ def test_a_backup_that_does_not_match_its_marker_is_left_for_inspection(tmp_path
 
     assert sidecars(codex_home) == ["config.toml.peerwire-backup", "config.toml.peerwire-projection"]
     assert (codex_home / "config.toml").read_text(encoding="utf-8") == USER_CONFIG
+
+
+# -- restoring key by key: the user's edits during the run survive -------------------------------
+
+
+def _edit(config_path: Path, old: str, new: str) -> None:
+    text = config_path.read_text(encoding="utf-8")
+    assert old in text, old
+    config_path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def test_restore_keeps_edits_made_during_the_run_and_undoes_the_rest(tmp_path: Path) -> None:
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    config_path = codex_home / "config.toml"
+    config_path.write_text(USER_CONFIG, encoding="utf-8")
+
+    projection = Projection(codex_home, settings(tmp_path)).apply()
+    # The user works on the file while the run holds it: an untouched key, a new server, a new table.
+    _edit(config_path, "notifications = true", "notifications = false")
+    with config_path.open("a", encoding="utf-8") as out:
+        out.write('\n[mcp_servers.lint]\ncommand = "lint"\n\n[history]\npersistence = "none"\n')
+    conflicts = projection.restore()
+
+    assert conflicts == []
+    text = config_path.read_text(encoding="utf-8")
+    config = tomllib.loads(text)
+    # What the projection set is back as it was, comments included.
+    assert 'model = "gpt-5.5"   # the one I like' in text
+    assert (config["model"], config["model_provider"], config["approval_policy"]) == ("gpt-5.5", "openai",
+                                                                                       "on-request")
+    assert "model_reasoning_effort" not in config and "sandbox_mode" not in config
+    assert set(config["mcp_servers"]) == {"docs", "lint"}
+    assert list(config["model_providers"]) == ["openai-proxy"]
+    assert config["projects"] == {"/somewhere/else": {"trust_level": "untrusted"}}
+    # What the user did stays.
+    assert config["tui"] == {"notifications": False}
+    assert config["history"] == {"persistence": "none"}
+    assert config["mcp_servers"]["lint"] == {"command": "lint"}
+    assert sidecars(codex_home) == []
+
+
+def test_an_edit_of_a_projected_value_is_kept_and_reported(tmp_path: Path) -> None:
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    config_path = codex_home / "config.toml"
+    config_path.write_text(USER_CONFIG, encoding="utf-8")
+
+    projection = Projection(codex_home, settings(tmp_path)).apply()
+    _edit(config_path, 'approval_policy = "never"', 'approval_policy = "on-failure"')
+    _edit(config_path, "tool_timeout_sec = 70", "tool_timeout_sec = 300")
+    conflicts = projection.restore()
+
+    assert sorted((c.key, c.original, c.projected, c.current) for c in conflicts) == [
+        ("approval_policy", "on-request", "never", "on-failure"),
+        ("mcp_servers.peerwire.tool_timeout_sec", None, 70, 300),
+    ]
+    assert all("kept" in str(c) for c in conflicts)
+    config = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    assert config["approval_policy"] == "on-failure"
+    # The rest of the projected server goes; the one key the user set stays.
+    assert config["mcp_servers"]["peerwire"] == {"tool_timeout_sec": 300}
+    assert config["model"] == "gpt-5.5"
+
+
+def test_setting_a_projected_key_back_to_its_original_is_no_conflict(tmp_path: Path) -> None:
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    config_path = codex_home / "config.toml"
+    config_path.write_text(USER_CONFIG, encoding="utf-8")
+
+    projection = Projection(codex_home, settings(tmp_path)).apply()
+    _edit(config_path, 'approval_policy = "never"', 'approval_policy = "on-request"')
+    assert projection.restore() == []
+    assert tomllib.loads(config_path.read_text(encoding="utf-8"))["approval_policy"] == "on-request"
+
+
+def test_without_an_original_only_the_users_additions_remain(tmp_path: Path) -> None:
+    codex_home = tmp_path / "new-codex-home"
+    projection = Projection(codex_home, settings(tmp_path)).apply()
+    config_path = codex_home / "config.toml"
+    with config_path.open("a", encoding="utf-8") as out:
+        out.write('\n[tui]\nnotifications = false\n')
+    assert projection.restore() == []
+    assert tomllib.loads(config_path.read_text(encoding="utf-8")) == {"tui": {"notifications": False}}
+    assert sidecars(codex_home) == []
+
+
+def test_a_file_the_user_broke_during_the_run_is_left_with_the_original_beside_it(tmp_path: Path) -> None:
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    config_path = codex_home / "config.toml"
+    config_path.write_text(USER_CONFIG, encoding="utf-8")
+
+    projection = Projection(codex_home, settings(tmp_path)).apply()
+    config_path.write_text("model = \n", encoding="utf-8")  # half-written by an editor
+    (conflict,) = projection.restore()
+
+    assert conflict.key == "" and "not valid TOML" in str(conflict)
+    assert config_path.read_text(encoding="utf-8") == "model = \n"
+    assert sidecars(codex_home) == ["config.toml.peerwire-original"]
+    assert (codex_home / "config.toml.peerwire-original").read_text(encoding="utf-8") == USER_CONFIG
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL is POSIX")
+def test_recovery_after_a_crash_also_keeps_the_users_edits(tmp_path: Path) -> None:
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    config_path = codex_home / "config.toml"
+    config_path.write_text(USER_CONFIG, encoding="utf-8")
+    (tmp_path / "workspace").mkdir()
+    died = subprocess.run([sys.executable, "-c", DIE_MID_RUN, str(codex_home), str(tmp_path / "workspace")],
+                          cwd=ROOT, timeout=30)
+    assert died.returncode == -9
+    _edit(config_path, "notifications = true", "notifications = false")
+
+    assert recover_interrupted(codex_home) is True
+
+    config = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    assert config["tui"] == {"notifications": False}
+    assert "peerwire" not in config["mcp_servers"] and config["model"] == "gpt-5.5"
+    assert sidecars(codex_home) == []
