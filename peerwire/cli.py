@@ -73,7 +73,10 @@ def _parser() -> argparse.ArgumentParser:
 
     for name, help_text in (("send", "send information"), ("task", "assign a task (followup_task)")):
         sp = sub.add_parser(name, parents=[caller], help=help_text)
-        sp.add_argument("--to", required=True, dest="target")
+        sp.add_argument("--to", "--target", required=True, dest="target", help="name, alias or agent_id")
+        sp.add_argument("--strict", action="store_true",
+                        help="fail (target_not_sendable) instead of falling back to an enabled agent "
+                             "that is not sendable")
         body = sp.add_mutually_exclusive_group(required=True)
         body.add_argument("--body")
         body.add_argument("--stdin", action="store_true", help="read the body from standard input")
@@ -209,6 +212,8 @@ def _run(args: argparse.Namespace) -> int:
         body = sys.stdin.read() if args.stdin else args.body
         if getattr(args, "run_id", None):
             meta["run_id"] = args.run_id
+        if args.strict:
+            meta["strict"] = True
         op = "send_message" if args.command == "send" else "followup_task"
         out = client.call(op, {"target": args.target, "message": body}, meta=meta)
         text = f"{out['kind']} {out['interaction_id']} admitted for {out['recipient']['name']}"

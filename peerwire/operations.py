@@ -95,7 +95,7 @@ class Operations:
     # -- tools ------------------------------------------------------------------
 
     async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:
-        recipient = self.store.resolve(args["target"])
+        recipient = self.store.resolve(args["target"], strict=bool(meta.get("strict")))
         provider = require_known(recipient.provider, self.providers)
         receipt = self.store.admit_information(caller, recipient, args["message"],
                                                receipt=tool_receipt(meta), run_id=meta.get("run_id"))
@@ -103,7 +103,7 @@ class Operations:
         return receipt
 
     async def followup_task(self, caller: AgentRow, args: dict, meta: dict) -> dict:
-        recipient = self.store.resolve(args["target"])
+        recipient = self.store.resolve(args["target"], strict=bool(meta.get("strict")))
         provider = require_known(recipient.provider, self.providers)
         receipt = self.store.admit_task(caller, recipient, args["message"],
                                         receipt=tool_receipt(meta), run_id=meta.get("run_id"))

@@ -99,13 +99,17 @@ def _by_identity(rows: Sequence[AgentRow]) -> dict[str, list[AgentRow]]:
     return groups
 
 
-def resolve_target(rows: Sequence[AgentRow], target: Any) -> AgentRow:
-    """Resolve ``target`` to exactly one sendable agent.
+def resolve_target(rows: Sequence[AgentRow], target: Any, *, strict: bool = False) -> AgentRow:
+    """Resolve ``target`` to exactly one enabled agent, a sendable one if there is one.
 
-    Order: exact agent_id; exact name or alias among sendable agents; then among
-    enabled agents (which yields ``target_not_sendable``). The newest row wins only
-    between rows of the same identity (a re-registration); two identities matching
-    the same name are ``ambiguous_target``. Broadcasts and lists are refused.
+    Order: exact agent_id; exact name or alias among sendable agents; then, as a
+    fallback, among agents that are enabled but not sendable (the caller can
+    tell by the row's ``sendable``); a disabled agent is ``target_not_sendable``.
+    ``strict`` refuses the fallback: only a sendable agent resolves, anything
+    else is ``target_not_sendable``. The newest row wins only between rows of
+    the same identity (a re-registration); two identities matching the same name
+    in the tier that decides are ``ambiguous_target``. Broadcasts and lists are
+    refused.
     """
     if is_broadcast(target):
         raise PeerwireError(
@@ -116,9 +120,12 @@ def resolve_target(rows: Sequence[AgentRow], target: Any) -> AgentRow:
     if not isinstance(target, str) or not target.strip():
         raise PeerwireError(Code.INVALID_ARGUMENT, "target must be a non-empty agent name, alias or agent_id")
 
+    def usable(row: AgentRow) -> bool:
+        return row.enabled and (row.sendable or not strict)
+
     for row in rows:
         if row.agent_id == target:
-            if not (row.enabled and row.sendable):
+            if not usable(row):
                 raise _not_sendable(row)
             return row
 
@@ -139,7 +146,7 @@ def resolve_target(rows: Sequence[AgentRow], target: Any) -> AgentRow:
                 {"target": target, "candidates": [c.ref for c in candidates]},
             )
         chosen = _newest(next(iter(groups.values())))
-        if not (chosen.enabled and chosen.sendable):
+        if not usable(chosen):
             raise _not_sendable(chosen)
         return chosen
 

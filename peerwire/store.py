@@ -265,8 +265,8 @@ class Store:
                 "UPDATE sessions SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL", (now(), agent_id)
             ).rowcount
 
-    def resolve(self, target: Any) -> AgentRow:
-        return resolve_target(self.agents(), target)
+    def resolve(self, target: Any, *, strict: bool = False) -> AgentRow:
+        return resolve_target(self.agents(), target, strict=strict)
 
     # -- admission ----------------------------------------------------------
 
@@ -389,7 +389,9 @@ class Store:
              sender.name if sender else SYSTEM_SENDER, recipient.agent_id, recipient.name, body, request_id,
              reply_status, notice_code, run_id, json.dumps(receipt) if receipt else None, stamp, stamp),
         )
-        detail = {"recipient": recipient.ref, "bytes": len(body.encode("utf-8"))}
+        detail: dict[str, Any] = {"recipient": recipient.ref, "bytes": len(body.encode("utf-8"))}
+        if not recipient.sendable:
+            detail["resolution"] = "enabled_not_sendable"  # the resolver's fallback: no sendable agent matched
         if receipt:
             detail["tool_receipt"] = receipt
         self._evidence(db, interaction_id, Stage.ADMITTED, {**detail, **(evidence_detail or {})})

@@ -187,3 +187,22 @@ def test_await_change_wakes_on_the_next_commit_only(core):
     assert woke["timed_out"] is False and woke["mark"] != mark
     # a mark that differs from the store's (e.g. from before a restart) returns at once
     assert admin.call("await_change", {"mark": -1, "timeout_ms": 20_000}, wait_s=20)["timed_out"] is False
+
+
+def test_cli_send_strict_and_target(core):
+    """``--target`` is ``--to``; ``--strict`` refuses the fallback to an enabled but not sendable agent."""
+    a, quiet = core.register("a"), core.register("quiet")
+    ControlClient(core.home).call("set_agent", {"agent_id": quiet.agent_id, "sendable": False})
+
+    refused = cli(core, "send", "--strict", "--target", "quiet", "--body", "strictly", caller=a)
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["error"]["code"] == "target_not_sendable"
+    refused_task = cli(core, "task", "--strict", "--to", "quiet", "--body", "strictly", caller=a)
+    assert json.loads(refused_task.stdout)["error"]["code"] == "target_not_sendable"
+    assert call(core, quiet, "receive_messages")["records"] == [], "a refused send admits nothing"
+
+    receipt = cli_json(core, "send", "--target", "quiet", "--body", "by fallback", caller=a)
+    assert receipt["state"] == "admitted" and receipt["recipient"]["name"] == "quiet"
+    admitted = cli_json(core, "trace", receipt["interaction_id"])["interactions"][0]["stages"]
+    assert [s for s in admitted if s["stage"] == "admitted"][0]["detail"]["resolution"] == "enabled_not_sendable"
+    assert [r["body"] for r in call(core, quiet, "receive_messages")["records"]] == ["by fallback"]

@@ -65,11 +65,40 @@ def test_sendable_rows_are_preferred_over_merely_enabled_ones():
     assert resolve_target([quiet, live], "svc") is live
 
 
-@pytest.mark.parametrize("flags", [{"enabled": False}, {"sendable": False}])
-def test_not_sendable(flags):
-    a = row("a", **flags)
-    assert code_of([a], "a").code is Code.TARGET_NOT_SENDABLE
-    assert code_of([a], a.agent_id).code is Code.TARGET_NOT_SENDABLE
+def code_of_strict(rows, target):
+    with pytest.raises(PeerwireError) as info:
+        resolve_target(rows, target, strict=True)
+    return info.value
+
+
+def test_a_disabled_agent_is_never_a_target():
+    a = row("a", enabled=False)
+    for code in (code_of([a], "a"), code_of([a], a.agent_id), code_of_strict([a], "a")):
+        assert code.code is Code.TARGET_NOT_SENDABLE
+
+
+def test_without_a_sendable_match_resolution_falls_back_to_an_enabled_agent():
+    quiet = row("q", aliases=["quiet"], sendable=False)
+    assert resolve_target([quiet], "q") is quiet
+    assert resolve_target([quiet], "quiet") is quiet
+    assert resolve_target([quiet], quiet.agent_id) is quiet
+
+
+def test_strict_resolution_refuses_the_fallback():
+    quiet = row("q", aliases=["quiet"], sendable=False)
+    for target in ("q", "quiet", quiet.agent_id):
+        error = code_of_strict([quiet], target)
+        assert error.code is Code.TARGET_NOT_SENDABLE and error.details["sendable"] is False
+
+
+def test_strict_resolution_still_takes_a_sendable_agent():
+    quiet, live = row("svc", sendable=False), row("svc")
+    assert resolve_target([quiet, live], "svc", strict=True) is live
+
+
+def test_two_enabled_identities_without_a_sendable_one_are_ambiguous():
+    a, b = row("svc", sendable=False), row("svc", sendable=False)
+    assert code_of([a, b], "svc").code is Code.AMBIGUOUS_TARGET
 
 
 @pytest.mark.parametrize("target", ["*", "all", "ALL", ["a", "b"], ("a",)])
