@@ -1,0 +1,347 @@
+"""A fault campaign against the reference core: ``python -m peerwire.faults``.
+
+Each round starts the app on one home that lives through the whole campaign,
+puts it under load -- concurrent senders assigning tasks, one recipient
+receiving them -- and kills it with SIGKILL at a random moment. Meanwhile the
+clients misbehave the way real ones do:
+
+* a sender drops the answer to a call (sends it, hangs up) and retries it with
+  the same call id, as an MCP client does after a timeout;
+* the recipient drops the answer to a receive, abandons a long poll midway, or
+  does not acknowledge what it read.
+
+After every kill the store is checked while no app holds it (``PRAGMA
+integrity_check``) and every receipt a sender holds must name a record that is
+there. At the end the recipient drains its mailbox and the campaign counts:
+
+``receipts``             calls that returned a receipt;
+``losses``               receipts whose record is not in the store;
+``duplicate_records``    records admitted twice for one call (a retry that was not idempotent);
+``duplicate_exposures``  tasks offered as new work under two claims, or again after the
+                         recipient acknowledged past them;
+``lost_exposures``       tasks in the recipient's mailbox never offered to it as new work;
+``integrity``            how many checks found the store whole, and how many did not.
+
+With ``--disk-full`` (and where the machine lets it mount a small tmpfs) a
+second home on a full disk is sent to as well: every refusal must be the
+retriable ``storage_unavailable``, the app must stay up, and the store whole.
+
+Bounded by ``--rounds`` and ``--seconds``, whichever ends first. Exit status 0
+when every count that must be zero is zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import random
+import socket
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .control import encode
+from .home import Home
+
+CALL_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Tally:
+    """What the campaign saw; the fields that must stay zero are checked by :meth:`clean`."""
+
+    rounds: int = 0
+    seconds: float = 0.0
+    crashes: int = 0
+    receipts: int = 0
+    losses: int = 0
+    duplicate_records: int = 0
+    tasks: int = 0
+    exposed: int = 0
+    duplicate_exposures: int = 0
+    lost_exposures: int = 0
+    dropped_answers: int = 0
+    abandoned_polls: int = 0
+    retries: int = 0
+    integrity_ok: int = 0
+    integrity_failed: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    disk_full: dict[str, Any] = field(default_factory=dict)
+
+    def clean(self) -> bool:
+        return not (self.losses or self.duplicate_records or self.duplicate_exposures or self.lost_exposures
+                    or self.integrity_failed or self.disk_full.get("failures"))
+
+
+class Gone(Exception):
+    """The app did not answer: it is down, or died during the call."""
+
+
+def control_call(home: Home, request: dict[str, Any], *, wait_s: float = 0.0, hang_up_after: float | None = None,
+                 ) -> dict[str, Any] | None:
+    """One control call. ``hang_up_after``: close that many seconds after sending, without the answer."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with home.socket_address() as address:
+            sock.connect(address)
+        sock.sendall(encode(request))
+        if hang_up_after is not None:
+            if hang_up_after > 0:
+                sock.settimeout(hang_up_after)
+                with contextlib.suppress(OSError):
+                    sock.recv(1)  # a peek at most; the answer is abandoned either way
+            return None
+        sock.settimeout(wait_s + CALL_TIMEOUT_S)
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                raise Gone("the app closed the connection")
+            data += chunk
+        return json.loads(data)
+    except OSError as exc:
+        raise Gone(str(exc)) from None
+    finally:
+        sock.close()
+
+
+class Campaign:
+    def __init__(self, root: Path, *, senders: int, seed: int):
+        self.home = Home(root / "home")
+        self.random = random.Random(seed)
+        self.senders = senders
+        self.tally = Tally()
+        self.app_up = threading.Event()
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.receipts: dict[str, str] = {}  # call id -> interaction id
+        self.exposures: dict[str, set[str | None]] = {}  # request id -> claim ids it was offered under
+        self.seq_of: dict[str, int] = {}
+        self.acked_upto = 0
+        self._ids = itertools.count(1)
+        self.tokens: dict[str, str] = {}
+        self.app: Any = None
+
+    # -- the app ---------------------------------------------------------------------------
+
+    def start_app(self) -> None:
+        from harness.process.app import AppProcess
+
+        self.app = AppProcess.start(self.home)
+        self.app_up.set()
+
+    def kill_app(self) -> None:
+        self.app_up.clear()
+        self.app.process.kill()
+        self.app.process.wait()
+        self.app.terminate()
+        self.tally.crashes += 1
+
+    def register(self) -> None:
+        for name in ["inbox", *(f"sender{i}" for i in range(self.senders))]:
+            answer = self.op("register_agent", {"name": name}, token=None)
+            self.tokens[name] = answer["session_token"]
+
+    def op(self, op: str, args: dict[str, Any], *, token: str | None, meta: dict[str, Any] | None = None,
+           wait_s: float = 0.0, hang_up_after: float | None = None) -> dict[str, Any] | None:
+        request: dict[str, Any] = {"id": next(self._ids), "op": op, "args": args, "meta": meta or {}}
+        if token:
+            request["token"] = token
+        answer = control_call(self.home, request, wait_s=wait_s, hang_up_after=hang_up_after)
+        if answer is None:
+            return None
+        if not answer.get("ok"):
+            code = answer.get("error", {}).get("code", "?")
+            with self.lock:
+                self.tally.errors[code] = self.tally.errors.get(code, 0) + 1
+            if code == "app_unavailable":
+                raise Gone(code)
+            raise RuntimeError(f"{op} failed: {answer.get('error')}")
+        return answer["result"]
+
+    # -- the clients ------------------------------------------------------------------------
+
+    def sender(self, index: int) -> None:
+        token = self.tokens[f"sender{index}"]
+        for number in itertools.count(1):
+            if self.stop.is_set():
+                return
+            call_id = f"fault-{index}-{number}"
+            args = {"target": "inbox", "message": f"task {call_id}"}
+            meta = {"via": "faults", "call_id": call_id}
+            first = True
+            while not self.stop.is_set():
+                if not self.app_up.wait(1.0):
+                    continue
+                try:
+                    if first and self.random.random() < 0.1:
+                        with self.lock:
+                            self.tally.dropped_answers += 1
+                        self.op("followup_task", args, token=token, meta=meta, hang_up_after=0)
+                        raise Gone("answer dropped on purpose")
+                    receipt = self.op("followup_task", args, token=token, meta=meta)
+                except Gone:
+                    first = False
+                    with self.lock:
+                        self.tally.retries += 1
+                    continue
+                assert receipt is not None
+                with self.lock:
+                    self.receipts[call_id] = receipt["interaction_id"]
+                break
+
+    def receiver(self, *, drain: bool = False) -> None:
+        token = self.tokens["inbox"]
+        pending_ack: tuple[str, int] | None = None
+        while not self.stop.is_set() or drain:
+            if not self.app_up.wait(1.0):
+                continue
+            args: dict[str, Any] = {"limit": self.random.randint(1, 20)}
+            if pending_ack is not None:
+                args["ack_cursor"] = pending_ack[0]
+            roll = 1.0 if drain else self.random.random()
+            try:
+                if roll < 0.08:
+                    with self.lock:
+                        self.tally.dropped_answers += 1
+                    self.op("receive_messages", args, token=token, hang_up_after=0)
+                    continue
+                if roll < 0.12:
+                    args["timeout_ms"] = 5000
+                    with self.lock:
+                        self.tally.abandoned_polls += 1
+                    self.op("receive_messages", args, token=token, wait_s=5.0,
+                            hang_up_after=self.random.uniform(0.0, 0.3))
+                    continue
+                args["timeout_ms"] = 0 if drain else self.random.choice([0, 0, 50, 300])
+                page = self.op("receive_messages", args, token=token, wait_s=args["timeout_ms"] / 1000)
+            except Gone:
+                continue
+            assert page is not None
+            if pending_ack is not None:
+                self.acked_upto = max(self.acked_upto, pending_ack[1])  # confirmed by this answer
+                pending_ack = None
+            self.exposed(page)
+            if page["records"] and (drain or self.random.random() < 0.7):
+                pending_ack = (page["cursor"], page["records"][-1]["seq"])
+            elif drain and not page["records"]:
+                return
+
+    def exposed(self, page: dict[str, Any]) -> None:
+        seqs = {r["request_id"]: r["seq"] for r in page["records"] if r.get("request_id")}
+        claims = page.get("claims") or [{"request_id": rq, "claim_id": None} for rq in page["new_work"]]
+        with self.lock:
+            for claim in claims:
+                request_id = claim["request_id"]
+                seen = self.exposures.setdefault(request_id, set())
+                again_after_ack = seqs.get(request_id, 0) <= self.acked_upto
+                if again_after_ack or (seen and claim["claim_id"] not in seen) or (seen and claim["claim_id"] is None):
+                    self.tally.duplicate_exposures += 1
+                seen.add(claim["claim_id"])
+
+    # -- the checks ---------------------------------------------------------------------------
+
+    def check_store(self) -> None:
+        """While no app holds the store: is it whole, and is every receipt's record in it?"""
+        with contextlib.closing(sqlite3.connect(f"{self.home.db.as_uri()}?mode=ro", uri=True)) as db:
+            whole = db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+            present = {row[0] for row in db.execute("SELECT interaction_id FROM interactions")}
+        with self.lock:
+            if whole:
+                self.tally.integrity_ok += 1
+            else:
+                self.tally.integrity_failed += 1
+            self.tally.losses = sum(1 for ix in self.receipts.values() if ix not in present)
+
+    def final_counts(self) -> None:
+        from .export import of_home
+
+        document = of_home(self.home)
+        inbox = next(a["agent_id"] for a in document["agents"] if a["name"] == "inbox")
+        tasks = [r for r in document["records"] if r["kind"] == "task" and r["recipient"]["agent_id"] == inbox]
+        calls: dict[str, int] = {}
+        for record in tasks:
+            call_id = (record.get("tool_receipt") or {}).get("call_id")
+            if call_id:
+                calls[call_id] = calls.get(call_id, 0) + 1
+        present = {r["record_id"] for r in document["records"]}
+        self.tally.tasks = len(tasks)
+        self.tally.receipts = len(self.receipts)
+        self.tally.losses = sum(1 for ix in self.receipts.values() if ix not in present)
+        self.tally.duplicate_records = sum(n - 1 for n in calls.values() if n > 1)
+        self.tally.exposed = sum(1 for r in tasks if self.exposures.get(r["request_id"]))
+        self.tally.lost_exposures = len(tasks) - self.tally.exposed
+
+    # -- the campaign -------------------------------------------------------------------------
+
+    def run(self, rounds: int, seconds: float, progress: bool) -> Tally:
+        began = time.monotonic()
+        self.home.prepare()
+        self.start_app()
+        self.register()
+        clients = [threading.Thread(target=self.sender, args=(i,), daemon=True) for i in range(self.senders)]
+        clients.append(threading.Thread(target=self.receiver, daemon=True))
+        for client in clients:
+            client.start()
+        for number in range(1, rounds + 1):
+            if not self.app_up.is_set():
+                self.start_app()
+            # The fault itself: SIGKILL at a random moment of the load.
+            self.stop.wait(self.random.uniform(0.05, 0.6))
+            self.kill_app()
+            self.check_store()
+            self.tally.rounds = number
+            if progress and (number % 25 == 0 or number == rounds):
+                print(f"faults: round {number}: {len(self.receipts)} receipts, {self.tally.losses} lost, "
+                      f"{self.tally.duplicate_exposures} duplicate exposures", file=sys.stderr)
+            if time.monotonic() - began > seconds:
+                break
+        self.stop.set()
+        for client in clients:
+            client.join(timeout=CALL_TIMEOUT_S)
+        self.start_app()
+        try:
+            self.receiver(drain=True)
+        finally:
+            self.app.terminate()
+            self.app_up.clear()
+        self.check_store()
+        self.final_counts()
+        self.tally.seconds = round(time.monotonic() - began, 1)
+        return self.tally
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m peerwire.faults", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=20, help="SIGKILL rounds (default 20)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="stop starting rounds after this long")
+    parser.add_argument("--senders", type=int, default=4, help="concurrent senders (default 4)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
+    parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed)")
+    parser.add_argument("--json", action="store_true", help="print the tally as JSON")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
+    print(f"faults: seed {seed}, up to {args.rounds} rounds in {args.seconds:.0f}s, {args.senders} senders",
+          file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        root = args.dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="peerwire-faults-")))
+        tally = Campaign(root, senders=args.senders, seed=seed).run(args.rounds, args.seconds, progress=True)
+    out = {"seed": seed, **asdict(tally), "clean": tally.clean()}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for key, value in out.items():
+            print(f"{key:<22} {value}")
+    return 0 if tally.clean() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
