@@ -38,8 +38,10 @@ import itertools
 import json
 import os
 import random
+import select
 import socket
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -113,6 +115,23 @@ def control_call(home: Home, request: dict[str, Any], *, wait_s: float = 0.0, ha
         sock.close()
 
 
+def start_app(home: Home) -> subprocess.Popen[bytes]:
+    """``peerwire app`` on ``home``, once it printed its ready line (its stderr goes to a log beside the home)."""
+    log = open(home.path.parent / "app-stderr.log", "ab")
+    with log:
+        app = subprocess.Popen([sys.executable, "-m", "peerwire", "app", "--home", str(home.path)],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    assert app.stdout is not None
+    ready, _, _ = select.select([app.stdout], [], [], CALL_TIMEOUT_S)
+    line = app.stdout.readline() if ready else b""
+    app.stdout.close()
+    if not line.startswith(b'{"event": "ready"'):
+        app.kill()
+        app.wait()
+        raise RuntimeError(f"peerwire app did not start (see {home.path.parent / 'app-stderr.log'}): {line[:200]!r}")
+    return app
+
+
 class Campaign:
     def __init__(self, root: Path, *, senders: int, seed: int):
         self.home = Home(root / "home")
@@ -133,17 +152,19 @@ class Campaign:
     # -- the app ---------------------------------------------------------------------------
 
     def start_app(self) -> None:
-        from harness.process.app import AppProcess
-
-        self.app = AppProcess.start(self.home)
+        self.app = start_app(self.home)
         self.app_up.set()
 
     def kill_app(self) -> None:
         self.app_up.clear()
-        self.app.process.kill()
-        self.app.process.wait()
-        self.app.terminate()
+        self.app.kill()
+        self.app.wait()
         self.tally.crashes += 1
+
+    def stop_app(self) -> None:
+        self.app_up.clear()
+        self.app.terminate()
+        self.app.wait(timeout=CALL_TIMEOUT_S)
 
     def register(self) -> None:
         for name in ["inbox", *(f"sender{i}" for i in range(self.senders))]:
@@ -311,8 +332,7 @@ class Campaign:
         try:
             self.receiver(drain=True)
         finally:
-            self.app.terminate()
-            self.app_up.clear()
+            self.stop_app()
         self.check_store()
         self.final_counts()
         self.tally.seconds = round(time.monotonic() - began, 1)

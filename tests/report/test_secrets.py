@@ -122,10 +122,10 @@ def test_every_session_token_the_run_issued_is_redacted(tmp_path, artifacts):
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"attach env PEERWIRE_SESSION_ID={SESSION_TOKEN}\n"
                    '{"agent": "C", "token": "pw-torn-half-writ', encoding="utf-8")
-    dump_path = artifacts / "task" / "core-dump.json"
-    dump = json.loads(dump_path.read_text(encoding="utf-8"))
-    dump["interactions"][0]["body"] = "the other run's token: pw-token-of-B-9876543210"
-    dump_path.write_text(json.dumps(dump, ensure_ascii=False), encoding="utf-8")
+    export_path = artifacts / "task" / "core-export.json"
+    document = json.loads(export_path.read_text(encoding="utf-8"))
+    document["records"][0]["body"] = "the other run's token: pw-token-of-B-9876543210"
+    export_path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
 
     folder, error = write_run_report(tmp_path / "reports", run_description(), artifacts, None, ledgers=ledgers)
 
