@@ -19,12 +19,13 @@ from typing import Any
 
 from .codex.adapter import CodexProvider
 from .control import encode
+from .delivery import Delivery
 from .errors import EXIT_STATUS, Code, PeerwireError
 from .home import Home, HomeLock, unusable
 from .hub import WakeHub
 from .limits import CONTROL_LINE_BYTES
 from .operations import Operations
-from .providers import ManualProvider, Provider
+from .providers import ManualProvider, Provider, ProviderFactory
 from .store import Store
 
 log = logging.getLogger("peerwire.app")
@@ -44,13 +45,20 @@ def _configure_logging(home: Home) -> logging.Handler:
     return file_handler
 
 
+RUNTIMES: dict[str, ProviderFactory] = {"codex": CodexProvider}
+"""The providers that own agent runtimes, each built on the app's store (in the folder of its name)."""
+
+
 class App:
-    def __init__(self, home: Home, providers: dict[str, Provider] | None = None):
+    def __init__(self, home: Home, providers: dict[str, Provider] | None = None,
+                 runtimes: dict[str, ProviderFactory] | None = None):
         self.home = home
         self.lock = HomeLock(home)
         self.hub = WakeHub()
         self.providers: dict[str, Provider] = {"manual": ManualProvider(), **(providers or {})}
+        self.runtimes = RUNTIMES if runtimes is None else runtimes
         self.store: Store | None = None
+        self.delivery: Delivery | None = None
         self.ops: Operations | None = None
         self._stop = asyncio.Event()
         self._server: asyncio.AbstractServer | None = None
@@ -62,10 +70,12 @@ class App:
         try:
             _configure_logging(self.home)
             self.store = self.home.open_store()
-            self.ops = Operations(self.store, self.hub, self.providers)
-            codex = CodexProvider(self.store, self.ops.published, self.home.path / "codex")
-            self.providers.setdefault("codex", codex)
-            codex.recover()
+            self.delivery = Delivery(self.store, self.hub, self.providers)
+            self.ops = Operations(self.store, self.delivery)
+            for name, runtime in self.runtimes.items():
+                self.providers.setdefault(name, runtime(self.store, self.delivery.published, self.home.path / name))
+            for provider in self.providers.values():
+                provider.recover()
             await self._serve()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -103,11 +113,10 @@ class App:
             task.cancel()
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=5)
-        assert self.ops is not None
-        codex = self.providers.get("codex")
-        if isinstance(codex, CodexProvider):
-            await codex.close()
-        await self.ops.drain()
+        assert self.delivery is not None
+        for provider in self.providers.values():
+            await provider.close()
+        await self.delivery.drain()
         try:
             self.home.socket.unlink()
         except FileNotFoundError:

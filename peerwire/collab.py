@@ -15,6 +15,8 @@ from typing import Any, Iterable
 from .errors import Code, PeerwireError
 
 ROOT = "/root"
+CHILD_PROVIDER = "codex"
+"""Children are threads of their root's Codex app-server: the provider that starts and runs them."""
 MAX_ACTIVE_CHILDREN = 4
 MAX_RETAINED_CHILDREN = 32
 MAX_DEPTH = 3

@@ -10,22 +10,22 @@ model through its thread, injected by the adapter).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import collab
+from .delivery import Delivery
 from .errors import Code, PeerwireError
+from .receipts import tool_receipt
 from .registry import AgentRow
-
-if TYPE_CHECKING:
-    from .operations import Operations
+from .store import Store
 
 KIND_NAMES = {"task": "NEW_TASK", "information": "MESSAGE", "reply": "FINAL_ANSWER", "notice": "MESSAGE"}
 
 
 class CollabOperations:
-    def __init__(self, ops: "Operations"):
-        self.ops = ops
-        self.store = ops.store
+    def __init__(self, store: Store, delivery: Delivery):
+        self.store = store
+        self.delivery = delivery
 
     def handlers(self) -> dict[str, Any]:
         return {
@@ -75,35 +75,32 @@ class CollabOperations:
             raise PeerwireError(Code.INVALID_ARGUMENT, "message is the child's first task and must not be empty")
         collab.check_capacity({"status": c.status} for c in self.store.descendants(collab.ROOT))
         # Capacity is reserved here, synchronously: the row exists before the child starts.
-        child, _ = self.store.register_agent(path, "codex", source="spawn_agent", status="starting", path=path,
-                                             parent_agent_id=caller.agent_id)
-        self.store.admit_task(caller, child, message, receipt=self.ops.receipt(meta))
-        codex = self.ops.providers.get("codex")
-        if codex is not None:
-            self.ops.in_background(codex.spawn_child(caller, child, fork), f"spawn {path}")
+        child, _ = self.store.register_agent(path, collab.CHILD_PROVIDER, source="spawn_agent", status="starting",
+                                             path=path, parent_agent_id=caller.agent_id)
+        self.store.admit_task(caller, child, message, receipt=tool_receipt(meta))
+        runtime = self.delivery.providers.get(child.provider)
+        if runtime is not None:
+            self.delivery.in_background(runtime.spawn_child(caller, child, fork), f"spawn {path}")
         return {"task_name": path}
 
     async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         recipient = self._target(caller, args.get("target"))
-        receipt = self.store.admit_information(caller, recipient, self._body(args), receipt=self.ops.receipt(meta))
-        self.ops.after_commit(recipient, self.ops.providers.get(recipient.provider), receipt["interaction_id"])
+        receipt = self.store.admit_information(caller, recipient, self._body(args), receipt=tool_receipt(meta))
+        self.delivery.after_commit(recipient, receipt["interaction_id"])
         return {}
 
     async def followup_task(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         recipient = self._target(caller, args.get("target"))
         if recipient.agent_id == caller.agent_id:
             raise PeerwireError(Code.INVALID_ARGUMENT, "an agent cannot assign a task to itself")
-        self.store.admit_task(caller, recipient, self._body(args), receipt=self.ops.receipt(meta))
-        self.ops.hub.notify(recipient.agent_id)
-        provider = self.ops.providers.get(recipient.provider)
-        if provider is not None:
-            self.ops.in_background(provider.dispatch(recipient), f"dispatch to {recipient.name}")
+        self.store.admit_task(caller, recipient, self._body(args), receipt=tool_receipt(meta))
+        self.delivery.task_admitted(recipient)
         return {}
 
     async def wait_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         timeout_ms = collab.wait_timeout_ms(args.get("timeout_ms"))
         deadline = time.monotonic() + timeout_ms / 1000
-        with self.ops.hub.subscribe(caller.agent_id) as sub:
+        with self.delivery.hub.subscribe(caller.agent_id) as sub:
             while True:
                 arrived = self._take_arrivals(caller)
                 if arrived:
@@ -140,7 +137,7 @@ class CollabOperations:
             raise PeerwireError(Code.NOT_AUTHORIZED, "the root cannot be interrupted through the tree")
         if target.agent_id == caller.agent_id:
             raise PeerwireError(Code.NOT_AUTHORIZED, "an agent cannot interrupt itself")
-        provider = self.ops.providers.get(target.provider)
+        provider = self.delivery.providers.get(target.provider)
         if provider is None:
             raise PeerwireError(Code.UNSUPPORTED, f"{target.path} has no provider that can be interrupted")
         result = await provider.interrupt(target)

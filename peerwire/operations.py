@@ -2,49 +2,36 @@
 
 A tool operation runs as: authenticate the caller, validate the arguments
 against the contract, one store transaction (plus its evidence), then wake the
-recipient's waiters and hand the committed record to the provider adapter.
-The order is the point: nothing is delivered or signalled before it is durable.
+recipient's waiters and hand the committed record to the provider adapter
+(:mod:`.delivery`). The order is the point: nothing is delivered or signalled
+before it is durable. The collaboration profile's tools are in :mod:`.collab_ops`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import Any, Awaitable, Callable
 
 from . import contract, export
 from .collab_ops import CollabOperations
+from .delivery import Delivery
 from .errors import Code, PeerwireError
-from .hub import WakeHub
 from .limits import DEFAULT_RECEIVE_LIMIT, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS
-from .providers import Provider, require_known
+from .providers import RuntimeOwner, require_known
+from .receipts import tool_receipt
 from .registry import KNOWN_PROVIDERS, AgentRow, validate_name
 from .store import Store
-
-log = logging.getLogger("peerwire.app")
 
 Handler = Callable[..., Awaitable[dict[str, Any]]]
 
 
-def tool_receipt(meta: dict[str, Any] | None) -> dict[str, Any]:
-    """The caller's own receipt of the call: MCP call id and Codex turn metadata."""
-    meta = meta or {}
-    out: dict[str, Any] = {"via": meta.get("via", "control")}
-    if meta.get("call_id"):
-        out["call_id"] = meta["call_id"]
-    turn = meta.get("turn") or {}
-    for key in ("session_id", "thread_id", "turn_id", "model"):
-        if turn.get(key):
-            out[key] = turn[key]
-    return out
-
-
 class Operations:
-    def __init__(self, store: Store, hub: WakeHub, providers: dict[str, Provider]):
+    def __init__(self, store: Store, delivery: Delivery):
         self.store = store
-        self.hub = hub
-        self.providers = providers
+        self.delivery = delivery
+        self.hub = delivery.hub
+        self.providers = delivery.providers
         self._tools: dict[str, Handler] = {
             "send_message": self.send_message,
             "followup_task": self.followup_task,
@@ -70,14 +57,10 @@ class Operations:
             "await_change": self.await_change,
             "export": self.export,
         }
-        self._background: set[asyncio.Task] = set()
         self._changed = asyncio.Event()
         store.on_commit.append(self._committed)
-        self.collab = CollabOperations(self)
+        self.collab = CollabOperations(store, delivery)
         self._collab = self.collab.handlers()
-
-    def receipt(self, meta: dict | None) -> dict[str, Any]:
-        return tool_receipt(meta)
 
     async def call(self, op: str, args: dict[str, Any] | None, token: str | None, meta: dict | None) -> dict:
         if op in self._collab:
@@ -96,26 +79,24 @@ class Operations:
 
     async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         recipient = self.store.resolve(args["target"], strict=bool(meta.get("strict")))
-        provider = require_known(recipient.provider, self.providers)
+        require_known(recipient.provider, self.providers)
         receipt = self.store.admit_information(caller, recipient, args["message"],
                                                receipt=tool_receipt(meta), run_id=meta.get("run_id"))
-        self.after_commit(recipient, provider, receipt["interaction_id"])
+        self.delivery.after_commit(recipient, receipt["interaction_id"])
         return receipt
 
     async def followup_task(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         recipient = self.store.resolve(args["target"], strict=bool(meta.get("strict")))
-        provider = require_known(recipient.provider, self.providers)
+        require_known(recipient.provider, self.providers)
         receipt = self.store.admit_task(caller, recipient, args["message"],
                                         receipt=tool_receipt(meta), run_id=meta.get("run_id"))
-        self.hub.notify(recipient.agent_id)
-        self.in_background(provider.dispatch(recipient), f"dispatch to {recipient.name}")
+        self.delivery.task_admitted(recipient)
         return receipt
 
     async def reply(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         receipt = self.store.admit_reply(caller, args["request_id"], args["status"], args["message"],
                                          receipt=tool_receipt(meta))
-        requester = self.store.agent(receipt["recipient"]["agent_id"])
-        self.after_commit(requester, self.providers.get(requester.provider), receipt["interaction_id"])
+        self.delivery.after_commit(self.store.agent(receipt["recipient"]["agent_id"]), receipt["interaction_id"])
         return receipt
 
     async def receive_messages(self, caller: AgentRow, args: dict, meta: dict) -> dict:
@@ -226,9 +207,9 @@ class Operations:
     async def whoami(self, args: dict, token: str | None) -> dict:
         return {"agent": self.store.caller(token).public()}
 
-    def _codex(self) -> Any:
+    def _codex(self) -> RuntimeOwner:
         codex = self.providers.get("codex")
-        if codex is None:
+        if codex is None or not isinstance(codex, RuntimeOwner):
             raise PeerwireError(Code.UNKNOWN_PROVIDER, "this app runs no codex adapter")
         return codex
 
@@ -290,39 +271,8 @@ class Operations:
         return {"mark": self.store.commits, "timed_out": False}
 
     async def owners(self, args: dict, token: str | None) -> dict:
-        codex = self.providers.get("codex")
-        return {"owners": codex.describe() if codex is not None else []}
-
-    # -- delivery -----------------------------------------------------------------
-
-    def after_commit(self, recipient: AgentRow, provider: Provider | None, interaction_id: str) -> None:
-        """A record is durable: wake the recipient's waiters, then hand it to its provider."""
-        self.hub.notify(recipient.agent_id)
-        if provider is not None:
-            record = self.store.interaction(interaction_id)
-            self.in_background(provider.deliver(recipient, record), f"deliver {interaction_id}")
-
-    def published(self, recipient_id: str, interaction_id: str) -> None:
-        """A record the app wrote itself (a turn's reply, a notice): wake and deliver it."""
-        recipient = self.store.agent(recipient_id)
-        self.after_commit(recipient, self.providers.get(recipient.provider), interaction_id)
-
-    def in_background(self, coro: Awaitable[None], what: str) -> None:
-        """Run provider work after the reply to the caller; failures are logged, never lost silently."""
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-
-        def done(t: asyncio.Task) -> None:
-            self._background.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.error("%s failed: %r", what, t.exception())
-
-        task.add_done_callback(done)
-
-    async def drain(self) -> None:
-        """Let admitted deliveries finish (used at shutdown)."""
-        if self._background:
-            await asyncio.wait(list(self._background), timeout=5)
+        return {"owners": [owner for provider in self.providers.values() if isinstance(provider, RuntimeOwner)
+                           for owner in provider.describe()]}
 
 
 def _page(page: Any, *, timed_out: bool) -> dict[str, Any]:

@@ -1,16 +1,28 @@
 """Provider adapters: how the app delivers into an agent's runtime.
 
 ``manual`` has no adapter: its agents read with ``receive_messages`` and answer
-with ``reply``. Other providers plug in an object with this interface; the app
-calls it only after the interaction is committed.
+with ``reply``. Other providers plug in an object with the :class:`Provider`
+interface; the app calls it only after the interaction is committed. A provider
+that owns agent runtimes (the Codex adapter) is also a :class:`RuntimeOwner`:
+the operator attaches, prompts and watches agents through it.
+
+The app builds each runtime provider from a :data:`ProviderFactory` once its
+store is open, recovers it at start-up and closes it at shutdown.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
 from .errors import Code, PeerwireError
 from .registry import KNOWN_PROVIDERS, AgentRow
+
+if TYPE_CHECKING:
+    from .store import Store
+
+Committed = Callable[[str, str], None]
+"""Called with (recipient agent_id, interaction_id) after a provider committed a record itself."""
 
 
 class Provider(Protocol):
@@ -24,6 +36,45 @@ class Provider(Protocol):
 
     async def interrupt(self, target: AgentRow) -> dict[str, Any]:
         """Interrupt the target's active turn, or raise ``not_active``/``unsupported``."""
+
+    async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int) -> None:
+        """Start a collaboration child (already registered, its first task admitted) beside ``parent``.
+
+        ``fork`` is ``all``, ``none`` or a number of the parent's latest turns
+        (:func:`peerwire.collab.fork_turns`). A child that cannot start has its
+        first task failed, attributed to peerwire; nothing is raised.
+        """
+
+    def recover(self) -> None:
+        """At start-up, finish what a stopped app left: publish what was captured, never replay."""
+
+    async def close(self) -> None:
+        """At shutdown: release every runtime; turns still running become uncertain."""
+
+
+@runtime_checkable
+class RuntimeOwner(Protocol):
+    """A provider that owns agent runtimes the operator attaches and prompts (``attach_codex`` ...)."""
+
+    async def attach(self, agent: AgentRow, *, codex: str, codex_home: str, cwd: str,
+                     env: Mapping[str, str] | None = None, resume: bool = False) -> dict[str, Any]:
+        """Start the agent's owner (a new generation); resume its known thread when ``resume``."""
+
+    async def detach(self, agent_id: str) -> dict[str, Any]:
+        """Stop the agent's owner; its turns in flight become uncertain."""
+
+    async def prompt(self, agent: AgentRow, text: str) -> dict[str, Any]:
+        """An operator's message: a new turn on the agent's idle owner (``turn_id``, ``thread_id``)."""
+
+    async def await_turn(self, agent: AgentRow, turn_id: str, timeout_s: float) -> dict[str, Any]:
+        """Wait until a turn of the agent's current owner completed (``turn_id``, ``status``)."""
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every attached owner: agent, generation, thread, active turn, pid, completed turns."""
+
+
+ProviderFactory = Callable[["Store", Committed, Path], Provider]
+"""Builds a runtime provider on the app's store: ``(store, committed, its own folder in the home)``."""
 
 
 class ManualProvider:
@@ -44,8 +95,17 @@ class ManualProvider:
             {"target": target.ref, "previous_status": target.status},
         )
 
+    async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int) -> None:
+        return None  # no runtime: the child reads its first task with receive
 
-def require_known(provider: str, providers: dict[str, Provider]) -> Provider:
+    def recover(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+def require_known(provider: str, providers: Mapping[str, Provider]) -> Provider:
     """The adapter for ``provider``; ``unknown_provider`` when there is none."""
     adapter = providers.get(provider)
     if adapter is None:

@@ -1,0 +1,65 @@
+"""After a commit: wake the recipient's waiters, then hand the record to its provider.
+
+Both tool sets (:mod:`.operations`, :mod:`.collab_ops`) and the provider adapters
+(through :meth:`Delivery.published`) go through here, so the order holds for
+every record: nothing is signalled or delivered before it is durable, and
+provider work runs after the caller has its answer, in the background, where a
+failure is logged and never lost silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable
+
+from .hub import WakeHub
+from .providers import Provider
+from .registry import AgentRow
+from .store import Store
+
+log = logging.getLogger("peerwire.app")
+
+
+class Delivery:
+    def __init__(self, store: Store, hub: WakeHub, providers: dict[str, Provider]):
+        self.store = store
+        self.hub = hub
+        self.providers = providers
+        self._background: set[asyncio.Task] = set()
+
+    def after_commit(self, recipient: AgentRow, interaction_id: str) -> None:
+        """A record is durable: wake the recipient's waiters, then hand it to its provider (if any)."""
+        self.hub.notify(recipient.agent_id)
+        provider = self.providers.get(recipient.provider)
+        if provider is not None:
+            record = self.store.interaction(interaction_id)
+            self.in_background(provider.deliver(recipient, record), f"deliver {interaction_id}")
+
+    def task_admitted(self, recipient: AgentRow) -> None:
+        """A task is durable: wake the recipient's waiters, then give its provider a dispatch opportunity."""
+        self.hub.notify(recipient.agent_id)
+        provider = self.providers.get(recipient.provider)
+        if provider is not None:
+            self.in_background(provider.dispatch(recipient), f"dispatch to {recipient.name}")
+
+    def published(self, recipient_id: str, interaction_id: str) -> None:
+        """A record the app wrote itself (a turn's reply, a notice): wake and deliver it."""
+        self.after_commit(self.store.agent(recipient_id), interaction_id)
+
+    def in_background(self, coro: Awaitable[None], what: str) -> None:
+        """Run provider work after the reply to the caller; failures are logged, never lost silently."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._background.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("%s failed: %r", what, t.exception())
+
+        task.add_done_callback(done)
+
+    async def drain(self) -> None:
+        """Let admitted deliveries finish (used at shutdown)."""
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=5)
