@@ -27,15 +27,13 @@ from typing import Any, Awaitable, Callable
 from .. import collab, envelope
 from ..errors import Code, PeerwireError
 from ..lifecycle import Event
+from ..providers import Committed
 from ..registry import AgentRow
 from ..store import Store
-from .app_server import AppServerClient, AppServerError, AppServerExited, JsonRpcError
+from .app_server import AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError
 from .outcome import outcome_of
 
 log = logging.getLogger("peerwire.codex")
-
-Committed = Callable[[str, str], None]
-"""Called with (recipient agent_id, interaction_id) after a record is committed."""
 
 REQUEST_TIMEOUT_S = 30.0
 STALE_TURN_CODE = -32600
@@ -60,7 +58,7 @@ class Owner:
     name: str
     generation: int
     thread_id: str
-    client: AppServerClient
+    client: AppServerSession
     active_turn: str | None = None
     items: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -84,7 +82,7 @@ class CodexProvider:
     name = "codex"
 
     def __init__(self, store: Store, committed: Committed, transcripts: Path,
-                 start_client: Callable[..., Awaitable[AppServerClient]] = AppServerClient.start):
+                 start_client: Callable[..., Awaitable[AppServerSession]] = AppServerClient.start):
         self.store = store
         self.committed = committed
         self.transcripts = transcripts
@@ -181,13 +179,12 @@ class CodexProvider:
         client = parent_owner.client
         try:
             if fork == "all":
-                result = await client.request("thread/fork", {"threadId": parent_owner.thread_id},
-                                              timeout=REQUEST_TIMEOUT_S)
+                result = await client.thread_fork(parent_owner.thread_id, timeout=REQUEST_TIMEOUT_S)
             else:
                 result = await client.thread_start(cwd=parent_owner.cwd, timeout=REQUEST_TIMEOUT_S)
                 if isinstance(fork, int):
-                    read = await client.request("thread/read", {"threadId": parent_owner.thread_id,
-                                                                "includeTurns": True}, timeout=REQUEST_TIMEOUT_S)
+                    read = await client.thread_read(parent_owner.thread_id, include_turns=True,
+                                                    timeout=REQUEST_TIMEOUT_S)
                     items = collab.history_items(read["thread"].get("turns") or [], fork)
                     if items:
                         await client.thread_inject_items(result["thread"]["id"], items, timeout=REQUEST_TIMEOUT_S)

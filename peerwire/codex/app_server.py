@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
@@ -176,6 +176,61 @@ class Transcript:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class TranscriptFile(Protocol):
+    path: Path | None
+    """Where the session's lines are written (``None``: kept in memory only, or nowhere)."""
+
+
+class AppServerSession(Protocol):
+    """What the Codex adapter uses of an app-server session.
+
+    `AppServerClient` is the live one; a recorded exchange replays through the
+    same surface (`harness.codex.recorded.replay.ReplaySession`), and so does the
+    scripted stand-in of the claim tests. Each method is the typed Codex request
+    of the same name; see `AppServerClient` for what each returns and raises.
+    """
+
+    received: list[Notification]
+    transcript: TranscriptFile
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def exited(self) -> AppServerExited | None: ...
+
+    def notifications(self, *, since: int = 0) -> AsyncIterator[Notification]: ...
+
+    async def thread_start(self, *, cwd: str | os.PathLike[str] | None = None,
+                           extra: Mapping[str, Any] | None = None,
+                           timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
+
+    async def thread_resume(self, thread_id: str, *, extra: Mapping[str, Any] | None = None,
+                            timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
+
+    async def thread_fork(self, thread_id: str, *, extra: Mapping[str, Any] | None = None,
+                          timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
+
+    async def thread_read(self, thread_id: str, *, include_turns: bool = False,
+                          timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
+
+    async def turn_start(self, thread_id: str, input: str | Sequence[Mapping[str, Any]], *,
+                         extra: Mapping[str, Any] | None = None,
+                         timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
+
+    async def turn_steer(self, thread_id: str, expected_turn_id: str, input: str | Sequence[Mapping[str, Any]], *,
+                         extra: Mapping[str, Any] | None = None,
+                         timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
+
+    async def turn_interrupt(self, thread_id: str, turn_id: str, *,
+                             timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
+
+    async def thread_inject_items(self, thread_id: str, items: Sequence[Mapping[str, Any]], *,
+                                  timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
+
+    async def close(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> int | None: ...
 
 
 class AppServerClient:
@@ -404,6 +459,29 @@ class AppServerClient:
         """`thread/resume` of a thread with a recorded rollout (a thread that
         never ran a turn has none and the server answers with an error)."""
         return await self.request("thread/resume", {**(extra or {}), "threadId": thread_id}, timeout=timeout)
+
+    async def thread_fork(
+        self,
+        thread_id: str,
+        *,
+        extra: Mapping[str, Any] | None = None,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> dict[str, Any]:
+        """`thread/fork`: a new thread (`result["thread"]`) holding the finished history of
+        `thread_id`; a turn in progress there is cut, not copied."""
+        return await self.request("thread/fork", {**(extra or {}), "threadId": thread_id}, timeout=timeout)
+
+    async def thread_read(
+        self,
+        thread_id: str,
+        *,
+        include_turns: bool = False,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> dict[str, Any]:
+        """`thread/read`: the thread (`result["thread"]`), with its `turns` and their items
+        when `include_turns` is set."""
+        return await self.request("thread/read", {"threadId": thread_id, "includeTurns": include_turns},
+                                  timeout=timeout)
 
     async def turn_start(
         self,

@@ -53,6 +53,14 @@ class ScriptedAppServer:
         self.sent.append(("thread/resume", thread_id))
         return {"thread": {"id": thread_id}}
 
+    async def thread_fork(self, thread_id: str, *, extra: Any = None, timeout: float = 0) -> dict:
+        self.sent.append(("thread/fork", thread_id))
+        return {"thread": {"id": f"thread-{next(self._threads)}"}}
+
+    async def thread_read(self, thread_id: str, *, include_turns: bool = False, timeout: float = 0) -> dict:
+        self.sent.append(("thread/read", thread_id))
+        return {"thread": {"id": thread_id, "turns": []}}
+
     async def turn_start(self, thread_id: str, input: Any, *, extra: Any = None, timeout: float = 0) -> dict:
         self.sent.append(("turn/start", (extra or {}).get("clientUserMessageId")))
         outcome = self.outcomes.pop(0) if self.outcomes else "ok"

@@ -140,7 +140,7 @@ class ReplaySession:
             if line["dir"] == "received" and "method" in message and "id" not in message:
                 await self._release(message)
 
-    # -- the AppServerClient surface the adapter uses --------------------------------------
+    # -- the app-server session the adapter uses (peerwire.codex.app_server.AppServerSession) ---
 
     async def notifications(self, *, since: int = 0) -> AsyncIterator[Notification]:
         index = since
@@ -159,6 +159,12 @@ class ReplaySession:
 
     async def thread_resume(self, thread_id: str, *, extra: Any = None, timeout: float = 0) -> Any:
         return await self.request("thread/resume", {**(extra or {}), "threadId": thread_id})
+
+    async def thread_fork(self, thread_id: str, *, extra: Any = None, timeout: float = 0) -> Any:
+        return await self.request("thread/fork", {**(extra or {}), "threadId": thread_id})
+
+    async def thread_read(self, thread_id: str, *, include_turns: bool = False, timeout: float = 0) -> Any:
+        return await self.request("thread/read", {"threadId": thread_id, "includeTurns": include_turns})
 
     async def turn_start(self, thread_id: str, input: Any, *, extra: Any = None, timeout: float = 0) -> Any:
         return await self.request("turn/start", {**(extra or {}), "threadId": thread_id, "input": input})
