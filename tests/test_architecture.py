@@ -88,3 +88,61 @@ def test_the_scan_sees_imports_in_every_form(tmp_path):
                       "def f():\n    from peerwire.store import Store\n", encoding="utf-8")
     found = set(imports("harness.x.m", source))
     assert {"sqlite3", "peerwire.store", "harness.evidence.core"} <= found
+
+
+def dependency_graph() -> dict[str, set[str]]:
+    """Project module -> the project modules it imports (anywhere in the file, ``TYPE_CHECKING`` included)."""
+    known = {name: path for package in PACKAGES for name, path in modules(package).items()}
+    graph: dict[str, set[str]] = {name: set() for name in known}
+    for name, path in known.items():
+        for base, names in statements(name, path):
+            targets = [f"{base}.{taken}" for taken in names if f"{base}.{taken}" in known]
+            if len(targets) < len(names) or not names:
+                targets.append(base)  # names taken from the module itself, or a plain ``import``
+            graph[name].update(t for t in targets if t in known and t != name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_among_project_modules():
+    assert cycles(dependency_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

@@ -4,7 +4,8 @@
 * :mod:`.steps` — what each step does to the live lab;
 * :mod:`.execution` — one scenario run (run home, job, lab, phases, result);
 * :mod:`.observations` / :mod:`.checks` — reading the artifacts and judging them
-  (:mod:`.collab_checks`: the judgements over a collaboration tree);
+  (a package: the judging kernel, shared readings, the judgements by concern,
+  those over a collaboration tree);
 * :mod:`.artifacts` — what a scenario's artifacts folder holds;
 * :mod:`.run` — a whole run: scenario runs in parallel worker processes, the report;
 * :mod:`.options` — the command line of ``runner.py``.

@@ -33,8 +33,11 @@ from typing import Any
 
 import jsonschema
 
-from harness.model.rules import ModelScript, ScenarioError, script_from_document
 from harness.model.probe import ProbeExpectation
+from harness.model.rules import ModelScript, ScenarioError, script_from_document
+
+from .checks import JUDGEMENTS
+from .checks.kernel import CheckSpec
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "scenario.schema.json"
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
@@ -60,19 +63,6 @@ class Step:
         keys = ("agent", "turn", "hold", "tool", "rule")
         details = " ".join(f"{key}={self.params[key]}" for key in keys if key in self.params)
         return f"step {self.index + 1} ({self.do}{' ' + details if details else ''})"
-
-
-@dataclass(frozen=True)
-class CheckSpec:
-    """One declared verdict: its id, the judgement to apply and that judgement's parameters."""
-
-    id: str
-    check: str
-    params: Mapping[str, Any]
-    mode: str | None = None
-
-    def applies(self, mode: str) -> bool:
-        return self.mode in (None, mode)
 
 
 @dataclass(frozen=True)
@@ -185,8 +175,6 @@ def discover(directory: str | Path = SCENARIOS_DIR) -> list[Scenario]:
 
 def _consistency(scenario: Scenario, known_checks: Sequence[str] | None) -> list[str]:
     if known_checks is None:
-        from .checks import JUDGEMENTS
-
         known_checks = list(JUDGEMENTS)
     problems: list[str] = []
     agents = set(scenario.agents)

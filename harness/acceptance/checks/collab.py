@@ -25,95 +25,9 @@ from harness.model.probe import LEGS
 from peerwire import collab, envelope
 from peerwire.lifecycle import Stage
 
-from .checks import Evidence, inject_lines, judgement, require
-from .observations import EvidenceMissing, Observations, TranscriptLine, item_text, output_json
-
-
-def _result_thread(obs: Observations, host: str, request: TranscriptLine) -> str | None:
-    answer = obs.response_to(host, request)
-    return ((answer.message.get("result") or {}).get("thread") or {}).get("id") if answer else None
-
-
-def _opened_turn(obs: Observations, host: str, request: TranscriptLine) -> str | None:
-    answer = obs.response_to(host, request)
-    return ((answer.message.get("result") or {}).get("turn") or {}).get("id") if answer else None
-
-
-@judgement
-def spawned_child(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
-    """The parent's spawn_agent call created the child at ``path`` in the core's tree, with its message as the
-    child's first task."""
-    parent, path = params["parent"], params["path"]
-    parent_row, child = obs.agent_row(parent), obs.agent_row(path)
-    require(parent_row.get("path"), f"{parent} is not in a collaboration tree")
-    require(child.get("path") == path, f"the core records {path} at path {child.get('path')}")
-    require(child.get("parent_agent_id") == parent_row["agent_id"],
-            f"the core records {path}'s parent as {obs.agent_name(child.get('parent_agent_id'))}, not {parent}")
-    calls = [(call, out) for call, out in obs.tool_calls(parent, "spawn_agent")
-             if out is not None and (output_json(out.text()) or {}).get("task_name") == path]
-    require(len(calls) == 1, f"{parent}'s rollout shows {len(calls)} spawn_agent calls answered with {path}")
-    call, output = calls[0]
-    ev.cite(call, output)
-    arguments = output_json(call.payload.get("arguments") or "") or {}
-    require(f"{parent_row['path']}/{arguments.get('task_name')}" == path,
-            f"task_name {arguments.get('task_name')!r} under {parent_row['path']} is not {path}")
-    tasks = [row for row in obs.records if row["kind"] == "task" and row["sender"]["agent_id"] == parent_row["agent_id"]
-             and row["recipient"]["agent_id"] == child["agent_id"]]
-    require(tasks, f"no task from {parent} to {path} was admitted")
-    task = tasks[0]
-    ev.cite(task["record_id"])
-    call_id = call.payload.get("call_id")
-    require((task["tool_receipt"] or {}).get("call_id") == call_id,
-            f"{path}'s first task was not admitted by the spawn_agent call {call_id}")
-    require(task["body"] == arguments.get("message"), f"{path}'s first task is not the spawn_agent message")
-    return (f"{parent}'s spawn_agent call {call_id} (task_name {arguments['task_name']!r}) registered {path}, "
-            f"child of {parent_row['path']} in the core's tree, and admitted its message as task {task['request_id']}")
-
-
-@judgement
-def child_thread(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
-    """The child is a real Codex thread of its parent's app-server: its own thread id (forked or started
-    there), its own turn (turn/start and turn/started on that thread) and its own rollout."""
-    agent, parent = params["agent"], params["parent"]
-    thread = obs.agent_row(agent).get("provider_session_id")
-    require(thread, f"the core records no Codex thread for {agent}")
-    parent_threads = obs.threads(parent)
-    require(thread not in parent_threads, f"{agent} has its parent's thread {thread}")
-    host = obs.host(agent)
-    require(host == obs.host(parent), f"{agent}'s thread is not served by {parent}'s app-server")
-    transcript = obs.transcript(host)
-    created = [line for line in transcript if line.dir == "sent" and line.method in ("thread/fork", "thread/start")
-               and _result_thread(obs, host, line) == thread]
-    require(len(created) == 1, f"{host}'s app-server created thread {thread} {len(created)} times, not once")
-    creation = created[0]
-    ev.cite(creation, obs.response_to(host, creation))
-    if creation.method == "thread/fork":
-        require(creation.params.get("threadId") in parent_threads,
-                f"thread/fork forked {creation.params.get('threadId')}, not one of {parent}'s threads")
-    starts = {_opened_turn(obs, host, line): line for line in transcript
-              if line.dir == "sent" and line.method == "turn/start" and line.params.get("threadId") == thread}
-    started = [line for line in transcript if line.method == "turn/started" and line.params.get("threadId") == thread]
-    require(started, f"no turn started on thread {thread}")
-    turns = [(line.params.get("turn") or {}).get("id") for line in started]
-    unopened = [turn for turn in turns if turn not in starts]
-    require(not unopened, f"turns {unopened} started on {thread} without a turn/start on it")
-    ev.cite(starts[turns[0]], started[0])
-    lines = obs.rollouts.lines(thread_id=thread)
-    meta = next((line for line in lines if line.record_type == "session_meta"), None)
-    require(meta is not None, f"no rollout records thread {thread}")
-    ev.cite(meta)
-    forked_from = meta.payload.get("forked_from_id")
-    if creation.method == "thread/fork":
-        require(forked_from == creation.params.get("threadId"),
-                f"the rollout says thread {thread} was forked from {forked_from}")
-    task_started = [line for line in lines if line.record_type == "event_msg" and line.payload_type == "task_started"]
-    require([line.payload.get("turn_id") for line in task_started] == turns,
-            f"the rollout's turns {[line.payload.get('turn_id') for line in task_started]} are not {turns}")
-    ev.cite(task_started[0])
-    return (f"{agent} is Codex thread {thread}, created by {creation.method} "
-            f"{'of ' + str(creation.params.get('threadId')) + ' ' if creation.method == 'thread/fork' else ''}"
-            f"in {host}'s app-server; its turn {turns[0]} started on that thread and its own rollout "
-            f"({meta.at.file}) records it")
+from ..observations import EvidenceMissing, Observations, item_text, output_json
+from .kernel import Evidence, judgements, require
+from .readings import inject_lines, opened_turn, result_thread
 
 
 def _origin(obs: Observations, record: Mapping[str, Any], sender: str, recipient_path: str,
@@ -144,7 +58,81 @@ def _origin(obs: Observations, record: Mapping[str, Any], sender: str, recipient
     return f"its send_message call {receipt['call_id']}"
 
 
-@judgement
+def spawned_child(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
+    """The parent's spawn_agent call created the child at ``path`` in the core's tree, with its message as the
+    child's first task."""
+    parent, path = params["parent"], params["path"]
+    parent_row, child = obs.agent_row(parent), obs.agent_row(path)
+    require(parent_row.get("path"), f"{parent} is not in a collaboration tree")
+    require(child.get("path") == path, f"the core records {path} at path {child.get('path')}")
+    require(child.get("parent_agent_id") == parent_row["agent_id"],
+            f"the core records {path}'s parent as {obs.agent_name(child.get('parent_agent_id'))}, not {parent}")
+    calls = [(call, out) for call, out in obs.tool_calls(parent, "spawn_agent")
+             if out is not None and (output_json(out.text()) or {}).get("task_name") == path]
+    require(len(calls) == 1, f"{parent}'s rollout shows {len(calls)} spawn_agent calls answered with {path}")
+    call, output = calls[0]
+    ev.cite(call, output)
+    arguments = output_json(call.payload.get("arguments") or "") or {}
+    require(f"{parent_row['path']}/{arguments.get('task_name')}" == path,
+            f"task_name {arguments.get('task_name')!r} under {parent_row['path']} is not {path}")
+    tasks = [row for row in obs.records if row["kind"] == "task" and row["sender"]["agent_id"] == parent_row["agent_id"]
+             and row["recipient"]["agent_id"] == child["agent_id"]]
+    require(tasks, f"no task from {parent} to {path} was admitted")
+    task = tasks[0]
+    ev.cite(task["record_id"])
+    call_id = call.payload.get("call_id")
+    require((task["tool_receipt"] or {}).get("call_id") == call_id,
+            f"{path}'s first task was not admitted by the spawn_agent call {call_id}")
+    require(task["body"] == arguments.get("message"), f"{path}'s first task is not the spawn_agent message")
+    return (f"{parent}'s spawn_agent call {call_id} (task_name {arguments['task_name']!r}) registered {path}, "
+            f"child of {parent_row['path']} in the core's tree, and admitted its message as task {task['request_id']}")
+
+
+def child_thread(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
+    """The child is a real Codex thread of its parent's app-server: its own thread id (forked or started
+    there), its own turn (turn/start and turn/started on that thread) and its own rollout."""
+    agent, parent = params["agent"], params["parent"]
+    thread = obs.agent_row(agent).get("provider_session_id")
+    require(thread, f"the core records no Codex thread for {agent}")
+    parent_threads = obs.threads(parent)
+    require(thread not in parent_threads, f"{agent} has its parent's thread {thread}")
+    host = obs.host(agent)
+    require(host == obs.host(parent), f"{agent}'s thread is not served by {parent}'s app-server")
+    transcript = obs.transcript(host)
+    created = [line for line in transcript if line.dir == "sent" and line.method in ("thread/fork", "thread/start")
+               and result_thread(obs, host, line) == thread]
+    require(len(created) == 1, f"{host}'s app-server created thread {thread} {len(created)} times, not once")
+    creation = created[0]
+    ev.cite(creation, obs.response_to(host, creation))
+    if creation.method == "thread/fork":
+        require(creation.params.get("threadId") in parent_threads,
+                f"thread/fork forked {creation.params.get('threadId')}, not one of {parent}'s threads")
+    starts = {opened_turn(obs, host, line): line for line in transcript
+              if line.dir == "sent" and line.method == "turn/start" and line.params.get("threadId") == thread}
+    started = [line for line in transcript if line.method == "turn/started" and line.params.get("threadId") == thread]
+    require(started, f"no turn started on thread {thread}")
+    turns = [(line.params.get("turn") or {}).get("id") for line in started]
+    unopened = [turn for turn in turns if turn not in starts]
+    require(not unopened, f"turns {unopened} started on {thread} without a turn/start on it")
+    ev.cite(starts[turns[0]], started[0])
+    lines = obs.rollouts.lines(thread_id=thread)
+    meta = next((line for line in lines if line.record_type == "session_meta"), None)
+    require(meta is not None, f"no rollout records thread {thread}")
+    ev.cite(meta)
+    forked_from = meta.payload.get("forked_from_id")
+    if creation.method == "thread/fork":
+        require(forked_from == creation.params.get("threadId"),
+                f"the rollout says thread {thread} was forked from {forked_from}")
+    task_started = [line for line in lines if line.record_type == "event_msg" and line.payload_type == "task_started"]
+    require([line.payload.get("turn_id") for line in task_started] == turns,
+            f"the rollout's turns {[line.payload.get('turn_id') for line in task_started]} are not {turns}")
+    ev.cite(task_started[0])
+    return (f"{agent} is Codex thread {thread}, created by {creation.method} "
+            f"{'of ' + str(creation.params.get('threadId')) + ' ' if creation.method == 'thread/fork' else ''}"
+            f"in {host}'s app-server; its turn {turns[0]} started on that thread and its own rollout "
+            f"({meta.at.file}) records it")
+
+
 def tree_message(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
     """A message between agents of a collaboration tree, from its origin to the recipient's model.
 
@@ -196,7 +184,6 @@ def tree_message(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
             f"{recipient}'s thread {thread} as the collaboration envelope with the exact body, seen in {where}")
 
 
-@judgement
 def probe_succeeded(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
     """The collaboration probe, computed from the model request log alone, succeeded: the child's question, the
     parent's reply and the child's final answer each observed in an actual model input, and the parent's final
@@ -214,3 +201,6 @@ def probe_succeeded(obs: Observations, params: Mapping[str, Any], ev: Evidence) 
             f"message occurrences): question seen in request {first['childQuestionObserved']}, reply in "
             f"{first['parentReplyObserved']}, child's final answer in {first['childFinalObserved']}; the parent's "
             f"final answer (request {first['finalExact']}) is exact")
+
+
+JUDGEMENTS = judgements(spawned_child, child_thread, tree_message, probe_succeeded)

@@ -1,0 +1,171 @@
+"""Judgements over delivery: inject without a turn, the envelope in the model's input, a task bound to its
+turn, nothing delivered twice."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from collections import Counter
+
+from peerwire.lifecycle import Stage
+
+from ..observations import Observations, item_text
+from .kernel import Evidence, judgements, require
+from .readings import carries, inject_lines, opened_turn
+
+
+def injected_without_turn(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
+    """The record reached its recipient by thread/inject_items, and no turn started from it.
+
+    ``recipient_was``: ``idle`` (default) — no turn was running, so the envelope
+    waits in the thread's history for the next turn someone starts; ``active`` —
+    it landed inside the recipient's running turn, which went on to complete,
+    and no other turn started.
+    """
+    record = obs.select(params["record"])
+    recipient = obs.agent_name(record["recipient"]["agent_id"])
+    host = obs.host(recipient)
+    idle = params.get("recipient_was", "idle") == "idle"
+    ev.cite(record["record_id"])
+    visible = obs.evidence(record["record_id"], Stage.PROVIDER_VISIBLE)
+    require(len(visible) == 1, f"{len(visible)} provider_visible evidence rows, not one")
+    detail = visible[0]["detail"]
+    require(detail.get("via") == "thread/inject_items", f"made visible via {detail.get('via')}")
+    running = detail.get("active_turn")
+    if idle:
+        require(running is None, f"{recipient} was in turn {running}, not idle")
+    else:
+        require(running is not None, f"{recipient} was idle, not in a running turn")
+    injects = inject_lines(obs, host, record)
+    require(len(injects) == 1, f"{host}'s transcript has {len(injects)} inject_items of it, not one")
+    inject = injects[0]
+    thread = inject.params.get("threadId")
+    require(thread in obs.threads(recipient), f"it was injected into thread {thread}, not {recipient}'s")
+    answer = obs.response_to(host, inject)
+    ev.cite(inject, answer)
+    require(answer is not None and "result" in answer.message, "thread/inject_items was not acknowledged")
+    transcript = obs.transcript(host)
+    after = [line for line in transcript[transcript.index(inject) + 1:]
+             if line.generation == inject.generation and line.params.get("threadId") == thread]
+    next_start = next((line for line in after if line.dir == "sent" and line.method == "turn/start"), None)
+    window = after[:after.index(next_start)] if next_start else after
+    started = [line for line in window if line.method == "turn/started"]
+    ev.cite(*started)
+    require(not started, f"a turn started on {recipient} after the inject without anyone starting it")
+    if not idle:
+        completed = next((line for line in window if line.method == "turn/completed"
+                          and (line.params.get("turn") or {}).get("id") == running), None)
+        require(completed is not None, f"{recipient}'s running turn {running} did not complete after the inject")
+        ev.cite(completed)
+    next_turn = opened_turn(obs, host, next_start) if next_start is not None else None
+    text = item_text(inject.params["items"][0])
+    lines = obs.rollout(recipient)
+    injected = [line for line in lines if line.record_type == "response_item" and line.payload_type == "message"
+                and line.text() == text]
+    require(len(injected) == 1, f"{recipient}'s rollout holds the injected envelope {len(injected)} times")
+    ev.cite(injected[0])
+    require(injected[0].running_turn_id == running,
+            f"the rollout placed the injected item in turn {injected[0].running_turn_id}, not {running}")
+    later_starts = [line for line in lines[lines.index(injected[0]) + 1:]
+                    if line.record_type == "event_msg" and line.payload_type == "task_started"]
+    if later_starts:
+        ev.cite(later_starts[0])
+        require(later_starts[0].payload.get("turn_id") == next_turn,
+                f"the next turn in the rollout ({later_starts[0].payload.get('turn_id')}) is not the one "
+                f"the next turn/start opened ({next_turn})")
+    if not idle:
+        return (f"{record['record_id']} was injected into {recipient}'s running turn {running} once and "
+                f"acknowledged; that turn went on to complete and no turn started from it")
+    return (f"{record['record_id']} was injected into idle {recipient} once and acknowledged; no turn "
+            f"started until the next turn/start{f' ({next_turn})' if next_turn else ''}")
+
+
+def in_model_input(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
+    """The record's envelope is in the agent's model input (in turn ``turn`` when given)."""
+    record = obs.select(params["record"])
+    agent = params["agent"]
+    ev.cite(record["record_id"])
+    turn = obs.turn(params["turn"])["turn_id"] if "turn" in params else None
+    if obs.view.scripted:
+        hits = [exchange for exchange in obs.exchanges(agent) if turn in (None, exchange.turn_id)
+                and any(item.get("role") != "assistant" and carries(obs, item_text(item), record)
+                        for item in exchange.input_items() if item.get("type") == "message")]
+        require(hits, f"no model request of {agent}{' in ' + params['turn'] if turn else ''} carries the envelope")
+        ev.cite(*(exchange.seq for exchange in hits[:3]))
+        where = f"model requests {[exchange.seq for exchange in hits]}"
+    else:
+        lines = [line for line in obs.rollout(agent)
+                 if line.record_type == "response_item" and line.payload_type == "message"
+                 and carries(obs, line.text(), record)]
+        require(lines, f"{agent}'s rollout holds no envelope of {record['record_id']}")
+        ev.cite(*lines)
+        where = "the rollout"
+    return f"{agent}'s model saw the envelope of {record['record_id']} with the exact body in {where}"
+
+
+def task_bound(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
+    """The task was bound once to the exact turn the adapter opened (or steered) for it."""
+    task = obs.select(params["record"])
+    request_id = task["request_id"]
+    ev.cite(task["record_id"])
+    recipient = obs.agent_name(task["recipient"]["agent_id"])
+    bindings = obs.bindings_of(request_id)
+    require(len(bindings) == 1, f"{request_id} has {len(bindings)} bindings, not one")
+    binding = bindings[0]
+    method = params.get("via", "turn/start")
+    accepted = obs.evidence(task["record_id"], Stage.PROVIDER_ACCEPTED)
+    require(len(accepted) == 1 and accepted[0]["detail"].get("via") == method,
+            f"provider_accepted evidence {[row['detail'] for row in accepted]} does not say {method}")
+    host = obs.host(recipient)
+    sent = [line for line in obs.transcript(host) if line.dir == "sent" and line.method == method
+            and line.params.get("clientUserMessageId") == request_id]
+    require(len(sent) == 1, f"{host}'s transcript has {len(sent)} {method} for {request_id}, not one")
+    answer = obs.response_to(host, sent[0])
+    ev.cite(sent[0], answer)
+    result = (answer.message.get("result") or {}) if answer else {}
+    turn_id = (result.get("turn") or {}).get("id") or result.get("turnId")
+    require(turn_id == binding["turn_id"], f"{method} opened turn {turn_id}, the binding says {binding['turn_id']}")
+    require(sent[0].params.get("threadId") == binding["thread_id"], "the binding names another thread")
+    require(sent[0].generation == binding["generation"], "the binding names another owner generation")
+    require(any(carries(obs, item.get("text", ""), task) for item in sent[0].params.get("input") or []),
+            f"the {method} input is not the task's envelope")
+    if "state" in params:
+        require(binding["state"] == params["state"], f"binding state is {binding['state']}, not {params['state']}")
+    return (f"{request_id} bound once ({binding['binding_id']}, {binding['state']}) to {recipient}'s turn "
+            f"{turn_id} of generation {binding['generation']}, opened by {method} with its envelope")
+
+
+def delivered_at_most_once(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
+    """Nothing reached a provider twice: one binding and one turn/start or steer per task, one inject per record."""
+    problems = []
+    per_request = Counter(row["request_id"] for row in obs.bindings)
+    problems += [f"{rid} bound {n} times" for rid, n in per_request.items() if n > 1]
+    submissions: Counter[str] = Counter()
+    injected: Counter[str] = Counter()
+    records = [row for row in obs.records if row["kind"] != "task"]
+    for name in obs.view.agents:
+        for line in obs.transcript(name):
+            if line.dir != "sent":
+                continue
+            if line.method in ("turn/start", "turn/steer") and line.params.get("clientUserMessageId"):
+                submissions[line.params["clientUserMessageId"]] += 1
+            elif line.method == "thread/inject_items":
+                texts = [item_text(item) for item in line.params.get("items") or []]
+                matched = [row["record_id"] for row in records if any(carries(obs, t, row) for t in texts)]
+                if len(matched) != 1:
+                    problems.append(f"{line.ref} injects {len(matched)} known records")
+                for interaction_id in matched:
+                    injected[interaction_id] += 1
+                    ev.cite(line)
+    problems += [f"{rid} submitted {n} times" for rid, n in submissions.items() if n > 1]
+    problems += [f"{iid} injected {n} times" for iid, n in injected.items() if n > 1]
+    visible = Counter(row["record_id"] for row in obs.core.evidence_rows if row["stage"] == Stage.PROVIDER_VISIBLE)
+    problems += [f"{iid} made visible {n} times" for iid, n in visible.items() if n > 1]
+    problems += [f"{iid} injected without provider_visible evidence" for iid in injected if iid not in visible]
+    ev.cite(*per_request.keys())
+    require(not problems, "; ".join(problems))
+    return (f"{len(per_request)} tasks bound and submitted once each; {len(injected)} records injected once each, "
+            f"every inject backed by provider_visible evidence")
+
+
+JUDGEMENTS = judgements(injected_without_turn, in_model_input, task_bound, delivered_at_most_once)

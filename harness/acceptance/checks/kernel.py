@@ -1,0 +1,118 @@
+"""The judging kernel: a check's spec, its verdict, the evidence it cites, and how a judgement is applied.
+
+A judgement reads a run's :class:`~harness.acceptance.observations.Observations`,
+cites what it relied on in an :class:`Evidence`, and returns its summary when it
+passes or raises :class:`Failed` otherwise; evidence it collected before failing
+is kept in the verdict. Something the run did not record at all (a label, a
+record) fails the check too, saying what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.evidence.rollouts import RolloutLine
+
+from ..observations import EvidenceMissing, Observations, TranscriptLine
+
+
+class Failed(AssertionError):
+    """A check's verdict is fail; the message is its summary."""
+
+
+def require(condition: Any, summary: str) -> None:
+    if not condition:
+        raise Failed(summary)
+
+
+@dataclass
+class Evidence:
+    """What a verdict rests on, by source (the report links each entry)."""
+
+    records: list[str] = field(default_factory=list)
+    rollout: list[str] = field(default_factory=list)
+    model_requests: list[int] = field(default_factory=list)
+    appserver: list[str] = field(default_factory=list)
+
+    def cite(self, *items: Any) -> None:
+        for item in items:
+            if item is None:
+                continue
+            if isinstance(item, RolloutLine):
+                _add(self.rollout, str(item.at))
+            elif isinstance(item, TranscriptLine):
+                _add(self.appserver, item.ref)
+            elif isinstance(item, int):
+                _add(self.model_requests, item)
+            elif isinstance(item, str):
+                _add(self.records, item)
+            else:
+                raise TypeError(f"cannot cite {item!r}")
+
+    def as_dict(self) -> dict[str, list[Any]]:
+        return {"records": self.records, "rollout": self.rollout, "model_requests": self.model_requests,
+                "appserver": self.appserver}
+
+
+def _add(bucket: list[Any], value: Any) -> None:
+    if value not in bucket:
+        bucket.append(value)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    id: str
+    passed: bool
+    summary: str
+    evidence: Evidence
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "verdict": "pass" if self.passed else "fail", "summary": self.summary,
+                "evidence": self.evidence.as_dict()}
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """One declared verdict: its id, the judgement to apply and that judgement's parameters."""
+
+    id: str
+    check: str
+    params: Mapping[str, Any]
+    mode: str | None = None
+
+    def applies(self, mode: str) -> bool:
+        return self.mode in (None, mode)
+
+
+Judgement = Callable[[Observations, Mapping[str, Any], Evidence], str]
+
+
+def judgements(*functions: Judgement) -> dict[str, Judgement]:
+    """A registry of judgements, each under its function's name (the ``check`` a scenario names)."""
+    return {function.__name__: function for function in functions}
+
+
+def merge(*registries: Mapping[str, Judgement]) -> dict[str, Judgement]:
+    """One registry from several; a name two of them define is an error, never a silent override."""
+    out: dict[str, Judgement] = {}
+    for registry in registries:
+        clash = set(out) & set(registry)
+        if clash:
+            raise ValueError(f"judgements defined twice: {sorted(clash)}")
+        out.update(registry)
+    return out
+
+
+def judge(spec: CheckSpec, observations: Observations, registry: Mapping[str, Judgement]) -> Verdict:
+    """Apply one declared check with the judgement ``registry`` names; never raises for a failing or unjudgeable
+    run."""
+    evidence = Evidence()
+    try:
+        summary = registry[spec.check](observations, spec.params, evidence)
+        return Verdict(spec.id, True, summary, evidence)
+    except Failed as failure:
+        return Verdict(spec.id, False, str(failure), evidence)
+    except EvidenceMissing as missing:
+        return Verdict(spec.id, False, f"not recorded: {missing}", evidence)
