@@ -58,9 +58,15 @@ def _parser() -> argparse.ArgumentParser:
     att.add_argument("--cwd", required=True, help="the agent's workspace")
     att.add_argument("--codex", default="codex", help="the codex executable (default: codex on PATH)")
     att.add_argument("--resume", action="store_true", help="resume the agent's known thread (a new generation)")
+    att.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                     help="set in the app-server's environment (repeatable), e.g. its model provider's key variable")
     det = agent.add_parser("detach", parents=[common], help="stop a codex agent's owner")
     det.add_argument("agent")
     agent.add_parser("owners", parents=[common], help="attached codex owners and their active turns")
+    awt = agent.add_parser("await-turn", parents=[common], help="wait until one turn of an attached agent completed")
+    awt.add_argument("agent")
+    awt.add_argument("turn_id")
+    awt.add_argument("--wait", type=float, default=60.0, metavar="SECONDS", help="how long to wait (default 60)")
     rev = agent.add_parser("revoke", parents=[common], help="revoke every session token of an agent")
     rev.add_argument("agent")
 
@@ -104,6 +110,11 @@ def _parser() -> argparse.ArgumentParser:
 
     peers = sub.add_parser("peers", parents=[caller], help="list_agents as the caller sees it")
     peers.add_argument("--prefix", dest="name_prefix")
+
+    changes = sub.add_parser("await-change", parents=[common],
+                             help="wait until the core commits a change after MARK; prints the new mark")
+    changes.add_argument("--mark", type=int, help="the mark an earlier call printed (none: answer at once)")
+    changes.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help="how long to wait (default 0)")
 
     trace = sub.add_parser("trace", parents=[common], help="every delivery stage of one interaction or request")
     trace.add_argument("id")
@@ -176,7 +187,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.agent_command == "attach":
             out = admin.call("attach_codex", {"agent_id": _agent_id(admin, args.agent), "codex": args.codex,
                                               "codex_home": os.path.abspath(args.codex_home),
-                                              "cwd": os.path.abspath(args.cwd), "resume": args.resume}, wait_s=60)
+                                              "cwd": os.path.abspath(args.cwd), "resume": args.resume,
+                                              "env": _assignments(args.env)}, wait_s=60)
             return _print(args, out, f"attached {out['name']}: generation {out['generation']}, "
                                      f"thread {out['thread_id']}")
         if args.agent_command == "detach":
@@ -185,6 +197,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.agent_command == "revoke":
             out = admin.call("revoke_sessions", {"agent_id": _agent_id(admin, args.agent)})
             return _print(args, out, f"revoked {out['revoked']} session token(s) of {out['agent']['name']}")
+        if args.agent_command == "await-turn":
+            out = _await_turn(admin, _agent_id(admin, args.agent), args.turn_id, args.wait)
+            return _print(args, out, f"turn {out['turn_id']} {out['status']}")
         if args.agent_command == "owners":
             out = admin.call("owners")
             return _print(args, out, "\n".join(f"{o['name']:<20} generation {o['generation']} thread {o['thread_id']} "
@@ -197,10 +212,12 @@ def _run(args: argparse.Namespace) -> int:
         agent_id = _agent_id(admin, args.agent)
         out = admin.call("prompt", {"agent_id": agent_id, "text": text}, wait_s=30)
         if args.wait:
-            out = admin.call("await_turn", {"agent_id": agent_id, "turn_id": out["turn_id"],
-                                            "timeout_ms": int(args.wait * 1000)}, wait_s=args.wait)
+            out = _await_turn(admin, agent_id, out["turn_id"], args.wait)
             return _print(args, out, f"turn {out['turn_id']} {out['status']}")
         return _print(args, out, f"turn {out['turn_id']} started")
+    if args.command == "await-change":
+        out = admin.call("await_change", {"mark": args.mark, "timeout_ms": int(args.wait * 1000)}, wait_s=args.wait)
+        return _print(args, out, f"mark {out['mark']}{' (timed out)' if out['timed_out'] else ''}")
     if args.command == "trace":
         out = admin.call("trace", {"id": args.id})
         return _print(args, out, _trace_text(out))
@@ -243,6 +260,21 @@ def _run(args: argparse.Namespace) -> int:
         out = client.call("list_agents", call, meta=meta)
         return _print(args, out, _agent_table(out["agents"]))
     raise PeerwireError(Code.INVALID_ARGUMENT, f"unknown command {args.command}")
+
+
+def _await_turn(admin: ControlClient, agent_id: str, turn_id: str, wait_s: float) -> dict:
+    return admin.call("await_turn", {"agent_id": agent_id, "turn_id": turn_id, "timeout_ms": int(wait_s * 1000)},
+                      wait_s=wait_s)
+
+
+def _assignments(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise PeerwireError(Code.INVALID_ARGUMENT, f"--env takes NAME=VALUE, not {pair!r}")
+        out[name] = value
+    return out
 
 
 def _export(admin: ControlClient, home: Home, out: str | None) -> int:
