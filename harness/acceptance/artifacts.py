@@ -3,10 +3,10 @@
 Layout of ``<artifacts root>/<scenario>.<mode>/`` (directories 0700, files 0600)::
 
     core-export.json          the core's evidence export (``contracts/export.schema.json``)
-    core/app.log              the core app's log
+    core/app.log              the core app's log (from the core's driver)
     model-requests.jsonl      the scripted model's request log (scripted provider only)
     appserver/<A>.g<n>.appserver.jsonl, .stderr.log
-                              each owner generation's JSON-RPC transcript and stderr
+                              each owner generation's JSON-RPC transcript and stderr (from the driver)
     rollouts/<A>/rollout-*.jsonl
                               the agent's Codex rollouts, from its CODEX_HOME/sessions
 
@@ -28,7 +28,7 @@ from typing import Any
 from harness.codex.lab import AUTH_FILE, CodexLab
 from harness.evidence.core import EXPORT_FILE
 
-from .observations import APPSERVER_DIR, MODEL_REQUESTS, ROLLOUTS_DIR
+from .observations import MODEL_REQUESTS, ROLLOUTS_DIR
 
 # Shorter strings (e.g. "Bearer", booleans) occur in any log and prove nothing.
 _MIN_SECRET_CHARS = 8
@@ -37,9 +37,10 @@ _MIN_SECRET_CHARS = 8
 def collect(lab: CodexLab, destination: Path) -> Path:
     """Copy the run's evidence from the lab's directories into ``destination``.
 
-    Call once the lab has stopped: the core's export is taken from its home after
-    the app released it. Missing sources (a run that failed early) are skipped.
-    An existing ``destination`` is replaced: it only ever holds an earlier copy.
+    Call once the lab has stopped: the core's export is taken after its app
+    released it, and the core's own files come through its driver. Missing
+    sources (a run that failed early) are skipped. An existing ``destination``
+    is replaced: it only ever holds an earlier copy.
     """
     if destination.exists():
         shutil.rmtree(destination)
@@ -47,14 +48,11 @@ def collect(lab: CodexLab, destination: Path) -> Path:
     document = lab.export()
     if document is not None:
         _write(destination / EXPORT_FILE, json.dumps(document, indent=1, ensure_ascii=False).encode("utf-8"))
-    _copy(lab.home.log, destination / "core" / "app.log")
-    _copy(lab.root / "artifacts" / MODEL_REQUESTS, destination / MODEL_REQUESTS)
-    for source in sorted((lab.home.path / "codex").glob("*")):
-        if source.suffix in (".jsonl", ".log"):
-            _copy(source, destination / APPSERVER_DIR / source.name)
+    lab.core.collect(destination)
+    copy_private(lab.root / "artifacts" / MODEL_REQUESTS, destination / MODEL_REQUESTS)
     for name, agent in lab.agents.items():
         for rollout in sorted((agent.codex_home / "sessions").rglob("rollout-*.jsonl")):
-            _copy(rollout, destination / ROLLOUTS_DIR / name / rollout.name)
+            copy_private(rollout, destination / ROLLOUTS_DIR / name / rollout.name)
     return destination
 
 
@@ -89,7 +87,8 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(inner)
 
 
-def _copy(source: Path, target: Path) -> None:
+def copy_private(source: Path, target: Path) -> None:
+    """Copy a file into an artifacts folder, private (0600, folders 0700); a missing ``source`` is skipped."""
     if not source.is_file():
         return
     _private_dir(target.parent)

@@ -43,10 +43,11 @@ from harness.report.secrets import TokenLedger
 
 from . import artifacts
 from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
+from .driver import REFERENCE
 from .observations import MODEL_REQUESTS, Observations, RunnerView
 from .progress import Progress
 from .scenario import Scenario
-from .steps import ScenarioDriver
+from .steps import StepRunner
 
 # Seconds the job's processes get to exit on SIGTERM before SIGKILL.
 JOB_GRACE_S = 5.0
@@ -69,6 +70,8 @@ class RunSettings:
     token_ledgers: Path | None = None
     """A private folder where each scenario run records the session tokens it issued, for the report's
     secret scan (see :class:`~harness.report.secrets.TokenLedger`); never among the artifacts."""
+    driver: str = REFERENCE
+    """The core under test: its acceptance driver, ``module:Class`` (:mod:`harness.acceptance.driver`)."""
 
 
 def progress_label(scenario: Scenario, mode: str) -> str:
@@ -88,7 +91,7 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
     started = time.monotonic()
     view = RunnerView(mode=mode, scripted=settings.provider == "scripted")
     failure: str | None = None
-    driver: ScenarioDriver | None = None
+    steps: StepRunner | None = None
     destination = settings.artifacts_root / key
 
     @contextlib.contextmanager
@@ -105,7 +108,7 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         ledger = TokenLedger(settings.token_ledgers, key) if settings.token_ledgers is not None else None
         lab = CodexLab(home.path, scenario.script, scenario.agents, codex=settings.codex,
                        approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home,
-                       profile=scenario.profile, token_ledger=ledger)
+                       profile=scenario.profile, driver=settings.driver, token_ledger=ledger)
         try:
             try:
                 with phase("start"):
@@ -114,14 +117,14 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
                     for peer in scenario.peers:
                         lab.register(peer.name, aliases=peer.aliases)
                     view.agents = {name: agent.agent_id for name, agent in lab.agents.items()}
-                    for row in lab.control().call("agents")["agents"]:
+                    for row in (lab.export() or {}).get("agents", []):
                         view.agents.setdefault(row["name"], row["agent_id"])
                     view.attachments[:] = lab.attachments
                     progress.say("agents attached: " + ", ".join(
                         f"{a['agent']} g{a['generation']}" for a in lab.attachments))
                 with phase("steps"):
-                    driver = ScenarioDriver(scenario, mode, lab, view, progress)
-                    driver.run()
+                    steps = StepRunner(scenario, mode, lab, view, progress)
+                    steps.run()
             except Exception as error:  # judged below; the run goes on to collect what it has
                 failure = f"{type(error).__name__}: {error}"
                 progress.say(f"FAILED: {failure}")
@@ -154,7 +157,7 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         "wall_s": round(time.monotonic() - started, 3),
         "phases": phases,
         "agents": _agents(view, scenario, observations),
-        "inputs": {"prompts": driver.prompts_sent if driver else {}},
+        "inputs": {"prompts": steps.prompts_sent if steps else {}},
         "outputs": _outputs(observations, scenario),
         "checks": [verdict.as_dict() for verdict in verdicts],
         "artifacts_dir": f"{key}/",

@@ -18,6 +18,7 @@ from harness.codex.install import project_root
 from harness.codex.lab import AUTH_FILE
 from harness.process.run_home import default_runs_root
 
+from .driver import REFERENCE, load_driver
 from .scenario import MODES, PROVIDERS, SCENARIOS_DIR
 
 AUTH_HOME_ENV = "PEERWIRE_CODEX_AUTH_HOME"
@@ -42,6 +43,7 @@ class Options:
     auth_home: Path | None
     scenarios_dir: Path
     workers: int
+    driver: str = REFERENCE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -67,6 +69,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scenarios-dir", type=Path, default=SCENARIOS_DIR, help="where scenario files are read from")
     p.add_argument("--workers", type=int, default=MAX_WORKERS, choices=range(1, MAX_WORKERS + 1),
                    help=f"scenarios run in parallel (at most {MAX_WORKERS})")
+    p.add_argument("--driver", default=REFERENCE, metavar="MODULE:CLASS",
+                   help="the core under test, as its acceptance driver (default: the reference core; "
+                        "see contracts/README.md)")
     return p
 
 
@@ -79,6 +84,10 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
     """
     environ = os.environ if environ is None else environ
     args = parser().parse_args(list(argv))
+    try:
+        load_driver(args.driver)
+    except ValueError as error:
+        raise UsageError(f"--driver: {error}") from None
     auth_home = None
     if args.provider != "scripted":
         value = environ.get(AUTH_HOME_ENV)
@@ -95,4 +104,5 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
         codex=args.codex, expected_version=args.expected_version,
         approve_tools=args.approve_tools if args.approve_tools is not None else args.provider == "scripted",
         provider=args.provider, auth_home=auth_home, scenarios_dir=args.scenarios_dir, workers=args.workers,
+        driver=args.driver,
     )

@@ -88,7 +88,7 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
             settings = RunSettings(codex=codex, homes_root=home.path / "scenarios", artifacts_root=home.artifacts,
                                    keep_home=options.keep_home, approve_tools=options.approve_tools,
                                    provider=options.provider, auth_home=options.auth_home,
-                                   token_ledgers=home.path / "tokens")
+                                   token_ledgers=home.path / "tokens", driver=options.driver)
             results = _run_all(runs, settings, job, home.path / "tasks", options.workers)
         finally:
             restore()

@@ -15,8 +15,8 @@ from typing import Any
 
 from harness.codex.lab import CodexLab
 from harness.evidence.core import CoreEvidence
-from peerwire.errors import PeerwireError
 
+from .driver import CoreRefused
 from .observations import EvidenceMissing, RunnerView, select_record
 from .progress import Progress
 from .scenario import Scenario, Step
@@ -28,7 +28,7 @@ class StepFailed(RuntimeError):
     """A step could not do its part; the message names the step."""
 
 
-class ScenarioDriver:
+class StepRunner:
     """Runs a scenario's steps for one mode against a started lab, recording what it saw in ``view``."""
 
     def __init__(self, scenario: Scenario, mode: str, lab: CodexLab, view: RunnerView, progress: Progress):
@@ -54,7 +54,7 @@ class ScenarioDriver:
                     self._actions[step.do](step)
                 except StepFailed:
                     raise
-                except (PeerwireError, TimeoutError, KeyError) as error:
+                except (CoreRefused, TimeoutError, KeyError) as error:
                     raise StepFailed(f"{step.describe()}: {type(error).__name__}: {error}") from error
 
     # -- turns ------------------------------------------------------------------------------
@@ -151,14 +151,14 @@ class ScenarioDriver:
         expected = step.params.get("error")
         label = step.params.get("record")
         try:
-            result = self.lab.as_agent(agent).call(tool, dict(step.params["arguments"]), wait_s=self._timeout(step))
-        except PeerwireError as error:
-            if expected != error.code.value:
-                raise StepFailed(f"{step.describe()}: {tool} failed with {error.code.value}: {error.message}"
+            result = self.lab.call_tool(agent, tool, step.params["arguments"], self._timeout(step))
+        except CoreRefused as error:
+            if expected != error.code:
+                raise StepFailed(f"{step.describe()}: {tool} failed with {error}"
                                  f"{'' if expected is None else f' (expected {expected})'}") from error
             if isinstance(label, str):
-                self.view.receipts[label] = {"error": error.to_dict()}
-            self.progress.say(f"{agent}: {tool} refused as expected ({error.code.value})")
+                self.view.receipts[label] = {"error": error.error}
+            self.progress.say(f"{agent}: {tool} refused as expected ({error.code})")
             return
         if expected is not None:
             raise StepFailed(f"{step.describe()}: {tool} succeeded ({result}), expected error {expected}")

@@ -36,6 +36,7 @@ def settings_to_json(settings: RunSettings) -> dict[str, Any]:
         "keep_home": settings.keep_home, "approve_tools": settings.approve_tools, "provider": settings.provider,
         "auth_home": str(settings.auth_home) if settings.auth_home else None,
         "token_ledgers": str(settings.token_ledgers) if settings.token_ledgers else None,
+        "driver": settings.driver,
     }
 
 
@@ -47,6 +48,7 @@ def settings_from_json(data: dict[str, Any]) -> RunSettings:
         keep_home=data["keep_home"], approve_tools=data["approve_tools"], provider=data["provider"],
         auth_home=Path(data["auth_home"]) if data["auth_home"] else None,
         token_ledgers=Path(data["token_ledgers"]) if data.get("token_ledgers") else None,
+        driver=data["driver"],
     )
 
 

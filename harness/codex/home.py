@@ -92,16 +92,16 @@ class ScriptedProvider:
 
 @dataclass(frozen=True)
 class PeerwireServer:
-    """The `peerwire mcp serve` launch registered as `[mcp_servers.peerwire]`.
+    """The messaging core's MCP server launch registered as `[mcp_servers.peerwire]`.
 
-    `approve_tools`: when set, exactly these tools get
-    `approval_mode = "approve"` (without it Codex 0.171.0 refuses MCP calls
-    under approval policy `never`).
+    `env` is what the server needs to act as the agent (for the reference core
+    its home and the agent's session credential). `approve_tools`: when set,
+    exactly these tools get `approval_mode = "approve"` (without it Codex
+    0.171.0 refuses MCP calls under approval policy `never`).
     """
 
     command: str
-    home: str | os.PathLike[str]
-    session_id: str
+    env: Mapping[str, str]
     args: tuple[str, ...] = ("mcp", "serve")
     tool_timeout_sec: int = 70
     approve_tools: tuple[str, ...] | None = None
@@ -111,7 +111,7 @@ class PeerwireServer:
         return {
             "command": self.command,
             "args": list(self.args),
-            "env": {"PEERWIRE_HOME": os.fspath(self.home), "PEERWIRE_SESSION_ID": self.session_id},
+            "env": dict(self.env),
         }
 
 

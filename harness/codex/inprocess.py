@@ -8,12 +8,14 @@ app runs (the scripted rules of these paths call no tools).
 
 from __future__ import annotations
 
+import sys
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 from peerwire.codex.adapter import CodexProvider
+from peerwire.home import HOME_ENV, SESSION_ENV
 from peerwire.registry import AgentRow
 
 from harness.codex.home import ScriptedProvider
@@ -51,7 +53,9 @@ async def inprocess_adapter(root: Path, script: ModelScript) -> AsyncIterator[In
     codex_home = root / "B" / "codex_home"
     codex_home.mkdir(parents=True)
     workspace = FixtureWorkspace.create(root / "B" / "workspace", agent="B")
-    projection = project_agent(codex_home, workspace.path, core_home=root / "core", token=token,
+    server = [sys.executable, "-m", "peerwire", "mcp", "serve", "--profile", "messaging"]
+    projection = project_agent(codex_home, workspace.path, server=server,
+                               server_env={HOME_ENV: str(root / "core"), SESSION_ENV: token},
                                base_url=model.base_url("B"))
     try:
         await provider.attach(recipient, codex=str(codex.executable), codex_home=str(codex_home),

@@ -1,22 +1,24 @@
-"""A live Codex lab: a core app, the scripted model and attached Codex agents.
+"""A live Codex lab: a messaging core, the scripted model and attached Codex agents.
 
 The lab brings up, in one directory:
 
 * the scripted model (in-process, loopback, one route per agent), deciding only
   from what Codex sends it;
-* the reference core (``peerwire app`` as a real subprocess) with its Codex
-  adapter;
+* the messaging core under test, through its acceptance driver
+  (:mod:`harness.acceptance.driver`; by default peerwire's reference core,
+  ``peerwire app`` as a real subprocess with its Codex adapter);
 * one private ``CODEX_HOME`` and one fixture Git workspace per agent, its
-  config projected (scripted provider, the peerwire MCP server with the agent's
-  session token, tool approval, workspace trust);
-* each agent registered with provider ``codex`` and attached: the app starts
+  config projected (scripted provider, the core's MCP server acting as the
+  agent, tool approval, workspace trust);
+* each agent registered with provider ``codex`` and attached: the core starts
   the agent's ``codex app-server`` owner and its thread.
 
-The runner drives it through the app's operator operations (``prompt``,
-``await_turn``) so the adapter sees every turn. Tests use it for live adapter
-paths; the acceptance runner wraps it with run homes, process jobs and reports:
-given a :class:`~harness.process.jobs.Job`, the lab starts the app through it, so the
-app, the app-servers it spawns and their MCP servers all end with the job.
+The runner drives it through the driver (``prompt``, ``await_turn``, tool calls,
+the core's change feed and evidence export), so the core's adapter sees every
+turn. Tests use it for live adapter paths; the acceptance runner wraps it with
+run homes, process jobs and reports: given a
+:class:`~harness.process.jobs.Job`, the core's app starts through it, so the app,
+the app-servers it spawns and their MCP servers all end with the job.
 
 Real-provider mode (``auth_home``): the scripted model is not started, the
 user's ``config.toml`` (their provider) and ``auth.json`` are copied from the
@@ -28,26 +30,21 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from peerwire import export
 from peerwire.contract import PROFILES
-from peerwire.control import ControlClient
-from peerwire.errors import Code, PeerwireError
-from peerwire.home import Home
 
+from harness.acceptance.driver import REFERENCE, AcceptanceDriver, load_driver
 from harness.codex.home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
 from harness.codex.install import CodexInstallation, locate_codex
-from harness.process.jobs import Job
-from harness.model.rules import ModelScript, load_script
-from harness.process.app import AppProcess, Spawn
-from harness.model.server import ScriptedModel
 from harness.codex.workspace import FixtureWorkspace
+from harness.contract.provisioner import Caller
+from harness.model.rules import ModelScript, load_script
+from harness.model.server import ScriptedModel
+from harness.process.jobs import Job, spawn_through
 from harness.report.secrets import TokenLedger
 
 MODEL_KEY_VALUE = "scripted-model-has-no-key"
@@ -58,45 +55,48 @@ AUTH_FILE = "auth.json"
 @dataclass
 class LabAgent:
     name: str
-    agent_id: str
-    token: str
+    caller: Caller
     codex_home: Path
     workspace: Path
     projection: Projection
     owner: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def agent_id(self) -> str:
+        return self.caller.agent_id
 
-def project_agent(codex_home: Path, workspace: Path, *, core_home: Path, token: str, base_url: str | None,
-                  profile: str = "messaging", approve_tools: bool = True) -> Projection:
-    """Project one agent's Codex home: the peerwire MCP server as that agent, and the model.
+    @property
+    def token(self) -> str:
+        return self.caller.token
+
+
+def project_agent(codex_home: Path, workspace: Path, *, server: Sequence[str], server_env: Mapping[str, str],
+                  base_url: str | None, profile: str = "messaging", approve_tools: bool = True) -> Projection:
+    """Project one agent's Codex home: the core's MCP server (``server`` with ``server_env``, acting as the
+    agent) and the model.
 
     ``base_url`` is the agent's scripted-model route; ``None`` keeps the user's own
     (real) provider settings.
     """
-    command = peerwire_command()
     settings = AgentSettings(
         workspace=workspace,
-        peerwire=PeerwireServer(command=command[0], args=(*command[1:], "mcp", "serve", "--profile", profile),
-                                home=core_home, session_id=token,
+        peerwire=PeerwireServer(command=server[0], args=tuple(server[1:]), env=dict(server_env),
                                 approve_tools=tuple(PROFILES[profile][1]) if approve_tools else None),
         provider=ScriptedProvider(base_url=base_url) if base_url is not None else None,
     )
     return Projection(codex_home, settings).apply()
 
 
-def peerwire_command() -> list[str]:
-    """How Codex launches ``peerwire mcp serve`` (this interpreter, so the same install)."""
-    return [sys.executable, "-m", "peerwire"]
-
-
 class CodexLab:
     """Brings up the lab in ``root`` (see the module docs); a context manager.
 
-    ``job``: start the core app through it (the acceptance runner's way);
-    without one the app is a plain subprocess in its own session.
-    ``auth_home``: opt into the real provider configured there (see the module
-    docs); the scripted model then stays down. ``attachments`` lists every
-    owner the lab attached, in order (generation, thread id, pid).
+    ``driver``: the core's acceptance driver class, or its ``module:Class``
+    name (default: the reference core's); it owns ``root/core``. ``job``: start
+    the core's processes through it (the acceptance runner's way); without one
+    they are plain subprocesses in sessions of their own. ``auth_home``: opt
+    into the real provider configured there (see the module docs); the scripted
+    model then stays down. ``attachments`` lists every owner the lab attached,
+    in order (generation, thread id, pid).
     """
 
     def __init__(
@@ -111,6 +111,7 @@ class CodexLab:
         job: Job | None = None,
         auth_home: Path | None = None,
         profile: str = "messaging",
+        driver: type[AcceptanceDriver] | str = REFERENCE,
         token_ledger: TokenLedger | None = None,
     ):
         self.root = Path(root)
@@ -125,9 +126,11 @@ class CodexLab:
         self.auth_home = Path(auth_home) if auth_home is not None else None
         # Every session token the core issues to this lab, kept for the report's secret scan.
         self.token_ledger = token_ledger
-        self.home = Home(self.root / "core")
         self.model = ScriptedModel(self.script, log_path=self.root / "artifacts" / "model-requests.jsonl")
-        self.app: AppProcess | None = None
+        make = load_driver(driver) if isinstance(driver, str) else driver
+        self.core: AcceptanceDriver = make(self.root / "core", env=self.child_env(),  # type: ignore[call-arg]
+                                           spawn=None if job is None else spawn_through(job))
+        self.started = False
         self.agents: dict[str, LabAgent] = {}
         self.attachments: list[dict[str, Any]] = []
 
@@ -140,10 +143,11 @@ class CodexLab:
 
     def start(self) -> "CodexLab":
         self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "core").mkdir(exist_ok=True)
         if self.scripted:
             self.model.start()
-        self.app = AppProcess.start(self.home, env=self.child_env(),
-                                    spawn=None if self.job is None else spawn_through(self.job))
+        self.core.start()
+        self.started = True
         for name in self.agent_names:
             self.agents[name] = self._provision(name)
         if self.attach_on_start:
@@ -152,9 +156,9 @@ class CodexLab:
         return self
 
     def stop(self) -> None:
-        if self.app is not None:
-            self.app.terminate()
-            self.app = None
+        if self.started:
+            self.core.stop()
+            self.started = False
         for agent in self.agents.values():
             # Edits made to an agent's config during the run are kept; those that clash are reported.
             for conflict in agent.projection.restore():
@@ -173,7 +177,7 @@ class CodexLab:
         self.stop()
 
     def child_env(self) -> dict[str, str]:
-        """The environment of everything the app starts: Codex first on PATH, the model key set."""
+        """The environment of everything the core starts: Codex first on PATH, the model key set."""
         env = self.codex.child_env(os.environ)
         if self.scripted:
             env[ScriptedProvider.env_key] = MODEL_KEY_VALUE
@@ -181,42 +185,36 @@ class CodexLab:
 
     def _provision(self, name: str) -> LabAgent:
         collab_root = self.profile == "collab" and name == self.agent_names[0]
-        out = self._register({"name": name, "provider": "codex", "source": "lab", "collab_root": collab_root})
+        caller = self._register(name, provider="codex", collab_root=collab_root)
         base = self.root / "agents" / name
         codex_home = base / "codex_home"
         codex_home.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self.auth_home is not None:
             copy_authorization(self.auth_home, codex_home)
         workspace = FixtureWorkspace.create(base / "workspace", agent=name)
-        projection = project_agent(codex_home, workspace.path, core_home=self.home.path, token=out["session_token"],
+        projection = project_agent(codex_home, workspace.path, server=self.core.server_command(self.profile),
+                                   server_env=self.core.caller_env(caller),
                                    base_url=self.model.base_url(name) if self.scripted else None,
                                    profile=self.profile, approve_tools=self.approve_tools)
-        return LabAgent(name, out["agent"]["agent_id"], out["session_token"], codex_home, workspace.path,
-                        projection)
+        return LabAgent(name, caller, codex_home, workspace.path, projection)
 
-    # -- operator operations --------------------------------------------------------------
+    # -- driving the core -----------------------------------------------------------------
 
-    def control(self) -> ControlClient:
-        return ControlClient(self.home)
+    def register(self, name: str, *, provider: str = "manual", aliases: Sequence[str] = ()) -> Caller:
+        """Register a peer without a Codex owner (e.g. to make a name ambiguous)."""
+        return self._register(name, provider=provider, aliases=tuple(aliases))
 
-    def register(self, name: str, *, provider: str = "manual", aliases: Sequence[str] = ()) -> dict[str, Any]:
-        """Register a peer without a Codex owner (e.g. to make a name ambiguous); returns its agent row."""
-        return self._register({"name": name, "provider": provider, "aliases": list(aliases),
-                               "source": "lab"})["agent"]
-
-    def _register(self, args: dict[str, Any]) -> dict[str, Any]:
-        out = self.control().call("register_agent", args)
+    def _register(self, name: str, **kwargs: Any) -> Caller:
+        caller = self.core.register(name, **kwargs)
         if self.token_ledger is not None:
-            self.token_ledger.add(args["name"], out["session_token"])
-        return out
+            self.token_ledger.add(name, caller.token)
+        return caller
 
     def attach(self, name: str, *, resume: bool = False) -> dict[str, Any]:
         agent = self.agents[name]
         env = {ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {}
-        agent.owner = self.control().call("attach_codex", {
-            "agent_id": agent.agent_id, "codex": str(self.codex.executable), "codex_home": str(agent.codex_home),
-            "cwd": str(agent.workspace), "env": env, "resume": resume,
-        }, wait_s=60)
+        agent.owner = self.core.attach(agent.caller, codex=str(self.codex.executable), codex_home=agent.codex_home,
+                                       workspace=agent.workspace, env=env, resume=resume)
         self.attachments.append({"agent": name, "generation": agent.owner["generation"],
                                  "thread_id": agent.owner["thread_id"], "pid": agent.owner["pid"],
                                  "resume": resume})
@@ -227,20 +225,17 @@ class CodexLab:
         return agent.owner
 
     def detach(self, name: str) -> dict[str, Any]:
-        return self.control().call("detach_codex", {"agent_id": self.agents[name].agent_id}, wait_s=30)
+        return self.core.detach(self.agents[name].caller)
 
     def prompt(self, name: str, text: str) -> str:
-        return self.control().call("prompt", {"agent_id": self.agents[name].agent_id, "text": text},
-                                   wait_s=30)["turn_id"]
+        return self.core.prompt(self.agents[name].caller, text)
 
     def await_turn(self, name: str, turn_id: str, timeout_s: float = 60) -> dict[str, Any]:
-        return self.control().call("await_turn", {"agent_id": self.agents[name].agent_id, "turn_id": turn_id,
-                                                  "timeout_ms": int(timeout_s * 1000)}, wait_s=timeout_s)
+        return self.core.await_turn(self.agents[name].caller, turn_id, timeout_s)
 
-    def await_change(self, mark: int | None, timeout_s: float) -> dict[str, Any]:
-        """The core's change mark, once it differs from ``mark`` or ``timeout_s`` passed."""
-        return self.control().call("await_change", {"mark": mark, "timeout_ms": int(max(0.0, timeout_s) * 1000)},
-                                   wait_s=timeout_s)
+    def call_tool(self, name: str, tool: str, arguments: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Call a tool as agent ``name`` (what its MCP server does)."""
+        return self.core.call_tool(self.agents[name].caller, tool, arguments, timeout_s)
 
     def await_core(self, predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
         """Re-check ``predicate`` after each committed change of the core until it holds.
@@ -249,7 +244,7 @@ class CodexLab:
         after ``timeout_s`` naming ``what``.
         """
         deadline = time.monotonic() + timeout_s
-        mark = self.await_change(None, 0)["mark"]  # taken before looking: nothing slips between
+        mark = self.core.await_change(None, 0)  # taken before looking: nothing slips between
         while True:
             value = predicate()
             if value:
@@ -257,36 +252,14 @@ class CodexLab:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"{what} did not happen within {timeout_s:.0f}s")
-            mark = self.await_change(mark, remaining)["mark"]
+            mark = self.core.await_change(mark, remaining)
 
     def owner(self, name: str) -> dict[str, Any] | None:
-        agent_id = self.agents[name].agent_id
-        for owner in self.control().call("owners")["owners"]:
-            if owner["agent_id"] == agent_id:
-                return owner
-        return None
-
-    def as_agent(self, name: str) -> ControlClient:
-        """Call tools as an agent (what its MCP server does), e.g. to inspect its mailbox."""
-        return ControlClient(self.home, self.agents[name].token)
+        return self.core.owner(self.agents[name].caller)
 
     def export(self) -> dict[str, Any] | None:
-        """The core's evidence export (``contracts/export.schema.json``): the running app's, or, once it
-        stopped, read from its home without starting it. ``None`` when no core ever ran in the lab."""
-        if self.app is not None:
-            return self.control().call("export", wait_s=30)
-        try:
-            return export.of_home(self.home)
-        except PeerwireError as error:
-            if error.code is Code.HOME_MISSING:
-                return None
-            raise
-
-    def trace(self, ident: str) -> dict[str, Any]:
-        return self.control().call("trace", {"id": ident})
-
-    def transcript(self, name: str, generation: int = 1) -> Path:
-        return self.home.path / "codex" / f"{name}.g{generation}.appserver.jsonl"
+        """The core's evidence export (``contracts/export.schema.json``), live or once it stopped."""
+        return self.core.export()
 
     def rollouts(self, name: str) -> list[Path]:
         return sorted((self.agents[name].codex_home / "sessions").rglob("rollout-*.jsonl"))
@@ -311,10 +284,3 @@ def copy_authorization(auth_home: Path, codex_home: Path) -> None:
     config = auth_home / "config.toml"
     if config.is_file():
         shutil.copyfile(config, codex_home / "config.toml")
-
-
-def spawn_through(job: Job) -> Spawn:
-    """Start the core app as a process of ``job``: the job ends it, and what it starts, when closed."""
-    def spawn(argv: list[str], env: dict[str, str], stderr: IO[bytes]) -> subprocess.Popen:
-        return job.spawn(argv, name="peerwire-app", env=env, stdout=subprocess.PIPE, stderr=stderr).popen
-    return spawn

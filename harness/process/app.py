@@ -15,12 +15,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from peerwire.home import Home
+
+from harness.process.jobs import Spawn
 
 READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
@@ -28,10 +29,6 @@ STOP_TIMEOUT_S = 10.0
 
 class AppNotReady(RuntimeError):
     pass
-
-
-Spawn = Callable[[list[str], dict[str, str], IO[bytes]], subprocess.Popen]
-"""Starts the app: ``(argv, environment, stderr file) -> process`` whose stdout is a pipe."""
 
 
 def _own_session(argv: list[str], env: dict[str, str], stderr: IO[bytes]) -> subprocess.Popen:

@@ -52,7 +52,9 @@ __all__ = [
     "JobProcess",
     "JobSpawnError",
     "JobTeardown",
+    "Spawn",
     "install_signal_handlers",
+    "spawn_through",
 ]
 
 #: Seconds a job's processes get between SIGTERM (CTRL_BREAK on Windows) and SIGKILL.
@@ -488,6 +490,17 @@ class Job:
             killed=killed,
             survivors=tuple(process.pid for process in running if process.popen.poll() is None),
         )
+
+
+Spawn = Callable[[list[str], dict[str, str], IO[bytes]], subprocess.Popen]
+"""Starts a core's long-running program: ``(argv, environment, stderr file) -> process`` whose stdout is a pipe."""
+
+
+def spawn_through(job: Job, name: str = "peerwire-app") -> Spawn:
+    """A :data:`Spawn` that starts the program as a process of ``job``: the job ends it, and what it starts."""
+    def spawn(argv: list[str], env: dict[str, str], stderr: IO[bytes]) -> subprocess.Popen:
+        return job.spawn(argv, name=name, env=env, stdout=subprocess.PIPE, stderr=stderr).popen
+    return spawn
 
 
 def install_signal_handlers(

@@ -63,7 +63,7 @@ def test_agent_homes_get_the_credential_privately_and_keep_the_users_provider(tm
     assert stat.S_IMODE(os.stat(codex_home / "auth.json").st_mode) == 0o600
     assert json.loads((codex_home / "auth.json").read_text()) == AUTH
 
-    server = PeerwireServer(command="python", home=tmp_path / "core", session_id="s")
+    server = PeerwireServer(command="python", env={"PEERWIRE_HOME": str(tmp_path / "core"), "PEERWIRE_SESSION_ID": "s"})
     with Projection(codex_home, AgentSettings(workspace=tmp_path, peerwire=server, provider=None)):
         projected = tomlkit.parse((codex_home / "config.toml").read_text())
         assert projected["model_provider"] == "openai" and projected["model"] == "gpt-5"

@@ -15,7 +15,7 @@ import pytest
 from harness.codex.recorded import routes
 from harness.contract.manifest import requirement
 from harness.codex.inprocess import inprocess_adapter
-from harness.codex.lab import CodexLab
+from harness.acceptance.reference import ReferenceLab
 from harness.model.rules import script_from_document
 from peerwire import envelope
 from peerwire.contract import definition_validator
@@ -26,12 +26,12 @@ pytestmark = pytest.mark.codex
 @pytest.fixture
 def lab(tmp_path: Path):
     script = script_from_document(routes.model_document(), source="adapter-paths")
-    with CodexLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
+    with ReferenceLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
         lab.attach("B")
         yield lab
 
 
-def transcript(lab: CodexLab, generation: int = 1) -> list[dict]:
+def transcript(lab: ReferenceLab, generation: int = 1) -> list[dict]:
     return [json.loads(line) for line in lab.transcript("B", generation).read_text().splitlines()]
 
 
@@ -44,11 +44,11 @@ def notes(lines: list[dict], method: str) -> list[dict]:
             if l["dir"] == "received" and l["message"].get("method") == method]
 
 
-def stages(lab: CodexLab, request_id: str) -> list[str]:
+def stages(lab: ReferenceLab, request_id: str) -> list[str]:
     return [s["stage"] for s in lab.trace(request_id)["interactions"][0]["stages"]]
 
 
-def bindings(lab: CodexLab, request_id: str) -> list[dict]:
+def bindings(lab: ReferenceLab, request_id: str) -> list[dict]:
     return lab.trace(request_id)["bindings"]
 
 

@@ -366,8 +366,7 @@ def agent_factory(tmp_path: Path, model: ScriptedModel) -> Iterator[AgentFactory
         server = PeerwireServer(
             command=sys.executable,
             args=(str(probe), str(mcp_log)),
-            home=tmp_path / "peerwire-home",
-            session_id=f"session-{route}",
+            env={"PEERWIRE_HOME": str(tmp_path / "peerwire-home"), "PEERWIRE_SESSION_ID": f"session-{route}"},
             approve_tools=("lookup",),
         )
         codex_home = tmp_path / f"{route}-codex-home"

@@ -10,14 +10,14 @@ import sys
 import pytest
 
 from harness.codex.recorded import routes
-from harness.codex.lab import CodexLab
+from harness.acceptance.reference import ReferenceLab
 from harness.model.rules import script_from_document
 from peerwire.home import HOME_ENV, SESSION_ENV
 
 pytestmark = pytest.mark.codex
 
 
-def peerwire(lab: CodexLab, *args: str, token: str | None = None) -> dict:
+def peerwire(lab: ReferenceLab, *args: str, token: str | None = None) -> dict:
     env = {**lab.child_env(), HOME_ENV: str(lab.home.path)}
     env.pop(SESSION_ENV, None)
     if token:
@@ -30,7 +30,7 @@ def peerwire(lab: CodexLab, *args: str, token: str | None = None) -> dict:
 
 def test_attach_task_prompt_detach(tmp_path):
     script = script_from_document(routes.model_document(), source="adapter-paths")
-    with CodexLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
+    with ReferenceLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
         b = lab.agents["B"]
         attached = peerwire(lab, "agent", "attach", "B", "--codex-home", str(b.codex_home), "--cwd",
                             str(b.workspace), "--codex", str(lab.codex.executable))

@@ -16,7 +16,7 @@ import pytest
 
 from harness.codex.install import project_root
 from harness.contract.manifest import requirement
-from harness.codex.lab import CodexLab
+from harness.acceptance.reference import ReferenceLab
 from harness.model.probe import ProbeExpectation, collab_probe, requests_from_log
 
 pytestmark = pytest.mark.codex
@@ -43,7 +43,7 @@ def exchange(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The root's prompt run to completion: the tree, the owners, the probe and the model requests."""
     tmp_path = tmp_path_factory.mktemp("collab-live")
     prompt, expect = expectation()
-    with CodexLab(tmp_path, SCENARIO, agents=("root",), profile="collab") as lab:
+    with ReferenceLab(tmp_path, SCENARIO, agents=("root",), profile="collab") as lab:
         turn = lab.prompt("root", prompt)
         status = lab.await_turn("root", turn, 60)["status"]
         agents = {a["path"]: a for a in lab.control().call("agents")["agents"] if a.get("path")}
@@ -144,7 +144,7 @@ def test_interrupting_a_child_ends_exactly_its_turn_and_it_takes_a_later_task(tm
     from peerwire.control import ControlClient
 
     script = script_from_document(_interrupt_script(), source="collab-interrupt")
-    with CodexLab(tmp_path, script, agents=("root",), profile="collab") as lab:
+    with ReferenceLab(tmp_path, script, agents=("root",), profile="collab") as lab:
         root_turn = lab.prompt("root", "Start a slow helper and check on it.")
         lab.model.wait_for_hold("slow", timeout=60)
         lab.model.wait_for_hold("deep", timeout=60)

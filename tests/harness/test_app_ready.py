@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.process.jobs import Job
-from harness.codex.lab import spawn_through
 from harness.process.app import AppNotReady, AppProcess
+from harness.process.jobs import Job, spawn_through
 from peerwire.control import ControlClient
 from peerwire.home import Home
 

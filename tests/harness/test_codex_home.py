@@ -54,8 +54,7 @@ def settings(tmp_path: Path, **overrides: object) -> AgentSettings:
         "workspace": workspace,
         "peerwire": PeerwireServer(
             command="peerwire",
-            home=tmp_path / "run-home",
-            session_id="session-a",
+            env={"PEERWIRE_HOME": str(tmp_path / "run-home"), "PEERWIRE_SESSION_ID": "session-a"},
             approve_tools=MESSAGING_TOOLS,
         ),
         "provider": ScriptedProvider(base_url="http://127.0.0.1:9/agents/A/v1"),
@@ -106,7 +105,7 @@ def test_projection_adds_the_run_and_keeps_every_user_entry(tmp_path: Path) -> N
 
 
 def test_no_tool_is_approved_unless_asked(tmp_path: Path) -> None:
-    server = PeerwireServer(command="peerwire", home="h", session_id="s")
+    server = PeerwireServer(command="peerwire", env={"PEERWIRE_HOME": "h", "PEERWIRE_SESSION_ID": "s"})
 
     config = tomllib.loads(render_config("", settings(tmp_path, peerwire=server)))
 
@@ -209,7 +208,7 @@ import os, signal, sys
 from harness.codex.home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
 settings = AgentSettings(
     workspace=sys.argv[2],
-    peerwire=PeerwireServer(command="peerwire", home="stale-home", session_id="stale"),
+    peerwire=PeerwireServer(command="peerwire", env={"PEERWIRE_HOME": "stale-home", "PEERWIRE_SESSION_ID": "stale"}),
     provider=ScriptedProvider(base_url="http://127.0.0.1:1/agents/A/v1"),
 )
 Projection(sys.argv[1], settings).apply()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.codex.lab import CodexLab
+from harness.acceptance.reference import ReferenceLab
 from harness.report import SecretScan, load_report, write_report
 
 pytestmark = pytest.mark.codex
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.codex
 SMOKE = Path(__file__).resolve().parents[2] / "scenarios" / "smoke.toml"
 
 
-def stage(lab: CodexLab, dest: Path) -> None:
+def stage(lab: ReferenceLab, dest: Path) -> None:
     """The scenario artifacts layout the runner produces (core export, model log, transcripts, rollouts)."""
     dest.mkdir(parents=True)
     (dest / "core-export.json").write_text(json.dumps(lab.export(), ensure_ascii=False), encoding="utf-8")
@@ -32,7 +32,7 @@ def stage(lab: CodexLab, dest: Path) -> None:
 
 def test_a_smoke_exchange_is_reported_with_bound_evidence_and_no_session_token(tmp_path):
     prompts = tomllib.loads(SMOKE.read_text(encoding="utf-8"))["prompts"]
-    with CodexLab(tmp_path / "lab", SMOKE) as lab:
+    with ReferenceLab(tmp_path / "lab", SMOKE) as lab:
         turns = {}
         for name in ("A", "B"):
             turns[name] = lab.prompt(name, prompts[name][0])

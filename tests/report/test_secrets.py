@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.acceptance.run import write_run_report
-from harness.codex.lab import CodexLab
+from harness.acceptance.reference import ReferenceLab
 from harness.model.rules import ModelScript
 from harness.report import SecretScan, load_report, write_report
 from harness.report.secrets import Finding, TokenLedger
@@ -147,7 +147,7 @@ def test_the_lab_records_every_token_the_core_issues(tmp_path):
     """The ledger holds exactly the tokens the running core accepts, written as they were issued."""
     ledger = TokenLedger(tmp_path / "tokens", "lab")
     script = ModelScript(name="none", rules={}, holds=frozenset())
-    with CodexLab(tmp_path / "lab", script, agents=(), attach=False, token_ledger=ledger) as lab:
+    with ReferenceLab(tmp_path / "lab", script, agents=(), attach=False, token_ledger=ledger) as lab:
         lab.register("peer")
         lab.register("other", aliases=["o"])
         tokens = TokenLedger.read_all(tmp_path / "tokens")

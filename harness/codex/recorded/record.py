@@ -20,9 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.codex.recorded import routes
+from harness.acceptance.reference import TRANSCRIPTS, ReferenceLab
 from harness.codex.install import project_root
-from harness.codex.lab import MODEL_KEY_VALUE, CodexLab
+from harness.codex.lab import MODEL_KEY_VALUE
+from harness.codex.recorded import routes
 from harness.model.rules import script_from_document
 
 FIXTURE_DIR = project_root() / "fixtures" / "appserver"
@@ -96,14 +97,14 @@ def load(path: Path) -> list[dict[str, Any]]:
 
 def _run_lab_path(path_name: str, root: Path) -> tuple[Path, list[str], Normaliser]:
     script = script_from_document(routes.model_document(), source="adapter-paths")
-    with CodexLab(root, script, agents=("A", "B"), attach=False) as lab:
+    with ReferenceLab(root, script, agents=("A", "B"), attach=False) as lab:
         lab.attach("B")
         routes.PATHS[path_name](lab)
         secrets = [a.token for a in lab.agents.values()]
         normaliser = Normaliser({"workspace": str(lab.agents["B"].workspace),
                                  "codex_home": str(lab.agents["B"].codex_home), "root": str(root),
                                  "codex": str(lab.codex.executable.parent)})
-    return lab.home.path / "codex", secrets, normaliser
+    return lab.home.path / TRANSCRIPTS, secrets, normaliser
 
 
 def _run_inprocess_path(path_name: str, root: Path) -> tuple[Path, list[str], Normaliser]:

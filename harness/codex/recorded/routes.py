@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from peerwire.limits import MAX_BODY_BYTES
 
-from harness.codex.lab import CodexLab
+from harness.acceptance.reference import ReferenceLab
 
 TURN_TIMEOUT_S = 60.0
 OVERSIZE_CHARS = MAX_BODY_BYTES + 1024
@@ -60,11 +60,11 @@ def model_document() -> dict[str, Any]:
 # Each returns what the test needs to find its records; the lab is already up with B attached.
 
 
-def _task(lab: CodexLab, text: str) -> dict[str, Any]:
+def _task(lab: ReferenceLab, text: str) -> dict[str, Any]:
     return lab.as_agent("A").call("followup_task", {"target": "B", "message": text})
 
 
-def await_reply(lab: CodexLab, request_id: str, timeout_s: float = TURN_TIMEOUT_S) -> dict[str, Any]:
+def await_reply(lab: ReferenceLab, request_id: str, timeout_s: float = TURN_TIMEOUT_S) -> dict[str, Any]:
     """Block (on the mailbox, not a sleep) until A holds the reply to ``request_id``."""
     deadline = time.monotonic() + timeout_s
     cursor = None
@@ -81,7 +81,7 @@ def await_reply(lab: CodexLab, request_id: str, timeout_s: float = TURN_TIMEOUT_
         cursor = page["cursor"]
 
 
-def await_active(lab: CodexLab, name: str, timeout_s: float = TURN_TIMEOUT_S) -> str:
+def await_active(lab: ReferenceLab, name: str, timeout_s: float = TURN_TIMEOUT_S) -> str:
     """The turn id once the agent's owner has an active turn (held by the model)."""
     lab.model.wait_for_hold("busy", timeout=timeout_s)
     owner = lab.owner(name)
@@ -89,12 +89,12 @@ def await_active(lab: CodexLab, name: str, timeout_s: float = TURN_TIMEOUT_S) ->
     return owner["active_turn"]
 
 
-def idle_start(lab: CodexLab) -> dict[str, Any]:
+def idle_start(lab: ReferenceLab) -> dict[str, Any]:
     receipt = _task(lab, "[idle] What is six times seven?")
     return {"request_id": receipt["request_id"], "reply": await_reply(lab, receipt["request_id"])}
 
 
-def explicit_reply(lab: CodexLab) -> dict[str, Any]:
+def explicit_reply(lab: ReferenceLab) -> dict[str, Any]:
     receipt = _task(lab, "[explicit] Please confirm.")
     reply = await_reply(lab, receipt["request_id"])
     # The explicit reply lands mid-turn; the bound turn's end decides the automatic result.
@@ -103,7 +103,7 @@ def explicit_reply(lab: CodexLab) -> dict[str, Any]:
     return {"request_id": receipt["request_id"], "reply": reply}
 
 
-def steer(lab: CodexLab) -> dict[str, Any]:
+def steer(lab: ReferenceLab) -> dict[str, Any]:
     first = _task(lab, "[hold] first task")
     turn_id = await_active(lab, "B")
     second = _task(lab, "[steer] second task")
@@ -111,7 +111,7 @@ def steer(lab: CodexLab) -> dict[str, Any]:
     return {"request_ids": [first["request_id"], second["request_id"]], "turn_id": turn_id, "replies": replies}
 
 
-def interrupt(lab: CodexLab) -> dict[str, Any]:
+def interrupt(lab: ReferenceLab) -> dict[str, Any]:
     held = _task(lab, "[hold] keep me busy")
     turn_id = await_active(lab, "B")
     result = lab.as_agent("A").call("interrupt_agent", {"target": "B"})
@@ -121,17 +121,17 @@ def interrupt(lab: CodexLab) -> dict[str, Any]:
             "after_request_id": after["request_id"], "after_reply": await_reply(lab, after["request_id"])}
 
 
-def failed_turn(lab: CodexLab) -> dict[str, Any]:
+def failed_turn(lab: ReferenceLab) -> dict[str, Any]:
     receipt = _task(lab, "[fail] no rule answers this")
     return {"request_id": receipt["request_id"], "reply": await_reply(lab, receipt["request_id"])}
 
 
-def oversized_final(lab: CodexLab) -> dict[str, Any]:
+def oversized_final(lab: ReferenceLab) -> dict[str, Any]:
     receipt = _task(lab, "[oversize] write a lot")
     return {"request_id": receipt["request_id"], "reply": await_reply(lab, receipt["request_id"])}
 
 
-def inject(lab: CodexLab) -> dict[str, Any]:
+def inject(lab: ReferenceLab) -> dict[str, Any]:
     receipt = lab.as_agent("A").call("send_message", {"target": "B", "message": "FYI: the build is green ✓\nno action"})
     # the injection is delivered after the receipt; its evidence row says when it is visible
     lab.await_core(lambda: lab.trace(receipt["interaction_id"])["interactions"][0]["state"] != "admitted",
@@ -142,7 +142,7 @@ def inject(lab: CodexLab) -> dict[str, Any]:
     return {"interaction_id": receipt["interaction_id"], "turns_before_prompt": turns_before, "turn_id": turn_id}
 
 
-def resume(lab: CodexLab) -> dict[str, Any]:
+def resume(lab: ReferenceLab) -> dict[str, Any]:
     first = _task(lab, "[idle] remember this answer")
     first_reply = await_reply(lab, first["request_id"])
     thread_before = lab.owner("B")["thread_id"]
@@ -155,7 +155,7 @@ def resume(lab: CodexLab) -> dict[str, Any]:
             "reply": await_reply(lab, second["request_id"])}
 
 
-PATHS: dict[str, Callable[[CodexLab], dict[str, Any]]] = {
+PATHS: dict[str, Callable[[ReferenceLab], dict[str, Any]]] = {
     "idle_start": idle_start,
     "explicit_reply": explicit_reply,
     "steer": steer,

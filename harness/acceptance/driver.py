@@ -1,0 +1,100 @@
+"""What the acceptance runner needs from a messaging core: the acceptance driver interface.
+
+The runner drives a core through the contract suite's provisioner interface
+(:class:`~harness.contract.provisioner.Provisioner`: a home, its app, registered
+callers and their environment), extended with what live agents need: attach a
+Codex-provider agent to a Codex home and a workspace, prompt it, await its
+turn, call a tool as it, await the core's next change, and hand over the
+evidence — the export (``contracts/export.schema.json``) and the core's own
+artifacts. ``contracts/README.md`` describes it for another core's maintainer.
+
+A driver class is named ``module:Class`` (``runner.py --driver``) and
+constructed as ``Driver(root, env=..., spawn=...)``: ``root`` a fresh directory
+it owns; ``env`` the environment of every process the core starts (the Codex CLI
+first on PATH, the scripted model's key); ``spawn`` how to start the core's
+long-running processes, so the run's process job owns them (``None``: a plain
+subprocess). :data:`REFERENCE` drives peerwire's reference core; a second,
+minimal driver in the tests adapts the reference's command line.
+
+This module imports nothing from a core.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+from harness.contract.provisioner import Caller, Provisioner
+
+REFERENCE = "harness.acceptance.reference:ReferenceDriver"
+"""The driver of peerwire's reference core (the default)."""
+
+
+class CoreRefused(Exception):
+    """The core answered an operation or a tool call with an error: ``error`` is its error object
+    (``code``, ``message``, optional ``details``), as a tool result would carry it."""
+
+    def __init__(self, error: Mapping[str, Any]):
+        self.error = dict(error)
+        self.code = str(self.error.get("code"))
+        super().__init__(f"{self.code}: {self.error.get('message', '')}")
+
+
+class AcceptanceDriver(Provisioner, Protocol):
+    """A provisioner that also owns live agents (see the module docs)."""
+
+    def server_command(self, profile: str) -> list[str]:
+        """The MCP server a Codex agent launches for tool ``profile`` (``messaging`` or ``collab``); it runs
+        with :meth:`caller_env` of the agent's caller added to its environment."""
+
+    def attach(self, caller: Caller, *, codex: str, codex_home: Path, workspace: Path, env: Mapping[str, str],
+               resume: bool = False) -> dict[str, Any]:
+        """Give a ``codex``-provider caller a live owner: the core starts ``codex app-server`` with
+        ``CODEX_HOME=codex_home`` in ``workspace`` (``env`` added), opening a thread, or with ``resume``
+        resuming the caller's known one as a new generation. Returns ``generation``, ``thread_id``, ``pid``."""
+
+    def detach(self, caller: Caller) -> dict[str, Any]:
+        """Stop the caller's owner; returns at least its ``generation``. Turns it had in flight become uncertain."""
+
+    def owner(self, caller: Caller) -> dict[str, Any] | None:
+        """The caller's live owner (``generation``, ``thread_id``, ``active_turn``, ``pid``), ``None`` without one."""
+
+    def prompt(self, caller: Caller, text: str) -> str:
+        """An operator's message to an idle owner: a new turn; returns its turn id."""
+
+    def await_turn(self, caller: Caller, turn_id: str, timeout_s: float) -> dict[str, Any]:
+        """Wait until the turn completed; returns ``turn_id`` and ``status`` (completed, interrupted, failed)."""
+
+    def call_tool(self, caller: Caller, tool: str, arguments: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Call a messaging tool as ``caller`` (as its MCP server would); its result, or :class:`CoreRefused`
+        with the tool's error."""
+
+    def await_change(self, mark: Any, timeout_s: float) -> Any:
+        """The core's change mark once it differs from ``mark`` (``None``: at once), or after ``timeout_s``.
+
+        Observers re-read what they watch after each return; it is a signal, never a diff."""
+
+    def export(self) -> dict[str, Any] | None:
+        """The evidence export (``contracts/export.schema.json``), while the core runs and after it stopped;
+        ``None`` when no core ever ran here."""
+
+    def collect(self, destination: Path) -> None:
+        """Copy the core's own artifacts into a scenario's artifacts folder: each owner generation's
+        app-server transcript as ``appserver/<agent>.g<generation>.appserver.jsonl`` (and its
+        ``.stderr.log``), and the app's log as ``core/app.log``. Missing ones are skipped."""
+
+
+def load_driver(spec: str) -> type[AcceptanceDriver]:
+    """The driver class ``module:Class`` names; ``ValueError`` saying what is wrong otherwise."""
+    module_name, sep, class_name = spec.partition(":")
+    if not sep or not module_name or not class_name:
+        raise ValueError(f"a driver is named module:Class, not {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"driver module {module_name!r} cannot be imported: {error}") from error
+    driver = getattr(module, class_name, None)
+    if not isinstance(driver, type):
+        raise ValueError(f"{module_name} has no class {class_name!r}")
+    return driver
