@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.acceptance.run import write_run_report
 from harness.acceptance.reference import ReferenceLab
+from harness.acceptance.run import write_run_report
 from harness.model.rules import ModelScript
 from harness.report import SecretScan, load_report, write_report
 from harness.report.secrets import Finding, TokenLedger
