@@ -8,10 +8,15 @@ from ``package.json`` / ``package-lock.json``.
 The selected executable must report the expected version, by default the one
 ``package.json`` pins: scenarios and recorded fixtures assume that version's
 protocol, so a mismatch stops the run before any agent starts.
+
+Other releases (to see what a Codex upgrade would change) are installed from
+the npm registry into a cache outside the checkout, one folder per version
+(:func:`install_release`), and never touch the pinned install.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
@@ -20,18 +25,22 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 __all__ = [
+    "CACHE_ENV",
     "ENV_VAR",
     "PINNED",
     "CodexInstallError",
     "CodexInstallation",
     "CodexNotFoundError",
+    "CodexReleaseError",
     "CodexVersionError",
     "CodexVersionMismatchError",
+    "cache_root",
+    "install_release",
     "locate_codex",
     "parse_codex_version",
     "pinned_executable",
@@ -41,8 +50,10 @@ __all__ = [
 ]
 
 ENV_VAR = "PEERWIRE_CODEX"
+CACHE_ENV = "PEERWIRE_CODEX_CACHE"
 PACKAGE = "@openai/codex"
 VERSION_TIMEOUT = 30.0
+INSTALL_TIMEOUT = 900.0
 
 # `codex --version` prints e.g. "codex-cli 0.171.0" or "codex-cli 0.154.0-alpha.6".
 _VERSION_LINE = re.compile(r"^codex-cli\s+(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?)\s*$", re.MULTILINE)
@@ -73,6 +84,10 @@ class CodexVersionMismatchError(CodexVersionError):
             f"Select a Codex {expected} (--codex PATH or {ENV_VAR}), or run `npm ci` to restore "
             f"the pinned install."
         )
+
+
+class CodexReleaseError(CodexInstallError):
+    """A Codex release cannot be installed from the npm registry (no npm, no registry, no such release)."""
 
 
 class _Pinned(enum.Enum):
@@ -281,3 +296,140 @@ def _path_key(env: Mapping[str, str]) -> str:
             if key.upper() == "PATH":
                 return key
     return "PATH"
+
+
+# -- other releases, in a cache outside the checkout ------------------------------------
+
+# npm's error codes, read from its output: what the user has to fix.
+_NO_SUCH_RELEASE = re.compile(r"\b(E404|ETARGET|No matching version found)\b")
+_UNREACHABLE = re.compile(r"\b(ENOTFOUND|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH"
+                          r"|ERR_SOCKET_TIMEOUT|network)\b")
+_NPM_NOISE = re.compile(r"^(code|syscall|errno|at|type|address|port|requiredBy)\b|^[{}]|^A complete log|^\w+: ")
+
+
+def cache_root(environ: Mapping[str, str] | None = None) -> Path:
+    """Where releases other than the pinned one are installed, one folder per version.
+
+    ``PEERWIRE_CODEX_CACHE`` when set, else ``$XDG_CACHE_HOME/peerwire/codex``,
+    else ``~/.cache/peerwire/codex``. The folder need not exist yet.
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get(CACHE_ENV):
+        return Path(environ[CACHE_ENV]).expanduser().absolute()
+    base = Path(environ["XDG_CACHE_HOME"]) if environ.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base.expanduser().absolute() / "peerwire" / "codex"
+
+
+def install_release(
+    version: str,
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    timeout: float = INSTALL_TIMEOUT,
+    progress: Callable[[str], None] | None = None,
+) -> CodexInstallation:
+    """The Codex CLI of release ``version``, installed from the npm registry on first use.
+
+    The release lives in ``<cache>/<version>/`` (``cache`` defaults to
+    :func:`cache_root`), laid out like the project's own install
+    (``node_modules/.bin/codex``), and is reused while it reports ``version``.
+    A new install is made in a staging folder and renamed into place, under a
+    per-version lock, so concurrent callers install once and nobody sees half
+    an install. ``environ`` (default: ours) is npm's environment, e.g. to
+    select another registry. ``progress`` receives one line per step.
+
+    Raises :class:`CodexInstallError` when ``version`` is not one exact
+    version, and :class:`CodexReleaseError`, with a one-line message, when npm
+    is missing, the registry is unreachable, the release does not exist, or
+    npm fails otherwise.
+    """
+    if not _EXACT_VERSION.fullmatch(version):
+        raise CodexInstallError(f"{version!r} is not one exact Codex version (e.g. 0.160.1)")
+    environ = dict(os.environ if environ is None else environ)
+    root = Path(cache).absolute() if cache is not None else cache_root(environ)
+    say = progress or (lambda _line: None)
+    target = root / version
+    root.mkdir(parents=True, exist_ok=True)
+    with _exclusive(root / f".{version}.lock"):
+        cached = _cached(target, version)
+        if cached is not None:
+            say(f"Codex {version}: cached in {target}")
+            return cached
+        if target.exists():
+            say(f"Codex {version}: the cached install in {target} is broken; reinstalling")
+            shutil.rmtree(target)
+        npm = shutil.which("npm", path=environ.get(_path_key(environ)))
+        if npm is None:
+            raise CodexReleaseError(f"cannot install Codex {version}: npm is not on PATH "
+                                    f"(install Node.js and npm, as for the pinned Codex)")
+        say(f"Codex {version}: installing {PACKAGE}@{version} from the npm registry into {target}")
+        staging = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=root))
+        try:
+            _npm_install(npm, staging, version, environ, timeout)
+            staging.rename(target)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        installed = _cached(target, version)
+        if installed is None:
+            raise CodexReleaseError(f"npm installed {PACKAGE}@{version} into {target}, but its codex does not "
+                                    f"report version {version}")
+        return installed
+
+
+def _cached(target: Path, version: str) -> CodexInstallation | None:
+    try:
+        found = locate_codex(pinned_executable(target), expected_version=version, environ={})
+    except CodexInstallError:
+        return None
+    return replace(found, source=f"release cache ({target})")
+
+
+def _npm_install(npm: str, prefix: Path, version: str, environ: dict[str, str], timeout: float) -> None:
+    argv = [npm, "install", "--prefix", str(prefix), f"{PACKAGE}@{version}",
+            "--no-audit", "--no-fund", "--loglevel=error"]
+    try:
+        result = subprocess.run(argv, env=environ, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise CodexReleaseError(f"npm install {PACKAGE}@{version} did not finish within {timeout:.0f} s") from exc
+    except OSError as exc:
+        raise CodexReleaseError(f"cannot run npm ({npm}): {exc.strerror or exc}") from exc
+    if result.returncode == 0:
+        return
+    output = f"{result.stderr}\n{result.stdout}"
+    detail = _npm_error_line(output)
+    if _NO_SUCH_RELEASE.search(output):
+        raise CodexReleaseError(f"Codex {version} is not a published release of {PACKAGE} (npm: {detail})")
+    if _UNREACHABLE.search(output):
+        registry = environ.get("npm_config_registry") or environ.get("NPM_CONFIG_REGISTRY") or "the npm registry"
+        raise CodexReleaseError(f"cannot install Codex {version}: {registry} is unreachable (npm: {detail})")
+    raise CodexReleaseError(f"npm install {PACKAGE}@{version} failed with status {result.returncode}: {detail}")
+
+
+def _npm_error_line(output: str) -> str:
+    # npm prints "npm error code X", "syscall"/"errno" lines, the message (a FetchError, or
+    # "notarget No matching version ..."), a stack, then log-file hints: the message is what helps.
+    for line in output.splitlines():
+        line = line.removeprefix("npm error").removeprefix("npm ERR!").strip()
+        line = re.sub(r"^(notarget|404|FetchError:)\s+", "", line)
+        if not line or _NPM_NOISE.match(line):
+            continue
+        return line
+    return "no error message"
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing), waiting for another holder."""
+    with path.open("a+b") as lock_file:
+        if sys.platform == "win32":
+            import msvcrt
+
+            lock_file.seek(0)
+            msvcrt.locking(lock_file.fileno(), msvcrt.LK_LOCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+        yield  # closing the file releases the lock

@@ -1,0 +1,24 @@
+"""Fixtures shared across test packages: the pinned protocol schema and an older Codex release."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.codex.install import CodexInstallation, install_release, locate_codex
+from harness.codex.protocol import ProtocolSchema
+
+OLDER_RELEASE = "0.120.0"
+"""The older Codex the version tests install from npm: the last release without ``thread/inject_items``,
+so it has some delivery capabilities and lacks one."""
+
+
+@pytest.fixture(scope="session")
+def pinned_protocol(tmp_path_factory: pytest.TempPathFactory) -> ProtocolSchema:
+    """The app-server schema the pinned Codex generates."""
+    return ProtocolSchema.generate(locate_codex(), tmp_path_factory.mktemp("pinned-protocol"))
+
+
+@pytest.fixture(scope="session")
+def older_codex() -> CodexInstallation:
+    """:data:`OLDER_RELEASE`, installed into the release cache (``~/.cache/peerwire/codex``) or reused from it."""
+    return install_release(OLDER_RELEASE)
