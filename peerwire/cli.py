@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     att.add_argument("--resume", action="store_true", help="resume the agent's known thread (a new generation)")
     att.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                      help="set in the app-server's environment (repeatable), e.g. its model provider's key variable")
+    att.add_argument("--capabilities", metavar="NAME,...",
+                     help="use only these delivery capabilities, comma-separated ('' for none; default: what the "
+                          "Codex version has), e.g. those a capability probe proved")
     det = agent.add_parser("detach", parents=[common], help="stop a codex agent's owner")
     det.add_argument("agent")
     agent.add_parser("owners", parents=[common], help="attached codex owners and their active turns")
@@ -188,7 +191,10 @@ def _run(args: argparse.Namespace) -> int:
             out = admin.call("attach_codex", {"agent_id": _agent_id(admin, args.agent), "codex": args.codex,
                                               "codex_home": os.path.abspath(args.codex_home),
                                               "cwd": os.path.abspath(args.cwd), "resume": args.resume,
-                                              "env": _assignments(args.env)}, wait_s=60)
+                                              "env": _assignments(args.env),
+                                              **({"capabilities": [c for c in args.capabilities.split(",") if c]}
+                                                 if args.capabilities is not None else {})},
+                             wait_s=60)
             return _print(args, out, f"attached {out['name']}: generation {out['generation']}, "
                                      f"thread {out['thread_id']}")
         if args.agent_command == "detach":

@@ -220,13 +220,18 @@ class Operations:
         return self.store.agent(agent_id)
 
     async def attach_codex(self, args: dict, token: str | None) -> dict:
-        """Start an agent's Codex owner (operator): codex, codex_home, cwd, env, resume."""
+        """Start an agent's Codex owner (operator): codex, codex_home, cwd, env, resume, capabilities."""
         for key in ("codex", "codex_home", "cwd"):
             if not isinstance(args.get(key), str):
                 raise PeerwireError(Code.INVALID_ARGUMENT, f"attach_codex needs {key}")
+        capabilities = args.get("capabilities")
+        if capabilities is not None and not (isinstance(capabilities, list)
+                                             and all(isinstance(c, str) for c in capabilities)):
+            raise PeerwireError(Code.INVALID_ARGUMENT, "attach_codex capabilities must be a list of names")
         return await self._codex().attach(self._agent_arg(args), codex=args["codex"],
                                           codex_home=args["codex_home"], cwd=args["cwd"],
-                                          env=args.get("env") or {}, resume=bool(args.get("resume")))
+                                          env=args.get("env") or {}, resume=bool(args.get("resume")),
+                                          capabilities=capabilities)
 
     async def detach_codex(self, args: dict, token: str | None) -> dict:
         return await self._codex().detach(self._agent_arg(args).agent_id)

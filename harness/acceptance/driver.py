@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence
 
 from harness.contract.provisioner import Caller, Provisioner
 
@@ -49,10 +49,13 @@ class AcceptanceDriver(Provisioner, Protocol):
         with :meth:`caller_env` of the agent's caller added to its environment."""
 
     def attach(self, caller: Caller, *, codex: str, codex_home: Path, workspace: Path, env: Mapping[str, str],
-               resume: bool = False) -> dict[str, Any]:
+               resume: bool = False, capabilities: Sequence[str] | None = None) -> dict[str, Any]:
         """Give a ``codex``-provider caller a live owner: the core starts ``codex app-server`` with
         ``CODEX_HOME=codex_home`` in ``workspace`` (``env`` added), opening a thread, or with ``resume``
-        resuming the caller's known one as a new generation. Returns ``generation``, ``thread_id``, ``pid``."""
+        resuming the caller's known one as a new generation. Returns ``generation``, ``thread_id``, ``pid``.
+
+        ``capabilities``: the delivery capabilities the runner's live probe proved for this Codex
+        (``peerwire/codex/capabilities.py`` names them); the owner must not use others. ``None``: not probed."""
 
     def detach(self, caller: Caller) -> dict[str, Any]:
         """Stop the caller's owner; returns at least its ``generation``. Turns it had in flight become uncertain."""

@@ -72,6 +72,9 @@ class RunSettings:
     secret scan (see :class:`~harness.report.secrets.TokenLedger`); never among the artifacts."""
     driver: str = REFERENCE
     """The core under test: its acceptance driver, ``module:Class`` (:mod:`harness.acceptance.driver`)."""
+    capabilities: tuple[str, ...] | None = None
+    """The delivery capabilities the live probe enabled, passed to each owner; None: not probed (only the
+    reported version limits delivery)."""
 
 
 def progress_label(scenario: Scenario, mode: str) -> str:
@@ -108,7 +111,8 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         ledger = TokenLedger(settings.token_ledgers, key) if settings.token_ledgers is not None else None
         lab = CodexLab(home.path, scenario.script, scenario.agents, codex=settings.codex,
                        approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home,
-                       profile=scenario.profile, driver=settings.driver, token_ledger=ledger)
+                       profile=scenario.profile, driver=settings.driver, token_ledger=ledger,
+                       capabilities=settings.capabilities)
         try:
             try:
                 with phase("start"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from peerwire import export
 from peerwire.control import ControlClient
@@ -50,9 +50,11 @@ class ReferenceDriver(ReferenceProvisioner):
         return [sys.executable, "-m", "peerwire", "mcp", "serve", "--profile", profile]
 
     def attach(self, caller: Caller, *, codex: str, codex_home: Path, workspace: Path, env: Mapping[str, str],
-               resume: bool = False) -> dict[str, Any]:
+               resume: bool = False, capabilities: Sequence[str] | None = None) -> dict[str, Any]:
         return self._call("attach_codex", {"agent_id": caller.agent_id, "codex": codex, "codex_home": str(codex_home),
-                                           "cwd": str(workspace), "env": dict(env), "resume": resume}, wait_s=60)
+                                           "cwd": str(workspace), "env": dict(env), "resume": resume,
+                                           **({"capabilities": list(capabilities)} if capabilities is not None
+                                              else {})}, wait_s=60)
 
     def detach(self, caller: Caller) -> dict[str, Any]:
         return self._call("detach_codex", {"agent_id": caller.agent_id}, wait_s=30)

@@ -2,7 +2,11 @@
 
 The run owns one locked run home (``<runs root>/<run id>/``): each scenario
 run gets its own run home under ``scenarios/`` and writes its artifacts to
-``artifacts/<scenario>.<mode>/``. Scenario runs execute in worker processes
+``artifacts/<scenario>.<mode>/``. Before any scenario, a live probe
+(:mod:`harness.codex.capabilities`, its evidence in ``artifacts/capabilities/``)
+establishes which delivery capabilities the selected Codex has; a scenario
+that requires one it lacks is skipped, naming it, and the owners of the others
+may use only the proven ones. Scenario runs execute in worker processes
 (:mod:`.worker`, at most two at a time), all started through one
 :class:`~harness.process.jobs.Job` that adopts orphans, so SIGINT or SIGTERM to the
 runner ends every worker and everything they started, and nothing outlives
@@ -24,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -33,7 +38,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.codex.install import PINNED, CodexInstallError, locate_codex
+from peerwire.codex.capabilities import Capability
+
+from harness.codex.capabilities import REPORT_NAME, CapabilityReport
+from harness.codex.install import PINNED, CodexInstallError, CodexInstallation, locate_codex
 from harness.process.jobs import Job, JobClosedError, install_signal_handlers
 from harness.process.lifeline import Lifeline
 from harness.model.rules import ScenarioError
@@ -41,7 +49,7 @@ from harness.process.run_home import RunHome, RunHomeError, new_run_id, sweep_st
 
 from .execution import RunSettings
 from .options import Options, UsageError, parse
-from .scenario import Scenario, discover, select
+from .scenario import Scenario, discover, missing_capabilities, select
 from .worker import settings_to_json
 
 # Workers get this long to tear their own jobs down on SIGTERM before SIGKILL.
@@ -85,10 +93,18 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
             Job("acceptance", grace=RUN_GRACE_S, adopt_orphans=True) as job:
         restore = install_signal_handlers(job)
         try:
+            capabilities = probe_capabilities(codex, job, home.artifacts / "capabilities", err)
+            runs = _runnable(runs, capabilities, err)
+            if not runs:
+                home.mark_failed("no scenario can run with this Codex")
+                print(f"runner: no selected scenario can run with Codex {codex.version}; the evidence is kept in "
+                      f"{home.path}", file=err)
+                return 2
             settings = RunSettings(codex=codex, homes_root=home.path / "scenarios", artifacts_root=home.artifacts,
                                    keep_home=options.keep_home, approve_tools=options.approve_tools,
                                    provider=options.provider, auth_home=options.auth_home,
-                                   token_ledgers=home.path / "tokens", driver=options.driver)
+                                   token_ledgers=home.path / "tokens", driver=options.driver,
+                                   capabilities=tuple(capabilities.enabled_names()) if capabilities else ())
             results = _run_all(runs, settings, job, home.path / "tasks", options.workers)
         finally:
             restore()
@@ -103,6 +119,44 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
             home.mark_failed("the report could not be written")
     _summary(results, time.monotonic() - began, report, report_error, err)
     return 0 if not failed and not report_error else 1
+
+
+def probe_capabilities(codex: CodexInstallation, job: Job, evidence: Path, err: TextIO) -> CapabilityReport | None:
+    """Detect and probe the capabilities of ``codex`` in a process of ``job``; None when the probe broke."""
+    print(f"runner: probing Codex {codex.version}: connection, attachment and input on a throwaway home", file=err)
+    evidence.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log = evidence / "probe.log"
+    with log.open("wb") as out:
+        try:
+            probe = job.spawn([sys.executable, "-m", "harness.codex.capabilities", "--codex", str(codex.executable),
+                               "--expected-version", codex.version, str(evidence)],
+                              name="capability probe", env=_worker_env(), stdout=subprocess.DEVNULL, stderr=out)
+            status = probe.popen.wait()
+        except JobClosedError:
+            return None
+    report_path = evidence / REPORT_NAME
+    if status != 0 or not report_path.is_file():
+        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
+        print(f"runner: the capability probe failed (status {status}){': ' + tail[0] if tail else ''}", file=err)
+        return None
+    report = CapabilityReport.from_json(json.loads(report_path.read_text(encoding="utf-8")))
+    print(f"runner: Codex {codex.version} capabilities: {report.summary()}", file=err)
+    return report
+
+
+def _runnable(runs: list[tuple[Scenario, str]], capabilities: CapabilityReport | None,
+              err: TextIO) -> list[tuple[Scenario, str]]:
+    """The runs whose required capabilities are enabled; the others are reported as skipped, naming one."""
+    enabled = capabilities.enabled_names() if capabilities else []
+    kept = []
+    for scenario, mode in runs:
+        missing = missing_capabilities(scenario, mode, enabled)
+        if not missing:
+            kept.append((scenario, mode))
+            continue
+        why = capabilities.why_not(Capability(missing[0])) if capabilities else "the capability probe failed"
+        print(f"runner: skipped {scenario.key(mode)}: needs capability {', '.join(missing)} ({why})", file=err)
+    return kept
 
 
 def _run_all(runs: list[tuple[Scenario, str]], settings: RunSettings, job: Job, tasks: Path,

@@ -5,9 +5,10 @@ A scenario file holds two readers' tables. The scripted model reads
 validated against ``contracts/scenario.schema.json``:
 
 * ``[scenario]`` — name, description, and optionally ``group`` (variants),
-  ``agents`` (the Codex agents), ``modes`` and ``providers`` it runs with, and
-  the ``profile`` of the agents' MCP server (``messaging``, or ``collab``: the
-  first agent is the root ``/root`` of a collaboration tree);
+  ``agents`` (the Codex agents), ``modes`` and ``providers`` it runs with, the
+  Codex delivery capabilities it ``requires``, and the ``profile`` of the
+  agents' MCP server (``messaging``, or ``collab``: the first agent is the
+  root ``/root`` of a collaboration tree);
 * ``[prompts]`` — per agent, the exact human prompts, consumed in order;
 * ``[[peers]]`` — agents registered without a Codex owner;
 * ``[probe]`` — (``collab`` only) the collaboration probe's expected texts
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+
+from peerwire.codex.capabilities import Capability
 
 from harness.model.probe import ProbeExpectation
 from harness.model.rules import ModelScript, ScenarioError, script_from_document
@@ -89,10 +92,18 @@ class Scenario:
     group: str | None = None
     profile: str = "messaging"
     probe: ProbeExpectation | None = None
+    requires: tuple[str, ...] = ()
+    """Codex delivery capabilities the file declares (names of :class:`~peerwire.codex.capabilities.Capability`)
+    beyond those its steps and checks imply; :meth:`needs` has both."""
 
     def selected_by(self, names: Sequence[str]) -> bool:
         """Whether ``--scenario`` values ``names`` select this scenario (its name or its group)."""
         return self.name in names or (self.group is not None and self.group in names)
+
+    def needs(self, mode: str) -> tuple[str, ...]:
+        """Every capability a run in ``mode`` needs: the declared ones, then those its steps and checks imply."""
+        implied = implied_capabilities(self, mode)
+        return (*self.requires, *(name for name in implied if name not in self.requires))
 
     def key(self, mode: str) -> str:
         """The scenario run's identity in a run: its artifacts folder and home name."""
@@ -137,6 +148,7 @@ def scenario_from_document(document: Mapping[str, Any], *, path: Path = Path("<s
         prompts=prompts, steps=steps, checks=checks, peers=peers, group=header.get("group"),
         profile=header.get("profile", "messaging"),
         probe=ProbeExpectation.from_table(document["probe"]) if "probe" in document else None,
+        requires=tuple(header.get("requires", ())),
     )
     problems = _consistency(scenario, known_checks)
     if problems:
@@ -208,7 +220,40 @@ def _consistency(scenario: Scenario, known_checks: Sequence[str] | None) -> list
         problems.append(f"peers: {sorted(peers & agents)} are also Codex agents")
     if scenario.probe is not None and scenario.profile != "collab":
         problems.append("probe: the collaboration probe needs profile = \"collab\"")
+    known = {c.value for c in Capability}
+    for name in scenario.requires:
+        if name not in known:
+            problems.append(f"scenario.requires: unknown capability {name!r} (known: {', '.join(sorted(known))})")
     return problems
+
+
+# What a step or check implies about the Codex capabilities a scenario needs.
+_IMPLIED_BY_STEP = {"prompt": "idle_start"}
+_IMPLIED_BY_CHECK = {"injected_without_turn": "inject", "interrupted_exactly": "interrupt",
+                     "resumed_same_thread": "resume", "task_bound": "idle_start"}
+
+
+def implied_capabilities(scenario: Scenario, mode: str) -> dict[str, str]:
+    """Capabilities the scenario's own steps and checks show it needs, each with the reason.
+
+    A file declares (``requires``) only what these do not show, e.g. a steer
+    that no check judges.
+    """
+    implied: dict[str, str] = {}
+    for step in (step for step in scenario.steps if step.applies(mode)):
+        if step.do in _IMPLIED_BY_STEP:
+            implied.setdefault(_IMPLIED_BY_STEP[step.do], f"{step.describe()} opens a turn")
+        if step.do == "attach" and step.params.get("resume"):
+            implied.setdefault("resume", f"{step.describe()} resumes a thread")
+    for spec in (spec for spec in scenario.checks if spec.applies(mode)):
+        if spec.check in _IMPLIED_BY_CHECK:
+            implied.setdefault(_IMPLIED_BY_CHECK[spec.check], f"check {spec.id} ({spec.check}) judges it")
+    return implied
+
+
+def missing_capabilities(scenario: Scenario, mode: str, enabled: Sequence[str]) -> list[str]:
+    """The capabilities a run of the scenario in ``mode`` needs that are not in ``enabled``."""
+    return [name for name in scenario.needs(mode) if name not in enabled]
 
 
 @functools.cache

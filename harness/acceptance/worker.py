@@ -37,6 +37,7 @@ def settings_to_json(settings: RunSettings) -> dict[str, Any]:
         "auth_home": str(settings.auth_home) if settings.auth_home else None,
         "token_ledgers": str(settings.token_ledgers) if settings.token_ledgers else None,
         "driver": settings.driver,
+        "capabilities": None if settings.capabilities is None else list(settings.capabilities),
     }
 
 
@@ -49,6 +50,7 @@ def settings_from_json(data: dict[str, Any]) -> RunSettings:
         auth_home=Path(data["auth_home"]) if data["auth_home"] else None,
         token_ledgers=Path(data["token_ledgers"]) if data.get("token_ledgers") else None,
         driver=data["driver"],
+        capabilities=None if data.get("capabilities") is None else tuple(data["capabilities"]),
     )
 
 

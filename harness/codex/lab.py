@@ -97,6 +97,8 @@ class CodexLab:
     into the real provider configured there (see the module docs); the scripted
     model then stays down. ``attachments`` lists every owner the lab attached,
     in order (generation, thread id, pid).
+    ``capabilities``: the only delivery capabilities the owners may use (what
+    a live probe proved); None leaves that to the version Codex reports.
     """
 
     def __init__(
@@ -113,6 +115,7 @@ class CodexLab:
         profile: str = "messaging",
         driver: type[AcceptanceDriver] | str = REFERENCE,
         token_ledger: TokenLedger | None = None,
+        capabilities: Sequence[str] | None = None,
     ):
         self.root = Path(root)
         self.script = script if isinstance(script, ModelScript) else load_script(script)
@@ -123,6 +126,7 @@ class CodexLab:
         # messaging: the peer contract; collab: the first agent is the root (/root) of a tree
         self.profile = profile
         self.job = job
+        self.capabilities = None if capabilities is None else list(capabilities)
         self.auth_home = Path(auth_home) if auth_home is not None else None
         # Every session token the core issues to this lab, kept for the report's secret scan.
         self.token_ledger = token_ledger
@@ -214,7 +218,8 @@ class CodexLab:
         agent = self.agents[name]
         env = {ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {}
         agent.owner = self.core.attach(agent.caller, codex=str(self.codex.executable), codex_home=agent.codex_home,
-                                       workspace=agent.workspace, env=env, resume=resume)
+                                       workspace=agent.workspace, env=env, resume=resume,
+                                       **({"capabilities": self.capabilities} if self.capabilities is not None else {}))
         self.attachments.append({"agent": name, "generation": agent.owner["generation"],
                                  "thread_id": agent.owner["thread_id"], "pid": agent.owner["pid"],
                                  "resume": resume})

@@ -12,6 +12,12 @@ is handled (the owner's lock orders the two). A stale-turn rejection releases
 the claim for the next opportunity; any other failure makes the task uncertain
 and it is never sent again. Information, replies and notices are appended with
 ``thread/inject_items`` and start no turn.
+
+Capabilities: at attach the owner judges the version the app-server reports
+against :mod:`peerwire.codex.capabilities` (narrowed to the ``capabilities``
+the operator enabled, if given). What it lacks is never attempted: tasks wait
+in the mailbox instead of being started or steered, information is left to
+``receive_messages``, and operator requests fail with ``unsupported``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from .. import collab, envelope
 from ..errors import Code, PeerwireError
@@ -31,6 +37,7 @@ from ..providers import Committed
 from ..registry import AgentRow
 from ..store import Store
 from .app_server import AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError
+from .capabilities import Assessment, Capability, evaluate, version_from_user_agent
 from .outcome import outcome_of
 
 log = logging.getLogger("peerwire.codex")
@@ -70,9 +77,13 @@ class Owner:
     shared: bool = False
     """A collaboration child: a thread in its root's app-server, which it does not own."""
     turn_limit: asyncio.TimerHandle | None = None
+    capabilities: Assessment = field(default_factory=Assessment.unchecked)
+    """What this owner's Codex may be asked to do (see :func:`assess`)."""
 
     def describe(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "name": self.name, "generation": self.generation,
+                "codex_version": self.capabilities.version,
+                "capabilities": [c.value for c in self.capabilities.supported()],
                 "thread_id": self.thread_id, "active_turn": self.active_turn, "pid": self.client.pid,
                 "completed_turns": list(self.completed.values()),
                 "transcript": str(self.client.transcript.path) if self.client.transcript.path else None}
@@ -100,8 +111,13 @@ class CodexProvider:
     # -- attach and detach --------------------------------------------------------
 
     async def attach(self, agent: AgentRow, *, codex: str, codex_home: str, cwd: str,
-                     env: dict[str, str] | None = None, resume: bool = False) -> dict[str, Any]:
-        """Start the agent's owner; resume its known thread when ``resume`` is set."""
+                     env: dict[str, str] | None = None, resume: bool = False,
+                     capabilities: Sequence[str] | None = None) -> dict[str, Any]:
+        """Start the agent's owner; resume its known thread when ``resume`` is set.
+
+        ``capabilities``, when given, are the only ones delivery may use (those
+        a live probe proved), on top of what the reported version allows.
+        """
         if agent.provider != "codex":
             raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} uses provider {agent.provider!r}")
         if agent.agent_id in self.owners:
@@ -119,7 +135,9 @@ class CodexProvider:
             self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc}")
             raise PeerwireError(Code.APP_UNAVAILABLE, f"could not start codex app-server for {agent.name}: {exc}")
         try:
+            assessment = assess(client, capabilities)
             if resume:
+                _require(assessment, Capability.RESUME)
                 if not agent.provider_session_id:
                     raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} has no thread to resume")
                 result = await client.thread_resume(agent.provider_session_id, timeout=REQUEST_TIMEOUT_S)
@@ -131,7 +149,7 @@ class CodexProvider:
                 raise
             raise PeerwireError(Code.APP_UNAVAILABLE, f"codex could not open the thread of {agent.name}: {exc}")
         thread_id = result["thread"]["id"]
-        owner = Owner(agent.agent_id, agent.name, generation, thread_id, client, cwd=cwd)
+        owner = Owner(agent.agent_id, agent.name, generation, thread_id, client, cwd=cwd, capabilities=assessment)
         self.owners[agent.agent_id] = owner
         self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=thread_id,
                                 status="idle", last_error=None)
@@ -178,6 +196,10 @@ class CodexProvider:
             return
         client = parent_owner.client
         try:
+            needed = ((Capability.HISTORY_READ, Capability.INJECT) if isinstance(fork, int)
+                      else (Capability.FORK,) if fork == "all" else ())
+            for capability in needed:
+                _require(parent_owner.capabilities, capability)
             if fork == "all":
                 result = await client.thread_fork(parent_owner.thread_id, timeout=REQUEST_TIMEOUT_S)
             else:
@@ -188,7 +210,7 @@ class CodexProvider:
                     items = collab.history_items(read["thread"].get("turns") or [], fork)
                     if items:
                         await client.thread_inject_items(result["thread"]["id"], items, timeout=REQUEST_TIMEOUT_S)
-        except (AppServerError, TimeoutError) as exc:
+        except (AppServerError, TimeoutError, PeerwireError) as exc:
             # Nothing was submitted to the child: its first task fails, attributed to peerwire.
             self.store.update_agent(child.agent_id, status="failed", last_error=f"spawn failed: {exc}")
             for request_id in self.store.pending_tasks(child.agent_id):
@@ -197,7 +219,8 @@ class CodexProvider:
                 self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
             return
         thread_id = result["thread"]["id"]
-        owner = Owner(child.agent_id, child.name, 1, thread_id, client, cwd=parent_owner.cwd, shared=True)
+        owner = Owner(child.agent_id, child.name, 1, thread_id, client, cwd=parent_owner.cwd, shared=True,
+                      capabilities=parent_owner.capabilities)
         self.owners[child.agent_id] = owner
         self.store.update_agent(child.agent_id, generation=1, provider_session_id=thread_id, status="idle")
         owner.watcher = asyncio.ensure_future(self._watch(owner, since=len(client.received)))
@@ -242,6 +265,7 @@ class CodexProvider:
     async def prompt(self, agent: AgentRow, text: str) -> dict[str, Any]:
         """An operator's (human) message: starts a turn on an idle owner."""
         owner = self._owner(agent)
+        _require(owner.capabilities, Capability.IDLE_START)
         async with owner.lock:
             if owner.active_turn is not None:
                 raise PeerwireError(Code.INVALID_ARGUMENT,
@@ -256,6 +280,12 @@ class CodexProvider:
         if owner is None:
             return  # pending until an owner attaches
         async with owner.lock:
+            needed = Capability.IDLE_START if owner.active_turn is None else Capability.STEER
+            if not owner.capabilities.allows(needed):
+                # Never attempted: the tasks stay pending (receive can take them) until a turn can carry them.
+                if self.store.pending_tasks(recipient.agent_id):
+                    self.store.update_agent(recipient.agent_id, last_error=owner.capabilities.refusal(needed))
+                return
             for request_id in self.store.pending_tasks(recipient.agent_id):
                 if owner.client.exited is not None:
                     return
@@ -275,13 +305,14 @@ class CodexProvider:
                 parent = (record.get("tool_receipt") or {}).get("turn_id")
                 if parent:
                     extra["parentTurnId"] = parent
-                result = await owner.client.turn_start(owner.thread_id, text, extra=extra,
+                result = await owner.client.turn_start(owner.thread_id, text, extra=_accepted(owner, "turn/start", extra),
                                                        timeout=REQUEST_TIMEOUT_S)
                 turn_id = result["turn"]["id"]
                 owner.active_turn = turn_id
             else:
                 result = await owner.client.turn_steer(owner.thread_id, steering, text,
-                                                       extra={"clientUserMessageId": request_id},
+                                                       extra=_accepted(owner, "turn/steer",
+                                                                       {"clientUserMessageId": request_id}),
                                                        timeout=REQUEST_TIMEOUT_S)
                 turn_id = result["turnId"]
         except JsonRpcError as exc:
@@ -308,6 +339,7 @@ class CodexProvider:
             previous = "offline" if owner is None else "idle"
             raise PeerwireError(Code.NOT_ACTIVE, f"{target.name} has no active turn to interrupt ({previous})",
                                 {"target": target.ref, "previous_status": previous})
+        _require(owner.capabilities, Capability.INTERRUPT)
         try:
             await owner.client.turn_interrupt(owner.thread_id, turn_id, timeout=REQUEST_TIMEOUT_S)
         except JsonRpcError as exc:
@@ -321,6 +353,10 @@ class CodexProvider:
         owner = self.owners.get(recipient.agent_id)
         if owner is None:
             return  # it stays in the mailbox for receive
+        if not owner.capabilities.allows(Capability.INJECT):
+            # Never attempted: receive_messages still returns it.
+            self.store.update_agent(recipient.agent_id, last_error=owner.capabilities.refusal(Capability.INJECT))
+            return
         try:
             await owner.client.thread_inject_items(owner.thread_id, [inject_item(self._render(record))],
                                                    timeout=REQUEST_TIMEOUT_S)
@@ -421,3 +457,34 @@ class CodexProvider:
 
     def describe(self) -> list[dict[str, Any]]:
         return [o.describe() for o in self.owners.values()]
+
+
+def assess(client: Any, enabled: Sequence[str] | None = None) -> Assessment:
+    """What an owner's Codex may be asked to do: its reported version's capabilities, within ``enabled``.
+
+    The version comes from the ``initialize`` answer's userAgent; a transport
+    that reports none (a replayed exchange) is not gated by version. Raises
+    PeerwireError ``invalid_argument`` for an unknown capability name.
+    """
+    initialized = getattr(client, "initialize_result", None) or {}
+    version = version_from_user_agent(initialized.get("userAgent"))
+    if version is None:
+        log.warning("codex app-server reported no version; its capabilities are not checked")
+    assessment = evaluate(version) if version is not None else Assessment.unchecked()
+    if enabled is None:
+        return assessment
+    try:
+        return assessment.restricted_to(enabled, "not enabled: the live capability probe did not prove it")
+    except ValueError as exc:
+        raise PeerwireError(Code.INVALID_ARGUMENT, str(exc)) from None
+
+
+def _require(assessment: Assessment, capability: Capability) -> None:
+    if not assessment.allows(capability):
+        raise PeerwireError(Code.UNSUPPORTED, assessment.refusal(capability),
+                            {"capability": capability.value, "codex_version": assessment.version})
+
+
+def _accepted(owner: Owner, method: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """The optional attribution fields this owner's Codex knows; the others are left out."""
+    return {k: v for k, v in extra.items() if owner.capabilities.accepts_field(method, k)}

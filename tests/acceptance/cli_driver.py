@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any, Mapping, Sequence
 
 from harness.acceptance.driver import CoreRefused
 from harness.contract.provisioner import Caller
@@ -111,9 +111,10 @@ class CliDriver:
         return [PEERWIRE, "mcp", "serve", "--profile", profile]
 
     def attach(self, caller: Caller, *, codex: str, codex_home: Path, workspace: Path, env: Mapping[str, str],
-               resume: bool = False) -> dict[str, Any]:
+               resume: bool = False, capabilities: Sequence[str] | None = None) -> dict[str, Any]:
         return self._run("agent", "attach", caller.agent_id, "--codex-home", str(codex_home), "--cwd", str(workspace),
                          "--codex", codex, *(["--resume"] if resume else []),
+                         *([f"--capabilities={','.join(capabilities)}"] if capabilities is not None else []),
                          *[f"--env={name}={value}" for name, value in env.items()], wait_s=60)
 
     def detach(self, caller: Caller) -> dict[str, Any]:
