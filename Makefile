@@ -8,7 +8,7 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.package-lock.json
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test accept contract bench clean
+.PHONY: setup test accept contract bench drift clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -32,6 +32,11 @@ contract: setup
 
 bench: setup
 	$(PY) -m peerwire.bench
+
+# What would change on another Codex release: make drift V=0.160.1
+drift: setup
+	@test -n "$(V)" || { echo "usage: make drift V=<codex version>, e.g. make drift V=0.160.1" >&2; exit 2; }
+	$(PY) runner.py drift --codex-version $(V)
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .hypothesis

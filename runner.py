@@ -7,6 +7,7 @@ Commands are dispatched to their own modules, each with its own options:
              (``python runner.py contract --help``)
   report     summarize a report (``report PATH``) or compare two (``report --compare A B``)
   record     refresh ``fixtures/appserver/`` from the pinned Codex (``record [PATH ...]``)
+  drift      what would change on another Codex release (``drift --codex-version V``)
 
 Without a command, runner.py is the acceptance runner.
 """
@@ -21,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "contract": ("harness.contract.cli", "run the messaging contract suite against a server command"),
     "report": ("harness.report.cli", "summarize a run report, or compare two (--compare OLD NEW)"),
     "record": ("harness.codex.recorded.record", "refresh the adapter fixtures from the pinned Codex"),
+    "drift": ("harness.codex.drift", "report what would change for peerwire on another Codex release"),
 }
 
 

@@ -19,7 +19,7 @@ from peerwire.home import HOME_ENV, SESSION_ENV
 from peerwire.registry import AgentRow
 
 from harness.codex.home import ScriptedProvider
-from harness.codex.install import locate_codex
+from harness.codex.install import CodexInstallation, locate_codex
 from harness.codex.lab import MODEL_KEY_VALUE, project_agent
 from harness.model.rules import ModelScript
 from harness.model.server import ScriptedModel
@@ -43,8 +43,10 @@ class InProcess:
 
 
 @asynccontextmanager
-async def inprocess_adapter(root: Path, script: ModelScript) -> AsyncIterator[InProcess]:
-    codex = locate_codex()
+async def inprocess_adapter(root: Path, script: ModelScript,
+                            codex: CodexInstallation | None = None) -> AsyncIterator[InProcess]:
+    """The adapter attached to agent B's owner, driving ``codex`` (default: the pinned Codex)."""
+    codex = codex or locate_codex()
     model = ScriptedModel(script, log_path=root / "model-requests.jsonl").start()
     provider = CodexProvider.in_process(root / "core")
     store = provider.store

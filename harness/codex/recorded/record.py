@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.acceptance.reference import TRANSCRIPTS, ReferenceLab
-from harness.codex.install import project_root
+from harness.codex.install import CodexInstallation, project_root
 from harness.codex.lab import MODEL_KEY_VALUE
 from harness.codex.recorded import routes
 from harness.model.rules import script_from_document
@@ -95,9 +95,10 @@ def load(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
-def _run_lab_path(path_name: str, root: Path) -> tuple[Path, list[str], Normaliser]:
+def _run_lab_path(path_name: str, root: Path,
+                  codex: CodexInstallation | None) -> tuple[Path, list[str], Normaliser]:
     script = script_from_document(routes.model_document(), source="adapter-paths")
-    with ReferenceLab(root, script, agents=("A", "B"), attach=False) as lab:
+    with ReferenceLab(root, script, agents=("A", "B"), attach=False, codex=codex) as lab:
         lab.attach("B")
         routes.PATHS[path_name](lab)
         secrets = [a.token for a in lab.agents.values()]
@@ -107,7 +108,8 @@ def _run_lab_path(path_name: str, root: Path) -> tuple[Path, list[str], Normalis
     return lab.home.path / TRANSCRIPTS, secrets, normaliser
 
 
-def _run_inprocess_path(path_name: str, root: Path) -> tuple[Path, list[str], Normaliser]:
+def _run_inprocess_path(path_name: str, root: Path,
+                        codex: CodexInstallation | None) -> tuple[Path, list[str], Normaliser]:
     import asyncio
 
     from harness.codex.inprocess import inprocess_adapter
@@ -115,7 +117,7 @@ def _run_inprocess_path(path_name: str, root: Path) -> tuple[Path, list[str], No
     script = script_from_document(routes.model_document(), source="adapter-paths")
 
     async def run() -> tuple[list[str], Normaliser]:
-        async with inprocess_adapter(root, script) as lab:
+        async with inprocess_adapter(root, script, codex) as lab:
             await routes.INPROCESS_PATHS[path_name](lab.provider, lab.store, lab.requester, lab.recipient)
             return [lab.token], Normaliser({"workspace": str(lab.workspace), "codex_home": str(lab.codex_home),
                                             "root": str(root)})
@@ -124,12 +126,12 @@ def _run_inprocess_path(path_name: str, root: Path) -> tuple[Path, list[str], No
     return root / "core" / "codex", secrets, normaliser
 
 
-def record(path_name: str, out_dir: Path = FIXTURE_DIR) -> Path:
-    """Run one adapter path live and write its normalised fixture."""
+def record(path_name: str, out_dir: Path = FIXTURE_DIR, codex: CodexInstallation | None = None) -> Path:
+    """Run one adapter path live with ``codex`` (default: the pinned Codex) and write its normalised fixture."""
     runner = _run_inprocess_path if path_name in routes.INPROCESS_PATHS else _run_lab_path
     with tempfile.TemporaryDirectory(prefix="peerwire-record-") as tmp:
         root = Path(tmp)
-        transcripts, secrets, normaliser = runner(path_name, root)
+        transcripts, secrets, normaliser = runner(path_name, root, codex)
         secrets.append(MODEL_KEY_VALUE)
         entries: list[dict[str, Any]] = []
         for generation in (1, 2):
