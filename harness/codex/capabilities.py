@@ -42,6 +42,7 @@ from peerwire.codex.adapter import inject_item, is_stale_turn
 from peerwire.codex.app_server import AppServerClient, AppServerError, JsonRpcError
 from peerwire.codex.capabilities import (Assessment, Capability, Fact, declared_facts, evaluate,
                                          version_from_user_agent)
+from peerwire.home import HOME_ENV, SESSION_ENV
 
 from harness.codex.home import ScriptedProvider
 from harness.codex.install import CodexInstallError, CodexInstallation, locate_codex
@@ -218,8 +219,9 @@ async def _probe(codex: CodexInstallation, assessment: Assessment, evidence: Pat
     (home / "core").mkdir()
     model = ScriptedModel(script_from_document(probe_model_document(), source="capability-probe"),
                           log_path=evidence / "model-requests.jsonl").start()
-    # The MCP server of this home points at a core where no app runs: it starts, and answers nothing.
-    projection = project_agent(codex_home, workspace.path, core_home=home / "core", token="probe-has-no-session",
+    # The reference core's MCP server, pointing at a home where no app runs: it starts, and answers nothing.
+    projection = project_agent(codex_home, workspace.path, server=[sys.executable, "-m", "peerwire", "mcp", "serve"],
+                               server_env={HOME_ENV: str(home / "core"), SESSION_ENV: "probe-has-no-session"},
                                base_url=model.base_url(PROBE_AGENT))
     env = {**codex.child_env(os.environ), ScriptedProvider.env_key: MODEL_KEY_VALUE}
 

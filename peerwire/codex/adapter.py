@@ -459,15 +459,14 @@ class CodexProvider:
         return [o.describe() for o in self.owners.values()]
 
 
-def assess(client: Any, enabled: Sequence[str] | None = None) -> Assessment:
+def assess(client: AppServerSession, enabled: Sequence[str] | None = None) -> Assessment:
     """What an owner's Codex may be asked to do: its reported version's capabilities, within ``enabled``.
 
     The version comes from the ``initialize`` answer's userAgent; a transport
     that reports none (a replayed exchange) is not gated by version. Raises
     PeerwireError ``invalid_argument`` for an unknown capability name.
     """
-    initialized = getattr(client, "initialize_result", None) or {}
-    version = version_from_user_agent(initialized.get("userAgent"))
+    version = version_from_user_agent((client.initialize_result or {}).get("userAgent"))
     if version is None:
         log.warning("codex app-server reported no version; its capabilities are not checked")
     assessment = evaluate(version) if version is not None else Assessment.unchecked()

@@ -194,6 +194,8 @@ class AppServerSession(Protocol):
 
     received: list[Notification]
     transcript: TranscriptFile
+    initialize_result: dict[str, Any] | None
+    """The server's answer to ``initialize`` (its ``userAgent`` names its version); None when not known."""
 
     @property
     def pid(self) -> int: ...

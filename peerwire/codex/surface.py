@@ -33,8 +33,11 @@ READERS = (
     "peerwire/codex/app_server.py",
     "peerwire/codex/outcome.py",
     "peerwire/collab.py",
-    "harness/acceptance/checks.py",
-    "harness/acceptance/collab_checks.py",
+    "harness/acceptance/checks/collab.py",
+    "harness/acceptance/checks/delivery.py",
+    "harness/acceptance/checks/readings.py",
+    "harness/acceptance/checks/tools.py",
+    "harness/acceptance/checks/turns.py",
     "harness/report/sequence.py",
     "harness/codex/capabilities.py",
 )

@@ -16,7 +16,7 @@ import pytest
 from harness.acceptance.run import main as run_acceptance
 from harness.codex.capabilities import REPORT_NAME, CapabilityReport, establish
 from harness.codex.install import locate_codex
-from harness.codex.lab import CodexLab
+from harness.acceptance.reference import ReferenceLab
 from harness.codex.recorded import routes
 from harness.model.rules import script_from_document
 from peerwire.codex.capabilities import DECLARATIONS, Capability
@@ -63,13 +63,13 @@ def test_an_older_release_lacking_inject_never_attempts_it(older_codex, tmp_path
     assert "thread/inject_items" not in sent_methods(tmp_path / "evidence" / "probe.g1.appserver.jsonl")
 
 
-def agent_row(lab: CodexLab, name: str) -> dict:
+def agent_row(lab: ReferenceLab, name: str) -> dict:
     return next(a for a in lab.control().call("agents")["agents"] if a["name"] == name)
 
 
 def test_the_adapter_gives_an_older_release_only_what_it_supports(older_codex, tmp_path: Path) -> None:
     script = script_from_document(routes.model_document(), source="adapter-paths")
-    with CodexLab(tmp_path, script, agents=("A", "B"), codex=older_codex, attach=False) as lab:
+    with ReferenceLab(tmp_path, script, agents=("A", "B"), codex=older_codex, attach=False) as lab:
         owner = lab.attach("B")
         assert owner["codex_version"] == OLDER_RELEASE and "inject" not in owner["capabilities"]
         receipt = lab.as_agent("A").call("send_message", {"target": "B", "message": "FYI ✓"})
@@ -87,7 +87,7 @@ def test_the_adapter_gives_an_older_release_only_what_it_supports(older_codex, t
 
 def test_capabilities_not_enabled_by_the_probe_are_refused_as_unsupported(tmp_path: Path) -> None:
     script = script_from_document(routes.model_document(), source="adapter-paths")
-    with CodexLab(tmp_path, script, agents=("A", "B"), attach=False, capabilities=["idle_start"]) as lab:
+    with ReferenceLab(tmp_path, script, agents=("A", "B"), attach=False, capabilities=["idle_start"]) as lab:
         owner = lab.attach("B")
         assert owner["capabilities"] == ["idle_start"]
         held = lab.as_agent("A").call("followup_task", {"target": "B", "message": "[hold] keep me busy"})

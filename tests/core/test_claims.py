@@ -41,6 +41,7 @@ class ScriptedAppServer:
         self.received: list[Any] = []
         self.exited = None
         self.pid = 0
+        self.initialize_result = None  # no version: capabilities are not checked
         self.transcript = SimpleNamespace(path=None)
         self._turns = itertools.count(1)
         self._closed = asyncio.Event()

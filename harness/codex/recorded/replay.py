@@ -55,6 +55,7 @@ class ReplaySession:
     transcript: _Transcript = field(default_factory=_Transcript)
     exited: AppServerExited | None = None
     pid: int = 0
+    initialize_result: dict[str, Any] | None = None
     hook: Any = None
     """Awaited with each recorded notification before the adapter hears it (e.g. to
     perform, at the recorded moment, what an MCP tool call did to the core)."""
@@ -203,9 +204,12 @@ class ReplayTransport:
             raise ReplayMismatch(f"{self.name}: the adapter started more app-servers than were recorded")
         lines = self.pending.pop(0)
         session = ReplaySession(lines, f"{self.name}#{len(self.opened) + 1}", hook=self.hook)
-        # The handshake is the client's own business; skip past it.
+        # The handshake is the client's own business; skip past it, keeping the server's answer.
         while session.cursor < len(lines) and not (
                 lines[session.cursor]["dir"] == "sent" and lines[session.cursor]["message"].get("method") == "initialized"):
+            message = lines[session.cursor]["message"]
+            if lines[session.cursor]["dir"] == "received" and isinstance(message.get("result"), dict):
+                session.initialize_result = message["result"]
             session.cursor += 1
         session.cursor += 1
         self.opened.append(session)
