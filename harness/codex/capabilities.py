@@ -33,10 +33,10 @@ import os
 import secrets
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from peerwire.codex.adapter import inject_item, is_stale_turn
 from peerwire.codex.app_server import AppServerClient, AppServerError, JsonRpcError
@@ -51,6 +51,8 @@ from harness.codex.protocol import ProtocolSchema, ProtocolSchemaError
 from harness.codex.workspace import FixtureWorkspace
 from harness.model.rules import script_from_document
 from harness.model.server import ScriptedModel
+
+T = TypeVar("T")
 
 REPORT_NAME = "capabilities.json"
 PROBE_AGENT = "probe"
@@ -206,6 +208,14 @@ class _Probe:
     def eligible(self, capability: Capability) -> bool:
         return self.assessment.allows(capability)
 
+    async def attempt(self, name: str, capability: Capability, step: Awaitable[T]) -> T | None:
+        """``step``'s result; None, with a failed check of ``capability`` recorded, when Codex refused or timed out."""
+        try:
+            return await step
+        except (AppServerError, TimeoutError) as error:  # JsonRpcError and AppServerExited included
+            self.record(name, capability, False, f"{type(error).__name__}: {error}"[:500])
+            return None
+
     def extra(self, method: str, **fields: str) -> dict[str, str]:
         return {k: v for k, v in fields.items() if self.assessment.accepts_field(method, k)}
 
@@ -286,41 +296,51 @@ async def _attachment(probe: _Probe, client: AppServerClient, cwd: Path) -> str 
 
 
 async def _inputs(probe: _Probe, client: AppServerClient, thread_id: str, model: ScriptedModel) -> None:
+    """One input check per eligible capability; a failure counts against that capability only."""
     nonce = secrets.token_hex(8)
+    injected: str | None = None
     if probe.eligible(Capability.INJECT):
-        await client.thread_inject_items(thread_id, [inject_item(f"[probe-inject] {nonce}")], timeout=STEP_TIMEOUT_S)
+        injected = await probe.attempt("inject", Capability.INJECT, client.thread_inject_items(
+            thread_id, [inject_item(f"[probe-inject] {nonce}")], timeout=STEP_TIMEOUT_S))
     if probe.eligible(Capability.IDLE_START):
-        turn_id, completed, final = await _turn(client, thread_id, f"{_TURN} {nonce}",
-                                                probe.extra("turn/start", clientUserMessageId=f"probe-{nonce}",
-                                                            turnTrigger="operator"))
+        turn = await probe.attempt("idle start", Capability.IDLE_START, _turn(
+            client, thread_id, f"{_TURN} {nonce}",
+            probe.extra("turn/start", clientUserMessageId=f"probe-{nonce}", turnTrigger="operator")))
         request = next((e for e in model.exchanges if e.agent == PROBE_AGENT and nonce in _texts(e)), None)
         probe.tool_surface = tool_surface(request.body) if request is not None else None
-        probe.record("idle start", Capability.IDLE_START,
-                     completed == "completed" and final == _FINAL and request is not None,
-                     f"turn {turn_id} ended {completed} with final answer {final!r}; "
-                     f"the prompt {'reached' if request else 'did not reach'} the model")
-        if probe.eligible(Capability.INJECT):
+        if turn is not None:
+            turn_id, completed, final = turn
+            probe.record("idle start", Capability.IDLE_START,
+                         completed == "completed" and final == _FINAL and request is not None,
+                         f"turn {turn_id} ended {completed} with final answer {final!r}; "
+                         f"the prompt {'reached' if request else 'did not reach'} the model")
+        if injected is not None:
             seen = request is not None and f"[probe-inject] {nonce}" in _texts(request)
             probe.record("inject", Capability.INJECT, seen, "thread/inject_items was acknowledged and the item "
                          f"{'was' if seen else 'was not'} in the next model request")
-    elif probe.eligible(Capability.INJECT):
+    elif injected is not None:
         probe.record("inject", Capability.INJECT, True, "thread/inject_items was acknowledged (no turn to read it)")
     if probe.eligible(Capability.HISTORY_READ):
-        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True},
-                                    timeout=STEP_TIMEOUT_S)
-        turns = (read.get("thread") or {}).get("turns") or []
-        probe.record("history read", Capability.HISTORY_READ, isinstance(turns, list),
-                     f"thread/read returned {len(turns)} turns")
+        read = await probe.attempt("history read", Capability.HISTORY_READ,
+                                   client.thread_read(thread_id, include_turns=True, timeout=STEP_TIMEOUT_S))
+        if read is not None:
+            turns = (read.get("thread") or {}).get("turns")
+            probe.record("history read", Capability.HISTORY_READ, isinstance(turns, list) and len(turns) > 0,
+                         f"thread/read returned {len(turns or [])} turns")
     if probe.eligible(Capability.FORK):
-        forked = await client.request("thread/fork", {"threadId": thread_id}, timeout=STEP_TIMEOUT_S)
-        child = (forked.get("thread") or {}).get("id")
-        probe.record("fork", Capability.FORK, isinstance(child, str) and child != thread_id,
-                     f"thread/fork opened thread {child}")
-    if probe.eligible(Capability.STEER) or probe.eligible(Capability.INTERRUPT):
-        await _held_turn(probe, client, thread_id, model)
+        forked = await probe.attempt("fork", Capability.FORK, client.thread_fork(thread_id, timeout=STEP_TIMEOUT_S))
+        if forked is not None:
+            child = (forked.get("thread") or {}).get("id")
+            probe.record("fork", Capability.FORK, isinstance(child, str) and child != thread_id,
+                         f"thread/fork opened thread {child}")
+    held = [c for c in (Capability.STEER, Capability.INTERRUPT) if probe.eligible(c)]
+    if held:
+        await probe.attempt(" and ".join(c.value for c in held), held[0], _held_turn(probe, client, thread_id, model))
 
 
 async def _held_turn(probe: _Probe, client: AppServerClient, thread_id: str, model: ScriptedModel) -> None:
+    """A turn the model holds open: a steer fenced by another turn is refused, one fenced by it joins it;
+    then it is interrupted (or, without that capability, released by the model)."""
     since = len(client.received)
     started = await client.turn_start(thread_id, f"{_HOLD} keep this turn open", timeout=STEP_TIMEOUT_S)
     turn_id = started["turn"]["id"]
@@ -333,21 +353,22 @@ async def _held_turn(probe: _Probe, client: AppServerClient, thread_id: str, mod
             fenced = "a steer fenced by another turn id was accepted"
         except JsonRpcError as error:
             fenced = None if is_stale_turn(error) else f"refused with [{error.code}] {error.message}"
-        accepted = await client.turn_steer(thread_id, turn_id, f"{_STEER} fenced by this turn",
-                                           extra=probe.extra("turn/steer", clientUserMessageId="probe-steer"),
-                                           timeout=STEP_TIMEOUT_S)
-        joined = accepted.get("turnId") == turn_id
-        probe.record("steer", Capability.STEER, fenced is None and joined,
-                     fenced or f"a steer fenced by another turn was refused as stale; one fenced by {turn_id} "
-                               f"{'joined it' if joined else 'answered ' + repr(accepted)}")
-    if probe.eligible(Capability.INTERRUPT):
-        await client.turn_interrupt(thread_id, turn_id, timeout=STEP_TIMEOUT_S)
-        status = await _completion(client, turn_id, since)
+        accepted = await probe.attempt("steer", Capability.STEER, client.turn_steer(
+            thread_id, turn_id, f"{_STEER} fenced by this turn",
+            extra=probe.extra("turn/steer", clientUserMessageId="probe-steer"), timeout=STEP_TIMEOUT_S))
+        if accepted is not None:
+            joined = accepted.get("turnId") == turn_id
+            probe.record("steer", Capability.STEER, fenced is None and joined,
+                         fenced or f"a steer fenced by another turn was refused as stale; one fenced by {turn_id} "
+                                   f"{'joined it' if joined else 'answered ' + repr(accepted)}")
+    interrupted = probe.eligible(Capability.INTERRUPT) and await probe.attempt(
+        "interrupt", Capability.INTERRUPT, client.turn_interrupt(thread_id, turn_id, timeout=STEP_TIMEOUT_S)) is not None
+    if not interrupted:
+        model.release("probe")
+    status = await _completion(client, turn_id, since)
+    if interrupted:
         probe.record("interrupt", Capability.INTERRUPT, status == "interrupted",
                      f"turn/interrupt of held turn {turn_id}: it ended {status}")
-    else:
-        model.release("probe")
-        await _completion(client, turn_id, since)
 
 
 async def _turn(client: AppServerClient, thread_id: str, text: str,

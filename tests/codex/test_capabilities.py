@@ -1,4 +1,4 @@
-"""The capability declarations and their evaluation: pure data, no Codex.
+"""The capability declarations and their evaluation, and what probe checks enable: pure data, no Codex.
 
 The boundaries are the ones measured on the published releases (see
 ``peerwire.codex.capabilities``); the live checks against real releases are in
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.codex.capabilities import CapabilityReport, ProbeCheck
 from peerwire.codex.capabilities import (DECLARATIONS, OPTIONAL_FIELDS, Assessment, Capability, Fact,
                                          declared_facts, evaluate, version_from_user_agent, version_key)
 
@@ -131,3 +132,47 @@ def test_every_capability_is_declared_once_with_needs() -> None:
         assert declaration.capability == capability and declaration.needs and declaration.summary
         assert declaration.since is None or version_key(declaration.since)
         assert all(required in DECLARATIONS for required in declaration.requires)
+
+
+# -- what a probe's checks enable (harness.codex.capabilities) -----------------------------------------
+
+
+def report_with(*checks: ProbeCheck, version: str = "0.171.0") -> CapabilityReport:
+    return CapabilityReport(version, evaluate(version, all_facts()), frozenset(all_facts()), checks=list(checks))
+
+
+COMMON = (ProbeCheck("connection", None, True, "ok"), ProbeCheck("attachment", None, True, "ok"))
+
+
+def test_eligibility_alone_enables_nothing() -> None:
+    assert report_with().enabled() == []
+    assert report_with(*COMMON).enabled() == []  # connected and attached, but no input was tried
+    assert report_with(*COMMON).why_not(Capability.INJECT) == "the live probe did not check it"
+
+
+def test_a_capability_is_enabled_by_its_own_passing_check() -> None:
+    report = report_with(*COMMON, ProbeCheck("idle start", Capability.IDLE_START, True, "ok"),
+                         ProbeCheck("steer", Capability.STEER, False, "a steer fenced by another turn was accepted"))
+    assert report.enabled() == [Capability.IDLE_START]
+    assert report.why_not(Capability.STEER) == ("the live probe failed: steer: a steer fenced by another turn was "
+                                                "accepted")
+    assert report.summary().startswith("idle_start ✓ steer ✗")
+
+
+def test_a_failed_connection_or_attachment_enables_nothing() -> None:
+    attached_badly = report_with(COMMON[0], ProbeCheck("attachment", None, False, "no thread"),
+                                 ProbeCheck("idle start", Capability.IDLE_START, True, "ok"))
+    assert attached_badly.enabled() == []
+    assert attached_badly.why_not(Capability.IDLE_START) == "the live probe failed: attachment: no thread"
+
+
+def test_a_passing_check_does_not_enable_what_the_version_lacks() -> None:
+    report = report_with(*COMMON, ProbeCheck("inject", Capability.INJECT, True, "ok"), version="0.120.0")
+    assert report.enabled() == []
+    assert "0.121.0" in (report.why_not(Capability.INJECT) or "")
+
+
+def test_a_report_survives_its_json() -> None:
+    report = report_with(*COMMON, ProbeCheck("idle start", Capability.IDLE_START, True, "ok"))
+    again = CapabilityReport.from_json(report.to_json())
+    assert again.to_json() == report.to_json() and again.enabled() == [Capability.IDLE_START]
