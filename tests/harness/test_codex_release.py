@@ -119,3 +119,4 @@ def test_concurrent_installs_of_one_release_install_it_once(older_codex, tmp_pat
     assert sum("installing" in line for line in said) == 1 and sum("cached" in line for line in said) == 1
     assert leftovers(cache) == [OLDER_RELEASE]
     assert found[0].version == OLDER_RELEASE  # type: ignore[attr-defined]
+    shutil.rmtree(cache)  # a second copy of a release is ~170 MB; pytest would keep it with the tmp dirs
