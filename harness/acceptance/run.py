@@ -112,7 +112,8 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
         if failed:
             home.mark_failed(f"{len(failed)} scenario runs failed")
         run = {"run_id": run_id, "started_at": started_at, "finished_at": _now(), "codex_version": codex.version,
-               "provider": options.provider, "scenarios": results}
+               "provider": options.provider, "scenarios": results,
+               "codex_capabilities": capabilities.run_summary() if capabilities else None}
         report, report_error = write_run_report(options.report_dir, run, home.artifacts, options.auth_home,
                                                 ledgers=home.path / "tokens")
         if report_error:

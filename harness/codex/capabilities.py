@@ -149,6 +149,13 @@ class CapabilityReport:
         return cls(data["version"], evaluate(data["version"], offered), offered, schema_error, checks,
                    data.get("tool_surface"))
 
+    def run_summary(self) -> dict[str, Any]:
+        """What a run report says of it: the enabled capabilities, why each other one is not, the tool surface."""
+        enabled = self.enabled()
+        return {"enabled": [c.value for c in enabled],
+                "not_enabled": {c.value: self.why_not(c) or "" for c in Capability if c not in enabled},
+                "tool_surface": self.tool_surface}
+
     def summary(self) -> str:
         """One line: every capability with ✓ (enabled) or ✗."""
         enabled = set(self.enabled())

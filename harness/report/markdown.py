@@ -19,6 +19,7 @@ def render(report: dict[str, Any]) -> str:
         f"({totals['scenarios_failed']} failed), {totals['checks']} checks ({totals['checks_failed']} failed)",
         f"- Started {run['started_at']}, finished {run['finished_at']}",
         f"- Codex version: {run['codex_version']}; provider: {_provider(run['provider'])}",
+        *_capabilities(run.get("codex_capabilities")),
         f"- {report['counting']}",
         "",
     ]
@@ -27,6 +28,14 @@ def render(report: dict[str, Any]) -> str:
     out.extend(_artifacts(report))
     out.extend(_secret_scan(report["secret_scan"]))
     return "\n".join(out) + "\n"
+
+
+def _capabilities(capabilities: dict[str, Any] | None) -> list[str]:
+    if not capabilities:
+        return []
+    missing = "; ".join(f"{name}: {why}" for name, why in capabilities["not_enabled"].items())
+    return [f"- Codex capabilities (live probe, artifacts/capabilities/): {', '.join(capabilities['enabled']) or 'none'}"
+            + (f" — not enabled: {missing}" if missing else "")]
 
 
 def _provider(provider: Any) -> str:

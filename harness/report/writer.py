@@ -35,6 +35,8 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "contracts" / "rep
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 ARTIFACTS = "artifacts"
+CAPABILITIES = "capabilities"
+"""The folder of the run's artifacts that holds the capability probe's evidence (not a scenario's)."""
 COUNTING = ("Counts are characters (Unicode code points) and words (runs of non-whitespace); "
             "they are not model tokens.")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -111,6 +113,10 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
         files, skipped = copy_artifacts(artifacts_root / relative, work / ARTIFACTS / relative)
         copied += files
         excluded += [f"{ARTIFACTS}/{relative}/{p}" for p in skipped]
+    if (artifacts_root / CAPABILITIES).is_dir():  # the capability probe's evidence, when the runner made one
+        files, skipped = copy_artifacts(artifacts_root / CAPABILITIES, work / ARTIFACTS / CAPABILITIES)
+        copied += files
+        excluded += [f"{ARTIFACTS}/{CAPABILITIES}/{p}" for p in skipped]
     findings = scan.redact_tree(work, copied)
     sections = []
     for scenario, relative in zip(scenarios_in, dirs):
@@ -129,6 +135,7 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
             "passed": bool(sections) and all(s["passed"] for s in sections),
             "totals": {"scenarios": len(sections), "scenarios_failed": sum(not s["passed"] for s in sections),
                        "checks": len(checks), "checks_failed": sum(c["verdict"] != "pass" for c in checks)},
+            **({"codex_capabilities": run["codex_capabilities"]} if run.get("codex_capabilities") else {}),
         },
         "counting": COUNTING,
         "scenarios": sections,

@@ -124,3 +124,22 @@ def test_the_runner_skips_a_scenario_naming_the_capability_the_codex_lacks(older
     assert f"Codex {OLDER_RELEASE} capabilities: idle_start ✓" in output
     kept = list((tmp_path / "runs").glob("*/artifacts/capabilities/" + REPORT_NAME))
     assert len(kept) == 1, "the probe's evidence is kept"
+
+
+def test_the_run_report_names_the_capabilities_and_keeps_the_probe_evidence(tmp_path: Path) -> None:
+    import io
+
+    err = io.StringIO()
+    status = run_acceptance(["--scenario", "negative", "--runs-root", str(tmp_path / "runs"),
+                             "--report-dir", str(tmp_path / "reports")], stderr=err)
+    assert status == 0, err.getvalue()
+    (folder,) = (tmp_path / "reports").iterdir()
+    report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    capabilities = report["run"]["codex_capabilities"]
+    assert set(capabilities["enabled"]) == {c.value for c, d in DECLARATIONS.items() if d.since is not None}
+    assert capabilities["not_enabled"] == {
+        "steer_context": "the app-server schema lacks turn/steer params.additionalContext"}
+    listed = {artifact["path"] for artifact in report["artifacts"]}
+    assert {"artifacts/capabilities/capabilities.json", "artifacts/capabilities/probe.g1.appserver.jsonl"} <= listed
+    assert "Codex capabilities (live probe, artifacts/capabilities/): idle_start, steer, inject" in \
+        (folder / "report.md").read_text(encoding="utf-8")
