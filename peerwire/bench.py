@@ -91,7 +91,7 @@ class McpProcess:
 
 
 def run(sends: int, wakes: int, directory: Path) -> dict:
-    from harness.contract.provisioner import ReferenceProvisioner
+    from harness.contract.reference import ReferenceProvisioner
 
     raw = raw_commits_per_second(directory, sends)
     prov = ReferenceProvisioner(directory / "core")

@@ -1,7 +1,7 @@
 """What the acceptance runner needs from a messaging core: the acceptance driver interface.
 
 The runner drives a core through the contract suite's provisioner interface
-(:class:`~harness.contract.provisioner.Provisioner`: a home, its app, registered
+(:class:`~harness.contract.interface.Provisioner`: a home, its app, registered
 callers and their environment), extended with what live agents need: attach a
 Codex-provider agent to a Codex home and a workspace, prompt it, await its
 turn, call a tool as it, await the core's next change, and hand over the
@@ -25,7 +25,7 @@ import importlib
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
-from harness.contract.provisioner import Caller, Provisioner
+from harness.contract.interface import Caller, Provisioner
 
 REFERENCE = "harness.acceptance.reference:ReferenceDriver"
 """The driver of peerwire's reference core (the default)."""

@@ -20,7 +20,8 @@ from peerwire.errors import Code, PeerwireError
 from peerwire.home import Home
 
 from harness.codex.lab import CodexLab
-from harness.contract.provisioner import Caller, ReferenceProvisioner
+from harness.contract.interface import Caller
+from harness.contract.reference import ReferenceProvisioner
 
 from .artifacts import copy_private
 from .driver import CoreRefused

@@ -41,7 +41,7 @@ from harness.acceptance.driver import REFERENCE, AcceptanceDriver, load_driver
 from harness.codex.home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
 from harness.codex.install import CodexInstallation, locate_codex
 from harness.codex.workspace import FixtureWorkspace
-from harness.contract.provisioner import Caller
+from harness.contract.interface import Caller
 from harness.model.rules import ModelScript, load_script
 from harness.model.server import ScriptedModel
 from harness.process.jobs import Job, spawn_through

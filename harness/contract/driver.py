@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.contract.provisioner import Provisioner
+from harness.contract.interface import Provisioner
 
 from .cases import AwaitStep, CallStep, Case, ControlStep, Outcome
 from .endpoints import Endpoint, PendingCall, RawEndpoint, SdkEndpoint, ToolOutcome
@@ -229,7 +229,7 @@ class CaseRun:
         elif expected.error:
             self._fail(req, f"fails with {expected.error}", step=label, detail="the call succeeded", **evidence)
         else:
-            violations = (tool_contract(tool, self.profile).output_violations(structured) if structured is not None
+            violations = (tool_contract(tool, self.profile).result_violations(structured) if structured is not None
                           else ["no structuredContent"])
             check_text = f"{tool}'s structuredContent conforms to its output schema"
             if violations:

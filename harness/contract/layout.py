@@ -19,4 +19,4 @@ REFERENCE_SERVER_CMD: tuple[str, ...] = (sys.executable, "-m", "peerwire", "mcp"
 REFERENCE_COLLAB_SERVER_CMD: tuple[str, ...] = (*REFERENCE_SERVER_CMD, "--profile", "collab")
 """The reference's collaboration profile (the default ``--collab-server-cmd`` when testing the reference)."""
 
-REFERENCE_PROVISIONER = "harness.contract.provisioner:ReferenceProvisioner"
+REFERENCE_PROVISIONER = "harness.contract.reference:ReferenceProvisioner"

@@ -6,7 +6,7 @@ is one command per tool profile it offers: ``messaging`` (``--server-cmd``)
 always, ``collab`` (``--collab-server-cmd``) when given, or when the target is
 the reference (its server with ``--profile collab``). The provisioner is any
 class named ``module:Class`` whose constructor takes one argument, a fresh
-directory it owns, and which implements :class:`harness.contract.provisioner.Provisioner`.
+directory it owns, and which implements :class:`harness.contract.interface.Provisioner`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.contract.provisioner import Caller, Provisioner
+from harness.contract.interface import Caller, Provisioner
 
 from .layout import REFERENCE_COLLAB_SERVER_CMD, REFERENCE_PROVISIONER, REFERENCE_SERVER_CMD
 from .manifest import PROFILES
@@ -48,11 +48,20 @@ class Target:
                      collab_server_cmd: str | Sequence[str] | None = None) -> "Target":
         """A target from command-line text; ``None`` means the reference.
 
-        A custom ``server_cmd`` offers the collab profile only together with a
-        ``collab_server_cmd``: the suite never tests one implementation's
-        messaging beside another's collaboration.
+        A ``server_cmd`` other than the reference's needs its own ``provisioner``
+        (:class:`TargetError` otherwise): the reference's would provision
+        peerwire's app behind the other server. A custom ``server_cmd`` offers
+        the collab profile only together with a ``collab_server_cmd``: the suite
+        never tests one implementation's messaging beside another's collaboration.
         """
         argv = _argv(server_cmd, "--server-cmd") if server_cmd else REFERENCE_SERVER_CMD
+        if argv != REFERENCE_SERVER_CMD and not provisioner:
+            # The reference's provisioner would start peerwire's app: the run would test
+            # that app through the other server, and say nothing true of either.
+            raise TargetError(
+                f"--server-cmd {shlex.join(argv)!r} is not the reference server, so the suite needs that "
+                "implementation's provisioner (it creates homes, starts the app, registers callers): pass "
+                "--provisioner module:Class; contracts/README.md shows a complete example")
         if collab_server_cmd:
             collab: tuple[str, ...] | None = _argv(collab_server_cmd, "--collab-server-cmd")
         else:

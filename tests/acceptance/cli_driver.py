@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any, Mapping, Sequence
 
 from harness.acceptance.driver import CoreRefused
-from harness.contract.provisioner import Caller
+from harness.contract.interface import Caller
 from harness.process.jobs import Spawn
 
 PEERWIRE = str(Path(sys.executable).with_name("peerwire"))

@@ -18,10 +18,10 @@ from harness.contract.driver import ERROR_REQUIREMENT, PROFILE_REQUIREMENTS, RES
 from harness.contract.endpoints import PendingCall, ToolOutcome
 from harness.contract.expectations import check, same
 from harness.contract.expressions import ActorIdentity, ExpressionError, PathError, Scope, evaluate, lookup
+from harness.contract.interface import Caller
 from harness.contract.manifest import manifest
 from harness.contract.target import Target
 from harness.contract.verdicts import VoteRecorder
-from harness.contract.provisioner import Caller
 
 SCOPE = Scope(
     actors={"bob": ActorIdentity("bob-1", "id-b", ("rev-1",))},

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract.provisioner import Caller, ReferenceProvisioner
+from harness.contract.interface import Caller
+from harness.contract.reference import ReferenceProvisioner
 from peerwire.control import ControlClient
 from peerwire.home import HOME_ENV, SESSION_ENV
 

@@ -1,0 +1,80 @@
+"""The reference's provisioner: the suite's default, driving peerwire's reference core.
+
+:class:`ReferenceProvisioner` implements :class:`harness.contract.interface.Provisioner`
+with ``peerwire app --home H`` as a real subprocess and ``register_agent``
+over the control socket. Unlike the interface, it needs peerwire installed.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from peerwire.control import ControlClient
+from peerwire.home import HOME_ENV, SESSION_ENV, Home
+
+from harness.contract.interface import Caller
+from harness.process.app import AppProcess
+from harness.process.jobs import Spawn
+
+
+@dataclass
+class ReferenceProvisioner:
+    """Provisions peerwire's reference core in ``root`` (a fresh directory)."""
+
+    root: Path
+    app: AppProcess | None = None
+    callers: list[Caller] = field(default_factory=list)
+    env: Mapping[str, str] | None = None
+    """Added to the app's environment (and so to everything it starts)."""
+    spawn: Spawn | None = None
+    """How the app is started (default: a subprocess in a session of its own)."""
+    source: str = "suite"
+    """Who registered the agents, as the core records it."""
+
+    @property
+    def home(self) -> Home:
+        return Home(self.root / "home")
+
+    def start(self) -> None:
+        self.app = self._start_app()
+
+    def _start_app(self) -> AppProcess:
+        return AppProcess.start(self.home, env=dict(self.env or {}), spawn=self.spawn)
+
+    def register(self, name: str, *, provider: str = "manual", aliases: tuple[str, ...] = (),
+                 collab_root: bool = False) -> Caller:
+        out = ControlClient(self.home).call(
+            "register_agent", {"name": name, "provider": provider, "aliases": list(aliases), "source": self.source,
+                               "collab_root": collab_root})
+        caller = Caller(name=name, agent_id=out["agent"]["agent_id"], token=out["session_token"],
+                        provider=provider, aliases=tuple(aliases))
+        self.callers.append(caller)
+        return caller
+
+    def caller_env(self, caller: Caller) -> dict[str, str]:
+        return {HOME_ENV: str(self.home.path), SESSION_ENV: caller.token}
+
+    def restart(self) -> None:
+        assert self.app is not None
+        self.app.kill()
+        self.app = self._start_app()
+
+    def stop_app(self) -> None:
+        assert self.app is not None
+        self.app.terminate()
+        self.app = None
+
+    def start_app(self) -> None:
+        assert self.app is None, "the app is running"
+        self.app = self._start_app()
+
+    def stranger_env(self) -> dict[str, str]:
+        return {HOME_ENV: str(self.home.path), SESSION_ENV: secrets.token_urlsafe(32)}
+
+    def stop(self) -> None:
+        if self.app is not None:
+            self.app.terminate()
+            self.app = None

@@ -1,0 +1,68 @@
+"""The interface an implementer needs, and the example provisioner ``contracts/README.md`` documents.
+
+The example is taken from the README itself, so the documentation cannot rot:
+it must import nothing but the standard library and the harness's interface,
+and the suite must pass with it against the reference, through every method
+of the interface (registering aliases and twins, a stranger, a crash restart,
+a stop and a start, a collaboration root).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+
+import pytest
+
+from harness.contract.layout import CONTRACTS_DIR, PROJECT_ROOT
+
+from .conftest import run_contract
+
+README = CONTRACTS_DIR / "README.md"
+MARKER = "<!-- example provisioner:"
+EXAMPLE_CLASS = "CommandLineProvisioner"
+# Each one uses another part of the interface: register with aliases and twins, stranger_env,
+# restart, stop_app and start_app, register(collab_root=True).
+REQUIREMENTS = ("target:alias", "target:ambiguous", "identity:caller:unknown", "task:claim:durable",
+                "app:unavailable:recovers", "collab:spawn:task-name")
+
+
+def example_source() -> str:
+    text = README.read_text("utf-8")
+    assert MARKER in text, f"{README.name} has no example provisioner block"
+    block = re.search(r"```python\n(.*?)```", text[text.index(MARKER):], re.DOTALL)
+    assert block, f"no python block follows the marker in {README.name}"
+    return block.group(1)
+
+
+def test_the_interface_imports_no_part_of_the_core():
+    code = ("import sys, harness.contract.interface as i; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('peerwire', 'jsonschema', 'pytest')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]", f"importing the interface imported {done.stdout.strip()}"
+
+
+def test_the_example_needs_only_the_standard_library_and_the_interface():
+    tree = ast.parse(example_source())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    foreign = sorted(m for m in imported if m not in sys.stdlib_module_names and m != "__future__")
+    assert foreign == ["harness.contract.interface"], f"the example imports {foreign}"
+
+
+@pytest.mark.slow
+def test_the_readme_example_provisioner_passes_the_suite_against_the_reference(tmp_path):
+    package = tmp_path / "example"
+    package.mkdir()
+    (package / "example_provisioner.py").write_text(example_source(), "utf-8")
+    selected = [arg for requirement_id in REQUIREMENTS for arg in ("--requirement", requirement_id)]
+    run = run_contract(tmp_path, "--provisioner", f"example_provisioner:{EXAMPLE_CLASS}", *selected,
+                       env={"PYTHONPATH": str(package)})
+    assert run.returncode == 0, run.output[-3000:]
+    assert run.compliance["target"]["provisioner"] == f"example_provisioner:{EXAMPLE_CLASS}"
+    for requirement_id in REQUIREMENTS:
+        assert run.result(requirement_id)["result"] == "pass", f"{requirement_id}:\n{run.output[-3000:]}"
