@@ -9,13 +9,14 @@ reference core.
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from harness.contract.provisioner import Caller, Provisioner
+from harness.contract.interface import Caller, Provisioner
 
 from .cases import Case
 from .endpoints import RawEndpoint
@@ -124,6 +125,27 @@ def servers(contract_target: Target, shared_app: Provisioner, tmp_path: Path) ->
         started.close()
 
 
+@pytest.fixture
+def tree_servers(contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
+    """Servers on an app of its own, for the collab profile (a home holds one tree)."""
+    provisioner = contract_target.new_provisioner(tmp_path / "tree-app")
+    provisioner.start()
+    started = Servers(contract_target, provisioner, tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()
+        provisioner.stop()
+
+
 def tool_call(endpoint: RawEndpoint, name: str, arguments: Any, *, timeout: float = 15.0):
     """A blocking tools/call through a raw endpoint; the outcome's ``failure`` says if none came."""
     return endpoint.call_tool(name, arguments, timeout=timeout).outcome(timeout)
+
+
+def succeed(endpoint: RawEndpoint, name: str, arguments: Any, *, timeout: float = 15.0) -> dict:
+    """The structuredContent of a call that must succeed; an AssertionError showing the answer otherwise."""
+    outcome = tool_call(endpoint, name, arguments, timeout=timeout)
+    assert outcome.result is not None and not outcome.is_error and isinstance(outcome.structured, dict), \
+        f"{name} {json.dumps(arguments, ensure_ascii=False)[:200]} should succeed: {outcome.response or outcome.failure}"
+    return outcome.structured

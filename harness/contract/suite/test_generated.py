@@ -38,7 +38,7 @@ def _judge_call(endpoint, tool, arguments, allowed_codes=None):
         assert code in allowed, f"{code} is not one of {sorted(allowed)}; {shown}"
         return code
     assert allowed_codes is None, f"invalid arguments were accepted; {shown}"
-    violations = tool_contract(tool).output_violations(structured)
+    violations = tool_contract(tool).result_violations(structured)
     assert not violations, f"output does not conform: {violations[:3]}; {shown}"
     return None
 
