@@ -3,7 +3,9 @@
 :func:`check` takes one expectation (already evaluated: expressions replaced),
 the step's structured result and the whole tool result, and says whether it
 holds and, in words, what was checked or what was found instead. Equality is
-JSON equality: ``true`` is not ``1``.
+JSON equality: ``true`` is not ``1``. Where a text differs, the detail spells
+out the difference with escapes and code points (``U+0301``), so that
+differences nobody can see in print are still visible.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 from .expressions import PathError, lookup
+from .textdiff import difference
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ def check(expectation: Mapping[str, Any], structured: Any, result: Any) -> Check
         return CheckResult(False, what, f"{where}: {exc}")
     found = _short(actual)
     if op == "equals":
-        return CheckResult(same(actual, expected), what, None if same(actual, expected) else found)
+        return CheckResult(same(actual, expected), what, None if same(actual, expected) else _visibly(actual, expected, path))
     if op == "not_equals":
         return CheckResult(not same(actual, expected), what, None if not same(actual, expected) else found)
     if op in ("contains", "lacks"):
@@ -71,7 +74,7 @@ def check(expectation: Mapping[str, Any], structured: Any, result: Any) -> Check
         return CheckResult(ok, what, None if ok else found)
     if op == "matches":
         ok = matches(actual, expected)
-        return CheckResult(ok, what, None if ok else found)
+        return CheckResult(ok, what, None if ok else _visibly(actual, expected, path))
     if op == "length":
         if not isinstance(actual, (list, str, dict)):
             return CheckResult(False, what, f"{where} has no length: {found}")
@@ -113,6 +116,12 @@ def strings_in(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for v in value:
             yield from strings_in(v)
+
+
+def _visibly(actual: Any, expected: Any, path: str) -> str:
+    """What was found, and where a text in it differs from the expected one, escaped to the code point."""
+    text = difference(expected, actual, path)
+    return _short(actual) + (f"; {text}" if text else "")
 
 
 def _short(value: Any, limit: int = 120) -> str:

@@ -3,21 +3,30 @@
     python mutant_server.py MUTATION -- SERVER_CMD...
 
 The wrapper starts SERVER_CMD, relays newline-delimited JSON-RPC between its
-own stdio and the server's, and applies one mutation on the way. The contract
-suite must notice each one; ``test_mutants.py`` checks that it fails exactly
-the requirement the mutation breaks. Standard library only, so it starts fast.
+own stdio and the server's, and applies one mutation on the way. Each mutation
+is a realistic bug of one class; the contract suite must notice each one, and
+``test_mutants.py`` checks that it fails exactly the requirement the mutation
+breaks. Standard library only, so it starts fast.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 import unicodedata
 from typing import Any, Callable
 
 SPOOF_KEYS = ("sender", "from")
+DEFAULT_LIMIT = 50
+MAX_LENGTHS = {"target": 256, "request_id": 128, "name_prefix": 64, "provider": 32}
+"""The input schemas' maxLength bounds, as the max-length-exclusive mutant gets them wrong."""
 
 
 class Relay:
@@ -25,8 +34,10 @@ class Relay:
 
     def __init__(self, argv: list[str]):
         self.server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.tools: dict[str, str] = {}  # JSON id -> tool name of a pending tools/call
+        self.pending: dict[str, tuple[dict, float]] = {}  # JSON id -> (request, when it was sent)
         self.out_lock = threading.Lock()
+        self.memory: dict[str, Any] = {}  # what a mutation remembers across calls
+        self.request_started = 0.0  # when the request a response answers was sent
 
     def to_client(self, message: Any) -> None:
         self.write(sys.stdout.buffer, message)
@@ -50,6 +61,11 @@ def _arguments(message: dict) -> dict | None:
     return arguments if isinstance(arguments, dict) else None
 
 
+def _tool(request: dict | None) -> str | None:
+    params = request.get("params") if isinstance(request, dict) and request.get("method") == "tools/call" else None
+    return params.get("name") if isinstance(params, dict) else None
+
+
 def _structured(message: dict) -> dict | None:
     result = message.get("result")
     if isinstance(result, dict) and isinstance(result.get("structuredContent"), dict):
@@ -60,6 +76,14 @@ def _structured(message: dict) -> dict | None:
 def _set_structured(message: dict, structured: dict) -> None:
     message["result"]["structuredContent"] = structured
     message["result"]["content"] = [{"type": "text", "text": json.dumps(structured, ensure_ascii=False)}]
+
+
+def _tool_error(relay: Relay, request: dict, code: str, message: str) -> None:
+    """Answer a tools/call with a tool error without asking the server."""
+    structured = {"error": {"code": code, "message": message}}
+    relay.to_client({"jsonrpc": "2.0", "id": request["id"], "result": {
+        "content": [{"type": "text", "text": f"{code}: {message}"}], "structuredContent": structured,
+        "isError": True}})
 
 
 # -- mutations: (relay, message) -> message to pass on, or None to drop ------------------
@@ -105,16 +129,16 @@ def ack_ignored(relay: Relay, request: dict) -> dict:
     return request
 
 
-def task_exposed_twice(relay: Relay, response: dict, tool: str | None) -> dict:
+def task_exposed_twice(relay: Relay, response: dict, request: dict | None) -> dict:
     """Lists every task record a read returns as new work, not only newly claimed ones."""
     structured = _structured(response)
-    if tool == "receive_messages" and structured is not None and "records" in structured:
+    if _tool(request) == "receive_messages" and structured is not None and "records" in structured:
         structured["new_work"] = [r["request_id"] for r in structured["records"] if r.get("kind") == "task"]
         _set_structured(response, structured)
     return response
 
 
-def is_error_dropped(relay: Relay, response: dict, tool: str | None) -> dict:
+def is_error_dropped(relay: Relay, response: dict, request: dict | None) -> dict:
     """Drops isError from tool errors: a failure looks like a success."""
     result = response.get("result")
     if isinstance(result, dict) and result.get("isError") is True:
@@ -122,16 +146,145 @@ def is_error_dropped(relay: Relay, response: dict, tool: str | None) -> dict:
     return response
 
 
-REQUEST_MUTATIONS: dict[str, Callable[[Relay, dict], dict]] = {
+# -- the bug classes: interoperability, claims under concurrency, bounds, texts -----------------
+
+def error_branch_dropped(relay: Relay, response: dict, request: dict | None) -> dict:
+    """Advertises output schemas that describe only successes, so strict clients refuse every tool error."""
+    result = response.get("result")
+    if isinstance(request, dict) and request.get("method") == "tools/list" and isinstance(result, dict):
+        for tool in result.get("tools", []):
+            schema = tool.get("outputSchema")
+            if isinstance(schema, dict) and isinstance(schema.get("oneOf"), list):
+                defs = schema.get("$defs", {})
+                success = dict(schema["oneOf"][0])
+                ref = success.pop("$ref", "")
+                if ref.startswith("#/$defs/"):  # an object schema at the root, as MCP requires
+                    success = {**defs[ref[len("#/$defs/"):]], **success}
+                tool["outputSchema"] = {**success, **({"$defs": defs} if defs else {})}
+    return response
+
+
+def racy_claim(relay: Relay, response: dict, request: dict | None) -> dict:
+    """Claims in two steps (check, then take): reads of one mailbox that overlap in time both expose its tasks.
+
+    The sessions of one caller share a log (by home and credential) of their
+    reads' time spans and new work; a read that overlapped another gets that
+    read's new work too, when its page holds those tasks.
+    """
+    structured = _structured(response)
+    if _tool(request) != "receive_messages" or structured is None or "new_work" not in structured:
+        return response
+    started, ended = relay.request_started, time.time()
+    caller = os.environ.get("PEERWIRE_HOME", "") + "\0" + os.environ.get("PEERWIRE_SESSION_ID", "")
+    log = os.path.join(tempfile.gettempdir(), "racy-claim-" + hashlib.sha256(caller.encode()).hexdigest()[:16])
+    held = {r.get("request_id") for r in structured.get("records", []) if r.get("kind") == "task"}
+    with open(log, "a+", encoding="utf-8") as shared:
+        fcntl.flock(shared, fcntl.LOCK_EX)
+        shared.seek(0)
+        others = [json.loads(line) for line in shared if line.strip()]
+        for other in others:
+            if other["pid"] != os.getpid() and other["started"] < ended and started < other["ended"]:
+                structured["new_work"] += [rid for rid in other["new_work"]
+                                           if rid in held and rid not in structured["new_work"]]
+        shared.write(json.dumps({"pid": os.getpid(), "started": started, "ended": ended,
+                                 "new_work": structured["new_work"]}) + "\n")
+    _set_structured(response, structured)
+    return response
+
+
+def has_more_at_limit(relay: Relay, response: dict, request: dict | None) -> dict:
+    """Computes has_more as "the page is full": with exactly limit records waiting it says more are."""
+    structured = _structured(response)
+    if _tool(request) == "receive_messages" and structured is not None and "records" in structured:
+        limit = (request["params"].get("arguments") or {}).get("limit", DEFAULT_LIMIT)
+        if len(structured["records"]) == limit:
+            structured["has_more"] = True
+            _set_structured(response, structured)
+    return response
+
+
+def max_length_exclusive(relay: Relay, request: dict) -> dict | None:
+    """Refuses a string exactly as long as its maxLength: ``len(value) >= maxLength`` where ``>`` was meant."""
+    arguments = _arguments(request)
+    for name, limit in MAX_LENGTHS.items():
+        value = (arguments or {}).get(name)
+        if isinstance(value, str) and len(value) == limit:
+            _tool_error(relay, request, "invalid_argument", f"{name} is too long (at most {limit} characters)")
+            return None
+    return request
+
+
+def nul_dropped(relay: Relay, request: dict) -> dict:
+    """Drops NUL characters from task and reply messages, as a store whose text columns cannot hold them would."""
+    arguments = _arguments(request)
+    if arguments and _tool(request) in ("followup_task", "reply") and isinstance(arguments.get("message"), str):
+        arguments["message"] = arguments["message"].replace("\0", "") or arguments["message"]
+    return request
+
+
+def _trim_names(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {k: _trim_names(v) for k, v in value.items()}
+        if isinstance(out.get("name"), str):
+            out["name"] = out["name"].strip()
+        if isinstance(out.get("aliases"), list):
+            out["aliases"] = [a.strip() if isinstance(a, str) else a for a in out["aliases"]]
+        return out
+    if isinstance(value, list):
+        return [_trim_names(v) for v in value]
+    return value
+
+
+def names_trimmed(relay: Relay, response: dict, request: dict | None) -> dict:
+    """Shows agent names and aliases trimmed (list_agents, receipts, records), as a display layer would."""
+    structured = _structured(response)
+    if structured is not None and not response["result"].get("isError"):
+        _set_structured(response, _trim_names(structured))
+    return response
+
+
+def cursor_snapshot(relay: Relay, response: dict, request: dict | None) -> dict:
+    """Treats a cursor as a snapshot: replaying it returns only what its first read returned."""
+    structured = _structured(response)
+    arguments = (request or {}).get("params", {}).get("arguments") or {}
+    if _tool(request) != "receive_messages" or structured is None or "cursor" not in arguments:
+        return response
+    key = f"snapshot:{arguments['cursor']}"
+    if key not in relay.memory:
+        relay.memory[key] = [r.get("record_id") for r in structured.get("records", [])]
+    else:
+        structured["records"] = [r for r in structured.get("records", []) if r.get("record_id") in relay.memory[key]]
+        structured["has_more"] = False
+        _set_structured(response, structured)
+    return response
+
+
+def text_mirror_dropped(relay: Relay, response: dict, request: dict | None) -> dict:
+    """Returns successful results as structuredContent only, without the text mirror (a SHOULD)."""
+    result = response.get("result")
+    if _tool(request) and isinstance(result, dict) and not result.get("isError"):
+        result["content"] = []
+    return response
+
+
+REQUEST_MUTATIONS: dict[str, Callable[[Relay, dict], dict | None]] = {
     "unicode": unicode_rewritten,
     "sender-honoured": sender_honoured,
     "notification-answered": notification_answered,
     "limit-ignored": limit_ignored,
     "ack-ignored": ack_ignored,
+    "max-length-exclusive": max_length_exclusive,
+    "nul-dropped": nul_dropped,
 }
-RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, str | None], dict]] = {
+RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {
     "task-twice": task_exposed_twice,
     "no-iserror": is_error_dropped,
+    "error-branch-dropped": error_branch_dropped,
+    "racy-claim": racy_claim,
+    "has-more-at-limit": has_more_at_limit,
+    "names-trimmed": names_trimmed,
+    "cursor-snapshot": cursor_snapshot,
+    "text-mirror-dropped": text_mirror_dropped,
 }
 STARTUP_MUTATIONS = {"stdout-log"}
 MUTATIONS = sorted(set(REQUEST_MUTATIONS) | set(RESPONSE_MUTATIONS) | STARTUP_MUTATIONS)
@@ -156,9 +309,11 @@ def main(argv: list[str]) -> int:
             except ValueError:
                 relay.to_client(raw)
                 continue
-            tool = relay.tools.pop(json.dumps(message.get("id")), None) if isinstance(message, dict) else None
+            request = None
+            if isinstance(message, dict) and "method" not in message:
+                request, relay.request_started = relay.pending.pop(json.dumps(message.get("id")), (None, 0.0))
             if mutate_response is not None and isinstance(message, dict):
-                message = mutate_response(relay, message, tool)
+                message = mutate_response(relay, message, request)
             relay.to_client(message)
 
     pump = threading.Thread(target=server_to_client, daemon=True)
@@ -169,12 +324,12 @@ def main(argv: list[str]) -> int:
         except (ValueError, RecursionError):
             relay.to_server(raw)
             continue
-        if isinstance(message, dict) and message.get("method") == "tools/call" and "id" in message:
-            params = message.get("params")
-            if isinstance(params, dict):
-                relay.tools[json.dumps(message["id"])] = params.get("name")
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            relay.pending[json.dumps(message["id"])] = (message, time.time())
         if mutate_request is not None and isinstance(message, dict):
             message = mutate_request(relay, message)
+            if message is None:
+                continue  # the mutation answered it
         relay.to_server(message)
     assert relay.server.stdin is not None
     relay.server.stdin.close()
