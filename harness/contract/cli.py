@@ -4,18 +4,21 @@ A thin wrapper around pytest with :mod:`harness.contract.plugin`: it runs the
 suite in ``harness/contract/suite`` under the project's pytest configuration,
 in parallel with pytest-xdist, and always writes ``compliance.json``,
 ``compliance.md`` and ``junit.xml`` into the report directory. The exit status
-is the plugin's: 0 exactly when every selected MUST passes and the baseline
-holds, 1 when not, pytest's own status (2-4) when the run itself broke.
+is the verdict's, as the report states it: 0 exactly when every selected MUST
+passes and the baseline holds, 1 when not, pytest's own status (2-4) when the
+run itself broke.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
 from .layout import PROJECT_ROOT, SUITE_DIR
+from .report import JSON_NAME
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,7 +86,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, extra = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
     report_dir = Path(args.report_dir).absolute() if args.report_dir else default_report_dir()
+    verdict = report_dir / JSON_NAME
+    verdict.unlink(missing_ok=True)  # a report left by an earlier run must not speak for this one
 
     import pytest
 
-    return int(pytest.main(pytest_arguments(args, report_dir, extra)))
+    status = int(pytest.main(pytest_arguments(args, report_dir, extra)))
+    # The report states the exit status the plugin decided; it stands even if some other
+    # plugin touched pytest's status after the verdict was set.
+    try:
+        return int(json.loads(verdict.read_text("utf-8"))["verdict"]["exit_status"])
+    except (OSError, ValueError, KeyError):
+        return status  # no report: the run broke before the verdict (a usage error, say)

@@ -9,15 +9,21 @@ The run is compliant exactly when every selected MUST requirement passes or is
 an expected failure, and the baseline holds: no entry is stale (it passes now)
 or unknown. A deferred requirement, one ``verified_by`` the reference's own
 tests, and one of a profile the run leaves out are never selected. SHOULD and
-MAY failures are reported, not fatal. Scores count every requirement of a
-level (overall and per profile), deferred and unselected included, so "not
-tested" always counts against them.
+MAY failures are reported, not fatal.
+
+The headline scores are over the profiles the run selected: every requirement
+of a level in them, deferred and level- or pattern-unselected ones included,
+so "not tested" always counts against the score. A requirement only the
+reference's own tests can verify (``verified_by``: a Codex turn, an envelope a
+model reads) is *verified by the reference only*: listed apart and never
+counted, for the reference or any other implementation. Per-profile scores are
+kept for every profile, a profile the run left out marked as such.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .baseline import Baseline
@@ -30,6 +36,12 @@ class Result(enum.StrEnum):
     FAIL = "fail"
     NOT_TESTED = "not tested"
     EXPECTED_FAILURE = "expected failure"
+    REFERENCE_ONLY = "verified by the reference only"
+    """No black-box suite can observe it; the reference proves it in its own tests (``verified_by``)."""
+
+
+SCORED_STATUSES = (0, 1, 5)
+"""pytest exit statuses (ok, tests failed, no tests collected) after which the verdict decides the exit status."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,7 @@ class Compliance:
     warnings: tuple[str, ...]
     selection: Selection
     baseline: Baseline
+    run_status: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -75,6 +88,27 @@ class Compliance:
     @property
     def exit_status(self) -> int:
         return 0 if self.ok else 1
+
+    @property
+    def reference_only(self) -> tuple[RequirementVerdict, ...]:
+        """The requirements only the reference's own tests verify: listed apart, never scored."""
+        return tuple(v for v in self.verdicts if v.result is Result.REFERENCE_ONLY)
+
+    def after_run(self, pytest_status: int) -> "Compliance":
+        """This verdict for a run that pytest ended with ``pytest_status``.
+
+        A run that pytest could not finish (interrupted, internal or usage
+        error) proves nothing: it is not compliant, and keeps pytest's status.
+        """
+        if pytest_status in SCORED_STATUSES:
+            return self
+        return replace(self, problems=(*self.problems, f"the run did not finish (pytest exit status {pytest_status})"),
+                       run_status=pytest_status)
+
+    @property
+    def final_status(self) -> int:
+        """The run's exit status: pytest's when the run broke, else the verdict's."""
+        return self.run_status if self.run_status is not None else self.exit_status
 
     def verdict(self, requirement_id: str) -> RequirementVerdict:
         for v in self.verdicts:
@@ -103,6 +137,8 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
         if failures:
             covered = baselined is not None or all(v.case in baseline for v in failures)
             result = Result.EXPECTED_FAILURE if covered else Result.FAIL
+        elif req.verified_by and not own:
+            result = Result.REFERENCE_ONLY
         else:
             result = Result.PASS if own else Result.NOT_TESTED
         selected = selection.includes(req) and not req.outside_suite
@@ -129,8 +165,10 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
         elif entry.key in passed_cases:
             problems.append(f"baseline entry {entry.key} is stale: the case passes now; remove it")
 
-    return Compliance(verdicts=tuple(verdicts), scores=_scores(verdicts),
-                      profile_scores={p: _scores([v for v in verdicts if v.requirement.profile == p])
+    scored = [v for v in verdicts if v.result is not Result.REFERENCE_ONLY]
+    return Compliance(verdicts=tuple(verdicts),
+                      scores=_scores([v for v in scored if v.requirement.profile in selection.profiles]),
+                      profile_scores={p: _scores([v for v in scored if v.requirement.profile == p])
                                       for p in PROFILES},
                       problems=tuple(problems), warnings=tuple(warnings), selection=selection, baseline=baseline)
 

@@ -14,16 +14,23 @@ item's votes travel in its report (so pytest-xdist workers are fine and the JUni
 XML carries them); the controlling process judges compliance, prints it, writes
 ``compliance.json``/``compliance.md`` (and ``junit.xml``) into ``--report-dir``
 and sets the exit status: 0 exactly when every selected MUST passes and the
-baseline holds, 1 otherwise.
+baseline holds, 1 otherwise, whatever other plugins do to the status (the
+verdict is set last). Run as the suite alone, it leaves nothing in the
+current directory: no ``.pytest_cache``, Hypothesis's files in a temporary
+directory.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from harness.contract.baseline import Baseline, BaselineError, load_baseline
 from harness.contract.cases import CaseError, all_cases
@@ -35,6 +42,7 @@ from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin prov
     item_info,
     servers,
     shared_app,
+    tree_servers,
     votes,
 )
 from harness.contract.layout import SUITE_DIR
@@ -74,7 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"tool profiles to test, comma-separated: {', '.join(PROFILES)} "
                          "(default: every profile the target offers)")
     group.addoption("--provisioner", default=None, metavar="MODULE:CLASS",
-                    help="the Provisioner for the implementation (default: harness.contract.provisioner:ReferenceProvisioner)")
+                    help="the Provisioner for the implementation (default: harness.contract.reference:ReferenceProvisioner)")
     group.addoption("--level", default="may", choices=("must", "should", "may"),
                     help="run requirements up to this level (default: may, i.e. all)")
     group.addoption("--requirement", action="append", default=[], metavar="ID",
@@ -86,9 +94,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Run as the contract suite alone, keep nothing in the directory it runs from: no ``.pytest_cache``.
+
+    This is ``-p no:cacheprovider``, decided before any plugin is configured.
+    """
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        for name in ("cacheprovider", "pytest_cacheprovider", "stepwise", "pytest_stepwise"):
+            config.pluginmanager.set_blocked(name)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
         config.args = [str(SUITE_DIR)]  # no paths given: the plugin means the contract suite
+    # Hypothesis keeps caches (and any example database) under its home directory, by default
+    # .hypothesis/ in the current directory: give it one in the temporary directory, in every process.
+    set_hypothesis_home_dir(hypothesis_home())
     report_dir = config.getoption("--report-dir")
     if report_dir and not config.option.xmlpath:
         config.option.xmlpath = str(Path(report_dir) / JUNIT_NAME)
@@ -109,6 +131,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_KEY] = run
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(ComplianceCollector(run), "contract-compliance")
+
+
+def hypothesis_home() -> Path:
+    """This user's Hypothesis home for contract runs, in the temporary directory.
+
+    It is kept between runs (its caches save each process seconds of start-up:
+    Hypothesis indexes Unicode and the project's constants once) and is private
+    to the user: made 0700, and not used if someone else owns it.
+    """
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    if uid is not None:
+        home = Path(tempfile.gettempdir()) / f"peerwire-contract-hypothesis-{uid}"
+        try:
+            home.mkdir(mode=0o700, exist_ok=True)
+            info = home.lstat()
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and not info.st_mode & 0o077:
+                return home
+        except OSError:
+            pass
+    return Path(tempfile.mkdtemp(prefix="peerwire-contract-hypothesis-"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -174,20 +216,25 @@ class ComplianceCollector:
             outcome = "error" if report.failed else "skipped"
             self.run.tests[outcome] = self.run.tests.get(outcome, 0) + 1
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session):
+        # A wrapper that runs last: its code after `yield` runs once every other plugin's
+        # sessionfinish has (syrupy's, for one, ORs its status into session.exitstatus), and
+        # before the terminal reporter prints the summary. So the status set here is the one the
+        # process exits with, and the one the summary and compliance.md state.
+        outcome = yield
         run = self.run
         try:
             known_cases = [c.id for c in all_cases()]
         except CaseError:
             known_cases = []
-        run.compliance = judge(run.manifest, run.votes, run.selection, run.baseline, known_cases)
+        run.compliance = judge(run.manifest, run.votes, run.selection, run.baseline, known_cases) \
+            .after_run(int(session.exitstatus))
         if run.report_dir is not None:
             run.written = write_reports(run.report_dir, run.compliance, target=run.target.describe(),
                                         tests=run.tests)
-        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
-                                  pytest.ExitCode.NO_TESTS_COLLECTED):
-            session.exitstatus = run.compliance.exit_status
+        session.exitstatus = run.compliance.final_status
+        return outcome
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         compliance = self.run.compliance
@@ -195,18 +242,22 @@ class ComplianceCollector:
             return
         write = terminalreporter.write_line
         terminalreporter.section("contract compliance")
+        write(f"scored over the selected profiles: {', '.join(compliance.selection.profiles)}")
         for level, score in compliance.scores.items():
             write(f"{level.name:<6} {score.passed}/{score.total} pass, {score.failed} fail, "
                   f"{score.expected_failures} expected failure, {score.not_tested} not tested "
                   f"({score.score * 100:.1f}%)")
         write(not_tested_summary([{"result": v.result.value, "selected": v.selected,
-                                    "verified_by": v.requirement.verified_by, "deferred": v.requirement.deferred}
-                                   for v in compliance.verdicts]))
+                                    "deferred": v.requirement.deferred} for v in compliance.verdicts]))
         for profile, levels in compliance.profile_scores.items():
             tested = profile in compliance.selection.profiles
             write(f"{profile} profile{'' if tested else ' (not selected)'}: " + ", ".join(
                 f"{level.name} {score.passed}/{score.total} pass, {score.not_tested} not tested"
                 for level, score in levels.items() if score.total))
+        apart = compliance.reference_only
+        if apart:
+            write(f"verified by the reference only, not counted ({len(apart)}): "
+                  + ", ".join(v.requirement.id for v in apart))
         for problem in compliance.problems:
             write(f"FAILS RUN: {problem}")
         for warning in compliance.warnings:
@@ -214,7 +265,7 @@ class ComplianceCollector:
         for path in self.run.written:
             write(f"report: {path}")
         write("verdict: " + ("compliant" if compliance.ok else "NOT compliant")
-              + f" (exit status {compliance.exit_status})")
+              + f" (exit status {compliance.final_status})")
 
 
 def _failure_text(report: pytest.TestReport) -> str:

@@ -37,11 +37,13 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
         },
         "verdict": {
             "compliant": compliance.ok,
-            "exit_status": compliance.exit_status,
+            "exit_status": compliance.final_status,
             "problems": list(compliance.problems),
             "warnings": list(compliance.warnings),
         },
         "scores": _scores_json(compliance.scores),
+        "scored_profiles": list(compliance.selection.profiles),
+        "reference_only": [v.requirement.id for v in compliance.reference_only],
         "profile_scores": {
             profile: {"selected": profile in compliance.selection.profiles, **_scores_json(scores)}
             for profile, scores in compliance.profile_scores.items()
@@ -113,7 +115,8 @@ def render_markdown(document: dict[str, Any]) -> str:
         "",
         "## Scores",
         "",
-        "Not tested counts against the score. " + not_tested_summary(document["requirements"]),
+        f"Over the selected profiles ({', '.join(document.get('scored_profiles', []))}); not tested counts against "
+        "the score. " + not_tested_summary(document["requirements"]),
         "",
         "| Level | Pass | Fail | Expected failure | Not tested | Total | Score |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -134,6 +137,13 @@ def render_markdown(document: dict[str, Any]) -> str:
                 if s["total"]:
                     lines.append(f"| {label} | {level.name} | {s['pass']} | {s['fail']} | {s['expected_failure']} "
                                  f"| {s['not_tested']} | {s['total']} | {s['score'] * 100:.1f}% |")
+    apart = [r for r in document["requirements"] if r["result"] == Result.REFERENCE_ONLY.value]
+    if apart:
+        lines += ["", "## Verified by the reference only", "",
+                  "What no tool result shows (a provider turn, the text a model reads): the reference proves these "
+                  "in its own tests. They are not counted in any score, for any implementation.", "",
+                  "| ID | Level | Verified by |", "|---|---|---|"]
+        lines += [f"| `{r['id']}` | {r['level']} | {_cell(r.get('verified_by', ''))} |" for r in apart]
     if verdict["problems"] or verdict["warnings"]:
         lines += ["", "## Why the run fails" if verdict["problems"] else "## Warnings", ""]
         lines += [f"- {_cell(p)}" for p in verdict["problems"]]
@@ -163,7 +173,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         if req.get("deferred"):
             notes.append(f"deferred: {req['deferred']}")
         if req.get("verified_by"):
-            notes.append(f"outside the black-box suite; verified by {req['verified_by']}")
+            notes.append("verified by the reference only (see above)")
         if req.get("divergence"):
             notes.append(f"divergence: {req['divergence']}")
         if req.get("baselined"):
@@ -180,14 +190,12 @@ def render_markdown(document: dict[str, Any]) -> str:
 
 
 def not_tested_summary(requirements: list[dict[str, Any]]) -> str:
-    """Why requirements went untested: outside the suite (verified_by, deferred) or left out of the selection."""
+    """Why requirements went untested: deferred, left out of the selection, or selected without a vote."""
     untested = [r for r in requirements if r["result"] == Result.NOT_TESTED.value]
-    verified = sum(1 for r in untested if r.get("verified_by"))
     deferred = sum(1 for r in untested if r.get("deferred"))
-    unselected = sum(1 for r in untested if not r["selected"] and not r.get("verified_by") and not r.get("deferred"))
-    return (f"Not tested: {len(untested)} ({verified} verified by the reference's own tests outside this suite, "
-            f"{deferred} deferred, {unselected} not selected, {len(untested) - verified - deferred - unselected} "
-            "selected but without a vote).")
+    unselected = sum(1 for r in untested if not r["selected"] and not r.get("deferred"))
+    return (f"Not tested: {len(untested)} ({deferred} deferred, {unselected} not selected, "
+            f"{len(untested) - deferred - unselected} selected but without a vote).")
 
 
 def _cell(text: str) -> str:

@@ -18,8 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from harness.contract.fixtures import case_app, contract_target, servers, shared_app, votes  # noqa: F401
-from harness.contract.layout import PROJECT_ROOT, REFERENCE_SERVER_CMD
+from harness.contract.fixtures import (  # noqa: F401
+    case_app,
+    contract_target,
+    servers,
+    shared_app,
+    tree_servers,
+    votes,
+)
+from harness.contract.layout import PROJECT_ROOT, REFERENCE_PROVISIONER, REFERENCE_SERVER_CMD
 
 RUNNER = PROJECT_ROOT / "runner.py"
 MUTANT_SERVER = Path(__file__).resolve().parent / "mutant_server.py"
@@ -49,19 +56,23 @@ class ContractRun:
         raise KeyError(requirement_id)
 
 
-def run_contract(tmp_path: Path, *args: str, command: Sequence[str] | None = None) -> ContractRun:
-    """Run the contract runner (or ``command``) in a child process with a clean environment."""
+def run_contract(tmp_path: Path, *args: str, command: Sequence[str] | None = None, cwd: Path | None = None,
+                 env: dict[str, str] | None = None) -> ContractRun:
+    """Run the contract runner (or ``command``) in a child process with a clean environment.
+
+    ``env`` is added to that environment; ``cwd`` is where it runs (default ``tmp_path``).
+    """
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PEERWIRE_"))}
-    env.update(HOME=str(home), TMPDIR=str(tmp_path))
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PEERWIRE_"))}
+    child_env.update(HOME=str(home), TMPDIR=str(tmp_path), **(env or {}))
     report_dir = tmp_path / "report"
     argv = list(command) if command is not None else [
         sys.executable, str(RUNNER), "contract", "-n", "0", "--report-dir", str(report_dir), *args]
     log = tmp_path / "run.log"
     with open(log, "wb") as out:
         try:
-            done = subprocess.run(argv, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
+            done = subprocess.run(argv, cwd=cwd or tmp_path, env=child_env, stdout=out, stderr=subprocess.STDOUT,
                                   timeout=RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{' '.join(argv[:4])} ran over {RUN_TIMEOUT_S}s; output:\n"
@@ -73,3 +84,8 @@ def mutant_command(mutation: str) -> str:
     """A --server-cmd running the reference behind the named mutation."""
     argv = [sys.executable, str(MUTANT_SERVER), mutation, "--", *REFERENCE_SERVER_CMD]
     return shlex.join(argv)
+
+
+def mutant_target(mutation: str) -> list[str]:
+    """The runner options that test the named mutant: its server command, on the reference's app."""
+    return ["--server-cmd", mutant_command(mutation), "--provisioner", REFERENCE_PROVISIONER]

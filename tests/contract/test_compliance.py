@@ -51,7 +51,8 @@ def test_not_tested_never_passes():
     compliance = run([vote("a:must", True)])
     assert compliance.verdict("b:must").result is Result.NOT_TESTED
     assert "MUST b:must was not tested" in compliance.problems
-    assert compliance.scores[Level.MUST].score == pytest.approx(1 / 5)  # deferred and verified_by count too
+    # deferred counts against the score; verified_by is the reference's alone and is not counted
+    assert compliance.scores[Level.MUST].score == pytest.approx(1 / 4)
 
 
 def test_deferred_and_unselected_requirements_do_not_fail_the_run():
@@ -61,12 +62,31 @@ def test_deferred_and_unselected_requirements_do_not_fail_the_run():
     assert compliance.verdict("b:must").result is Result.NOT_TESTED
 
 
-def test_verified_by_requirements_are_reported_not_tested_and_do_not_fail_the_run():
+def test_verified_by_requirements_are_listed_apart_and_never_scored():
     compliance = run(ALL_PASS)
     verdict = compliance.verdict("f:must:elsewhere")
-    assert verdict.result is Result.NOT_TESTED and not verdict.selected
+    assert verdict.result is Result.REFERENCE_ONLY and not verdict.selected
+    assert compliance.reference_only == (verdict,)
     assert compliance.ok, compliance.problems
-    assert compliance.scores[Level.MUST].passed == 3 and compliance.scores[Level.MUST].not_tested == 2
+    must = compliance.scores[Level.MUST]
+    assert (must.passed, must.not_tested, must.total) == (3, 1, 4), "only the deferred one counts against"
+
+
+def test_the_headline_score_is_over_the_selected_profiles():
+    messaging_only = Selection(profiles=("messaging",))
+    compliance = run([v for v in ALL_PASS if v.requirement != "collab:g:must"], selection=messaging_only)
+    must = compliance.scores[Level.MUST]
+    assert (must.passed, must.total) == (2, 3), "a.b pass; e is deferred; f and the collab profile are not counted"
+    assert compliance.profile_scores["collab"][Level.MUST].total == 1
+
+
+@pytest.mark.parametrize("pytest_status, final, ok", [(0, 0, True), (1, 0, True), (5, 0, True), (2, 2, False),
+                                                      (3, 3, False), (4, 4, False)])
+def test_the_final_status_is_the_verdicts_unless_the_run_broke(pytest_status, final, ok):
+    compliance = run(ALL_PASS).after_run(pytest_status)
+    assert compliance.final_status == final and compliance.ok is ok
+    failing = run(ALL_PASS + [vote("b:must", False)]).after_run(pytest_status)
+    assert failing.final_status == (1 if pytest_status in (0, 1, 5) else pytest_status) and not failing.ok
 
 
 def test_a_profile_left_out_is_not_tested_and_scored_apart():

@@ -67,10 +67,12 @@ def test_reports_show_deferred_baselined_and_stale_requirements(tmp_path):
     deferred = results["collab:interrupt:previous-status"]
     assert "deferred" in deferred and deferred["result"] == "not tested" and not deferred["selected"]
     verified = results["envelope:format"]
-    assert "verified_by" in verified and verified["result"] == "not tested" and not verified["selected"]
+    assert "verified_by" in verified and verified["result"] == "verified by the reference only"
+    assert not verified["selected"]
     markdown = md_path.read_text("utf-8")
     assert "STALE baseline entry" in markdown and "deferred: " in markdown
-    assert "outside the black-box suite; verified by tests/codex/test_adapter_live.py" in markdown
+    apart = markdown.split("## Verified by the reference only", 1)[1].split("\n## ", 1)[0]
+    assert "| `envelope:format` | MUST | tests/codex/test_adapter_live.py" in apart
 
 
 def test_reports_score_each_profile_and_name_one_left_out(tmp_path):
@@ -83,8 +85,13 @@ def test_reports_score_each_profile_and_name_one_left_out(tmp_path):
     assert collab["selected"] is False and collab["MUST"]["pass"] == 0
     assert collab["MUST"]["not_tested"] == collab["MUST"]["total"] > 0, "a profile left out is not tested"
     assert document["profile_scores"]["messaging"]["MUST"]["pass"] == 1
-    assert document["scores"]["MUST"]["total"] == sum(document["profile_scores"][p]["MUST"]["total"]
-                                                       for p in ("messaging", "collab"))
+    # The headline is over the selected profile alone, without what only the reference can verify.
+    messaging_musts = [r for r in manifest() if r.profile == "messaging" and r.level.name == "MUST"
+                       and not r.verified_by]
+    assert document["scored_profiles"] == ["messaging"]
+    assert document["scores"]["MUST"]["total"] == document["profile_scores"]["messaging"]["MUST"]["total"] \
+        == len(messaging_musts)
+    assert set(document["reference_only"]) == {r.id for r in manifest() if r.verified_by}
     results = {r["id"]: r for r in document["requirements"]}
     spawn = results["collab:spawn:task-name"]
     assert spawn["profile"] == "collab" and not spawn["selected"]

@@ -8,11 +8,11 @@ import sys
 import pytest
 
 from harness.contract import cli
-from harness.contract.layout import REFERENCE_COLLAB_SERVER_CMD, REFERENCE_SERVER_CMD, SUITE_DIR
+from harness.contract.layout import REFERENCE_COLLAB_SERVER_CMD, REFERENCE_PROVISIONER, REFERENCE_SERVER_CMD, SUITE_DIR
 from harness.contract.manifest import parse_profiles
 from harness.contract.target import Target, TargetError
 
-from .conftest import RUNNER, run_contract
+from .conftest import RUNNER, mutant_target, run_contract
 
 
 def test_contract_arguments_become_a_pytest_run_of_the_suite(tmp_path):
@@ -71,10 +71,30 @@ def test_the_plugin_alone_runs_the_suite(tmp_path):
     assert "1 passed" in run.output and run.result("wire:method:unknown")["result"] == "pass"
 
 
+@pytest.mark.parametrize("server_cmd", ["my-server mcp serve", shlex.join([*REFERENCE_SERVER_CMD, "--verbose"])])
+def test_another_server_without_its_provisioner_is_refused(server_cmd):
+    with pytest.raises(TargetError, match="is not the reference server.*--provisioner module:Class"):
+        Target.from_options(server_cmd, None)
+    assert Target.from_options(server_cmd, REFERENCE_PROVISIONER).server_cmd == tuple(shlex.split(server_cmd))
+    assert Target.from_options(shlex.join(REFERENCE_SERVER_CMD), None).provisioner == REFERENCE_PROVISIONER
+
+
+@pytest.mark.slow
+def test_the_plugin_refuses_another_server_without_its_provisioner(tmp_path):
+    """``pytest -p harness.contract.plugin --server-cmd X`` must not fall back to the reference's app."""
+    run = run_contract(tmp_path, command=[
+        sys.executable, "-m", "pytest", "-p", "harness.contract.plugin", "-p", "no:cacheprovider",
+        "--rootdir", str(RUNNER.parent), "-c", str(RUNNER.parent / "pyproject.toml"),
+        "--server-cmd", "my-server mcp serve", "--report-dir", str(tmp_path / "report")])
+    assert run.returncode == 4, run.output[-3000:]
+    assert "is not the reference server" in run.output and "--provisioner module:Class" in run.output
+    assert not (tmp_path / "report" / "compliance.json").exists()
+
+
 @pytest.mark.parametrize("name, complaint", [
     ("no_colon", "use module:Class"),
     ("no.such.module:Thing", "cannot import"),
-    ("harness.contract.provisioner:NoSuchClass", "has no NoSuchClass"),
+    ("harness.contract.reference:NoSuchClass", "has no NoSuchClass"),
 ])
 def test_bad_provisioner_names_are_refused(name, complaint):
     with pytest.raises(TargetError, match=complaint):
@@ -82,10 +102,10 @@ def test_bad_provisioner_names_are_refused(name, complaint):
 
 
 def test_server_commands_are_split_like_a_shell():
-    target = Target.from_options("'my server' mcp serve --flag='a b'", None)
+    target = Target.from_options("'my server' mcp serve --flag='a b'", REFERENCE_PROVISIONER)
     assert target.server_cmd == ("my server", "mcp", "serve", "--flag=a b")
     with pytest.raises(TargetError):
-        Target.from_options("   ", None)
+        Target.from_options("   ", REFERENCE_PROVISIONER)
 
 
 def test_the_reference_offers_both_profiles():
@@ -98,14 +118,14 @@ def test_the_reference_offers_both_profiles():
 
 
 def test_another_server_offers_collab_only_with_its_own_collab_command():
-    foreign = Target.from_options("my-server mcp", None)
+    foreign = Target.from_options("my-server mcp", REFERENCE_PROVISIONER)
     assert foreign.profiles == ("messaging",) and foreign.describe()["collab_server_cmd"] is None
     assert foreign.select_profiles(None) == ("messaging",)
     with pytest.raises(TargetError, match="--collab-server-cmd"):
         foreign.select_profiles(("messaging", "collab"))
     with pytest.raises(TargetError):
         foreign.server_cmd_for("collab")
-    both = Target.from_options("my-server mcp", None, "my-server mcp --tree")
+    both = Target.from_options("my-server mcp", REFERENCE_PROVISIONER, "my-server mcp --tree")
     assert both.profiles == ("messaging", "collab") and both.server_cmd_for("collab") == ("my-server", "mcp", "--tree")
 
 
@@ -142,8 +162,8 @@ def test_unknown_profiles_are_refused(text):
 def test_a_server_without_the_collab_profile_runs_messaging_and_reports_collab_not_tested(tmp_path):
     """Another --server-cmd (here the reference, spelled differently) without --collab-server-cmd."""
     server = shlex.join([*REFERENCE_SERVER_CMD, "--profile", "messaging"])
-    run = run_contract(tmp_path, "--server-cmd", server, "--requirement", "wire:ping",
-                       "--requirement", "collab:spawn:task-name")
+    run = run_contract(tmp_path, "--server-cmd", server, "--provisioner", REFERENCE_PROVISIONER,
+                       "--requirement", "wire:ping", "--requirement", "collab:spawn:task-name")
     assert run.returncode == 0, run.output[-3000:]
     document = run.compliance
     assert document["selection"]["profiles"] == ["messaging"] and document["target"]["collab_server_cmd"] is None
@@ -163,3 +183,48 @@ def test_the_collab_profile_runs_against_the_reference(tmp_path):
     assert run.result("collab:spawn:task-name")["result"] == "pass"
     assert run.result("collab:tools:list")["result"] == "pass"
     assert run.result("wire:ping")["result"] == "not tested", "messaging was left out"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", ["runner", "plugin"])
+def test_verdict_report_and_exit_status_agree_with_syrupy_installed(tmp_path, route):
+    """A failing SHOULD: compliant, exit 0, in the summary, in compliance.md and in the status.
+
+    syrupy (a test dependency, so installed here) ORs pytest's own status back into the
+    session after other plugins' sessionfinish hooks; the verdict must still be what counts.
+    """
+    import syrupy  # noqa: F401  (the point is that it is installed and loaded)
+
+    target = [*mutant_target("text-mirror-dropped"), "--requirement", "tools:result:text-mirror",
+              "--requirement", "wire:ping"]
+    if route == "runner":
+        run = run_contract(tmp_path, *target)
+    else:
+        run = run_contract(tmp_path, command=[
+            sys.executable, "-m", "pytest", "-p", "harness.contract.plugin",
+            "--rootdir", str(RUNNER.parent), "-c", str(RUNNER.parent / "pyproject.toml"),
+            *target, "--report-dir", str(tmp_path / "report")])
+    assert "syrupy" in run.output, "syrupy should be loaded (pytest lists its plugins)"
+    assert run.result("tools:result:text-mirror")["result"] == "fail"
+    assert "verdict: compliant (exit status 0)" in run.output, run.output[-3000:]
+    assert run.compliance["verdict"] == {**run.compliance["verdict"], "compliant": True, "exit_status": 0}
+    assert "- Verdict: **compliant** (exit status 0)" in run.markdown
+    assert run.returncode == 0, run.output[-3000:]
+
+
+@pytest.mark.slow
+def test_the_suite_leaves_nothing_in_the_directory_it_runs_from(tmp_path):
+    """Run from an empty directory, by the runner and as a plugin: only the report directory appears."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    selected = ["--requirement", "fuzz:valid:declared-outcome", "--requirement", "text:bodies:every-path"]
+    report = tmp_path / "report"
+    run = run_contract(tmp_path, *selected, "--report-dir", str(scratch / "out"), cwd=scratch)
+    assert run.returncode == 0, run.output[-3000:]
+    assert sorted(p.name for p in scratch.iterdir()) == ["out"], "the runner wrote into its working directory"
+    assert sorted(p.name for p in (scratch / "out").iterdir()) == ["compliance.json", "compliance.md", "junit.xml"]
+    plugin = run_contract(tmp_path, command=[
+        sys.executable, "-m", "pytest", "-p", "harness.contract.plugin",
+        "--rootdir", str(scratch), *selected, "--report-dir", str(report)], cwd=scratch)
+    assert plugin.returncode == 0, plugin.output[-3000:]
+    assert sorted(p.name for p in scratch.iterdir()) == ["out"], "the plugin wrote into its working directory"
