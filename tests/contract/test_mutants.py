@@ -77,6 +77,9 @@ def test_mutant_fails_its_requirement(tmp_path, mutation):
         if level == "MUST":
             assert any(requirement_id in p for p in run.compliance["verdict"]["problems"])
     assert run.result(control)["result"] == "pass", f"{control} should pass:\n{run.output[-3000:]}"
+    if mutation == "unicode":
+        # "e\u0301" and "\u00e9" print alike; the report must show them apart.
+        assert "U+0065 U+0301" in run.markdown and "U+00E9" in run.markdown, run.markdown[-3000:]
 
 
 @pytest.mark.slow
