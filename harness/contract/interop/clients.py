@@ -81,6 +81,13 @@ def node() -> str:
     return path
 
 
+def shell() -> str:
+    path = shutil.which("sh")
+    if path is None:
+        raise ClientMissing("no sh on PATH to start the server from the suite's working directory")
+    return path
+
+
 def judge(plan: Plan, answers: Sequence[Answer]) -> list[str]:
     """Every way the answers differ from the plan, one line each (empty when the client saw it all)."""
     problems = []
@@ -183,7 +190,8 @@ def run_typescript_sdk(plan: Plan, workdir: Path) -> list[Answer]:
     plan_path = workdir / "typescript-sdk.plan.json"
     plan_path.write_text(json.dumps(document, ensure_ascii=False), "utf-8")
     bound = CALL_TIMEOUT_S * (len(plan.calls) + 2 * len(plan.sessions))
-    out = _run([node(), str(TS_CLIENT_SCRIPT), str(plan_path)], timeout=bound, cwd=workdir,
+    # From the suite's own working directory, so the server command resolves as for every other client.
+    out = _run([node(), str(TS_CLIENT_SCRIPT), str(plan_path)], timeout=bound, cwd=Path.cwd(),
                stderr=workdir / "typescript-sdk.stderr.log", what="the TypeScript SDK client")
     by_id = {c.id: c for c in plan.calls}
     answers = []
@@ -210,11 +218,14 @@ def run_inspector_cli(plan: Plan, workdir: Path) -> list[Answer]:
     installed_version(INSPECTOR_PACKAGE)
     cli = NODE_MODULES / INSPECTOR_PACKAGE / "build" / "index.js"  
     # The CLI looks for `../package.json` relative to its working directory before importing
-    # its own; give it a directory whose parent has one, outside any checkout.
+    # its own; give it a directory whose parent has one, outside any checkout. The server it
+    # starts changes back to the suite's working directory first, so that its command resolves
+    # as for every other client.
     cwd = Path(tempfile.mkdtemp(prefix="inspector-", dir=workdir)) / "cwd"
     cwd.mkdir()
     (cwd.parent / "package.json").write_text("{}\n", "utf-8")
-    command, *server_args = plan.server_cmd
+    command, *server_args = [shell(), "-c", 'cd "$1" && shift && exec "$@"', "server", str(Path.cwd()),
+                             *plan.server_cmd]
 
     def one(call: PlannedCall) -> Answer:
         argv = [node(), str(cli), command, "--method", "tools/call", "--tool-name", call.tool]
