@@ -162,6 +162,7 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         "phases": phases,
         "agents": _agents(view, scenario, observations),
         "inputs": {"prompts": steps.prompts_sent if steps else {}},
+        "runner_tool_calls": steps.tool_calls if steps else [],
         "outputs": _outputs(observations, scenario),
         "checks": [verdict.as_dict() for verdict in verdicts],
         "artifacts_dir": f"{key}/",

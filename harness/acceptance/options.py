@@ -44,6 +44,7 @@ class Options:
     scenarios_dir: Path
     workers: int
     driver: str = REFERENCE
+    junit: Path | None = None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -67,6 +68,9 @@ def parser() -> argparse.ArgumentParser:
                    help=f"the agents' model: the local scripted model (default) or, opt-in, the real provider "
                         f"configured in ${AUTH_HOME_ENV}")
     p.add_argument("--scenarios-dir", type=Path, default=SCENARIOS_DIR, help="where scenario files are read from")
+    p.add_argument("--junit", type=Path, metavar="FILE",
+                   help="also write the verdicts as JUnit XML to FILE: one test case per check, named by the "
+                        "scenario run's identity (a copy of the report's junit.xml)")
     p.add_argument("--workers", type=int, default=MAX_WORKERS, choices=range(1, MAX_WORKERS + 1),
                    help=f"scenarios run in parallel (at most {MAX_WORKERS})")
     p.add_argument("--driver", default=REFERENCE, metavar="MODULE:CLASS",
@@ -105,4 +109,5 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
         approve_tools=args.approve_tools if args.approve_tools is not None else args.provider == "scripted",
         provider=args.provider, auth_home=auth_home, scenarios_dir=args.scenarios_dir, workers=args.workers,
         driver=args.driver,
+        junit=args.junit.absolute() if args.junit else None,
     )

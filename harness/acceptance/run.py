@@ -118,6 +118,8 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
                                                 ledgers=home.path / "tokens")
         if report_error:
             home.mark_failed("the report could not be written")
+        if options.junit is not None:
+            write_junit(options.junit, report, run)
     _summary(results, time.monotonic() - began, report, report_error, err)
     return 0 if not failed and not report_error else 1
 
@@ -232,6 +234,16 @@ def write_run_report(report_dir: Path, run: dict[str, Any], artifacts_root: Path
         return write_report(report_dir, run, artifacts_root, secrets=scan), None
     except Exception as error:  # the run's evidence must survive a report bug
         return _write_plain(report_dir, run, artifacts_root), f"{type(error).__name__}: {error}"
+
+
+def write_junit(path: Path, report: Path, run: dict[str, Any]) -> None:
+    """The verdicts as JUnit XML at ``path``: from the written report, or from the run's own result
+    when the report writer failed (the verdicts are the same; only evidence problems are missing)."""
+    from harness.report.junit import write_junit as write
+
+    document = json.loads((report / "report.json").read_text(encoding="utf-8")) if (report / "report.json").is_file() \
+        else run
+    write(path, document)
 
 
 def _write_plain(report_dir: Path, run: dict[str, Any], artifacts_root: Path) -> Path:

@@ -38,6 +38,7 @@ from peerwire.codex.capabilities import Capability
 
 from harness.model.probe import ProbeExpectation
 from harness.model.rules import ModelScript, ScenarioError, script_from_document
+from harness.report.identity import RunIdentity
 
 from .checks import JUDGEMENTS
 from .checks.kernel import CheckSpec
@@ -106,8 +107,8 @@ class Scenario:
         return (*self.requires, *(name for name in implied if name not in self.requires))
 
     def key(self, mode: str) -> str:
-        """The scenario run's identity in a run: its artifacts folder and home name."""
-        return f"{self.name}.{mode}"
+        """The scenario run's artifacts folder and home name: its identity's slug (``name.mode``)."""
+        return RunIdentity(self.name, mode).slug()
 
 
 def load_scenario(path: str | Path, *, known_checks: Sequence[str] | None = None) -> Scenario:

@@ -38,6 +38,8 @@ class StepRunner:
         self.view = view
         self.progress = progress
         self.prompts_sent: dict[str, list[str]] = {}
+        self.tool_calls: list[dict[str, Any]] = []
+        """The runner's own tool calls (``tool`` steps): records they admit were made by no model."""
         self._turn_numbers: dict[str, int] = {}
         self._actions: dict[str, Callable[[Step], None]] = {
             "prompt": self._prompt, "await_turn": self._await_turn, "await_hold": self._await_hold,
@@ -150,9 +152,13 @@ class StepRunner:
         agent, tool = step.params["agent"], step.params["tool"]
         expected = step.params.get("error")
         label = step.params.get("record")
+        call = {"step": step.index + 1, "agent": agent, "tool": tool, "arguments": dict(step.params["arguments"]),
+                "result": None, "error": None}
+        self.tool_calls.append(call)
         try:
             result = self.lab.call_tool(agent, tool, step.params["arguments"], self._timeout(step))
         except CoreRefused as error:
+            call["error"] = error.error
             if expected != error.code:
                 raise StepFailed(f"{step.describe()}: {tool} failed with {error}"
                                  f"{'' if expected is None else f' (expected {expected})'}") from error
@@ -160,6 +166,7 @@ class StepRunner:
                 self.view.receipts[label] = {"error": error.error}
             self.progress.say(f"{agent}: {tool} refused as expected ({error.code})")
             return
+        call["result"] = result
         if expected is not None:
             raise StepFailed(f"{step.describe()}: {tool} succeeded ({result}), expected error {expected}")
         if isinstance(label, str):

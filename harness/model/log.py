@@ -32,6 +32,24 @@ class ModelRequest:
     outcome: str | None = None
     error: str | None = None
     response_line: int | None = None
+    received_at: float | None = None
+    """When the request arrived (Unix seconds); ``answered_at`` when its answer was finished."""
+    answered_at: float | None = None
+
+    @property
+    def thread_id(self) -> str | None:
+        """The Codex thread of the request: ``client_metadata`` names it, directly or inside its
+        ``x-codex-turn-metadata`` (the first request of a turn carries only the latter)."""
+        metadata = self.body.get("client_metadata")
+        if not isinstance(metadata, dict):
+            return None
+        if metadata.get("thread_id"):
+            return str(metadata["thread_id"])
+        try:
+            turn = json.loads(metadata.get("x-codex-turn-metadata") or "")
+        except ValueError:
+            return None
+        return str(turn["thread_id"]) if isinstance(turn, dict) and turn.get("thread_id") else None
 
     def namespace(self, name: str = PEERWIRE_NAMESPACE) -> dict[str, Any] | None:
         """The ``tools`` entry of namespace ``name``, or ``None`` when the model was not offered it."""
@@ -65,11 +83,15 @@ class ModelRequestLog:
         self.problems = problems
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "ModelRequestLog":
-        """Read a log; a missing file is an empty log, unreadable lines become ``problems``."""
+    def load(cls, path: str | os.PathLike[str], *, expected: bool = True) -> "ModelRequestLog":
+        """Read a log; a missing file is an empty log, unreadable lines become ``problems``.
+
+        A missing file is a problem only when the log was ``expected``: a run with a
+        real provider has no scripted model, hence no log.
+        """
         path = Path(path)
         if not path.exists():
-            return cls([], [f"{path.name}: missing"])
+            return cls([], [f"{path.name}: missing"] if expected else [])
         requests: dict[int, ModelRequest] = {}
         problems: list[str] = []
         with path.open(encoding="utf-8", errors="replace") as handle:
@@ -84,11 +106,13 @@ class ModelRequestLog:
                 event, seq = record.get("event"), record.get("seq")
                 if event == "request" and isinstance(seq, int):
                     body = record.get("body") if isinstance(record.get("body"), dict) else {}
-                    requests[seq] = ModelRequest(seq, record.get("agent"), number, body)
+                    requests[seq] = ModelRequest(seq, record.get("agent"), number, body,
+                                                 received_at=_seconds(record.get("at")))
                 elif event == "response" and seq in requests:
                     request = requests[seq]
                     request.rule, request.outcome = record.get("rule"), record.get("outcome")
                     request.error, request.response_line = record.get("error"), number
+                    request.answered_at = _seconds(record.get("at"))
         return cls(sorted(requests.values(), key=lambda r: r.seq), problems)
 
     def agents(self) -> list[str]:
@@ -131,3 +155,7 @@ class ModelRequestLog:
     def summary(self) -> list[dict[str, Any]]:
         return [{"seq": r.seq, "agent": r.agent, "rule": r.rule, "outcome": r.outcome, "error": r.error,
                  "line": r.line} for r in self.requests]
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

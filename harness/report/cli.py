@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from .identity import RunIdentity
 from .writer import load_report
 
 
@@ -47,7 +48,8 @@ def summarize(report: dict[str, Any], out: TextIO) -> int:
         checks = scenario["checks"]
         failed = [c for c in checks if c["verdict"] != "pass"]
         bound = scenario["binding_summary"]
-        print(f"  {'pass' if scenario['passed'] else 'FAIL'}  {scenario['name']}: {len(checks) - len(failed)}/"
+        label = identity_of(scenario, report).label()
+        print(f"  {'pass' if scenario['passed'] else 'FAIL'}  {label}: {len(checks) - len(failed)}/"
               f"{len(checks)} checks pass; bindings {bound['bound']} bound, {bound['unbound']} unbound", file=out)
         probe = scenario.get("probe")
         if probe is not None:
@@ -64,7 +66,8 @@ def summarize(report: dict[str, Any], out: TextIO) -> int:
                 print(f"             missing evidence: {problem}", file=out)
         for binding in scenario["bindings"]:
             if binding["unbound"]:
-                print(f"        unbound {binding['kind']} {binding['interaction_id']}: {binding['unbound']}", file=out)
+                why = binding.get("explanation") or binding["unbound"]
+                print(f"        unbound {binding['kind']} {binding['interaction_id']}: {why}", file=out)
     scan = report["secret_scan"]
     if scan["findings"]:
         names = sorted({f["name"] for f in scan["findings"]})
@@ -74,24 +77,39 @@ def summarize(report: dict[str, Any], out: TextIO) -> int:
     return 0 if run["passed"] else 1
 
 
-def verdicts(report: dict[str, Any]) -> dict[tuple[str, str], str]:
-    """``(scenario, check id) -> verdict`` of one report."""
-    return {(s["name"], c["id"]): c["verdict"] for s in report["scenarios"] for c in s["checks"]}
+def identity_of(scenario: dict[str, Any], report: dict[str, Any]) -> RunIdentity:
+    """A section's identity (reports written before sections carried one fall back to the run's provider)."""
+    return RunIdentity.of(scenario, provider=report["run"].get("provider"))
+
+
+def verdicts(report: dict[str, Any]) -> dict[tuple[tuple[Any, ...], str], tuple[str, str]]:
+    """``(identity key, check id) -> (identity label, verdict)`` of one report.
+
+    Keyed by the whole scenario identity: the same check of the same scenario in
+    another mode, persona, provider or trial is another check.
+    """
+    out = {}
+    for s in report["scenarios"]:
+        identity = identity_of(s, report)
+        for c in s["checks"]:
+            out[(identity.key(), c["id"])] = (identity.label(), c["verdict"])
+    return out
 
 
 def compare(old: dict[str, Any], new: dict[str, Any], out: TextIO) -> int:
     """Print changed verdicts and checks present in only one run; 0 when nothing regressed."""
     before, after = verdicts(old), verdicts(new)
     print(f"compare {old['run']['run_id']} -> {new['run']['run_id']}", file=out)
-    changed = [(k, before[k], after[k]) for k in sorted(before.keys() & after.keys()) if before[k] != after[k]]
+    changed = [(k, before[k][1], after[k][1]) for k in sorted(before.keys() & after.keys())
+               if before[k][1] != after[k][1]]
     only_old = sorted(before.keys() - after.keys())
     only_new = sorted(after.keys() - before.keys())
-    for (scenario, check), was, now in changed:
-        print(f"  changed   {scenario} / {check}: {was} -> {now}", file=out)
-    for scenario, check in only_old:
-        print(f"  only old  {scenario} / {check}: {before[(scenario, check)]}", file=out)
-    for scenario, check in only_new:
-        print(f"  only new  {scenario} / {check}: {after[(scenario, check)]}", file=out)
+    for key, was, now in changed:
+        print(f"  changed   {after[key][0]} / {key[1]}: {was} -> {now}", file=out)
+    for key in only_old:
+        print(f"  only old  {before[key][0]} / {key[1]}: {before[key][1]}", file=out)
+    for key in only_new:
+        print(f"  only new  {after[key][0]} / {key[1]}: {after[key][1]}", file=out)
     if not (changed or only_old or only_new):
         print("  no verdict changed", file=out)
     regressed = any(now != "pass" for _k, _was, now in changed) or bool(only_old)

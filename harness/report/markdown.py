@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -25,6 +26,7 @@ def render(report: dict[str, Any]) -> str:
     ]
     for scenario in report["scenarios"]:
         out.extend(_scenario(scenario))
+    out.extend(_tool_schemas(report))
     out.extend(_artifacts(report))
     out.extend(_secret_scan(report["secret_scan"]))
     return "\n".join(out) + "\n"
@@ -45,7 +47,7 @@ def _provider(provider: Any) -> str:
 
 
 def _scenario(s: dict[str, Any]) -> list[str]:
-    out = [f"## Scenario `{s['name']}` — {'pass' if s['passed'] else 'FAIL'}", ""]
+    out = [f"## Scenario `{s['identity']['label']}` — {'pass' if s['passed'] else 'FAIL'}", ""]
     if s.get("description"):
         out += [s["description"], ""]
     phases = ", ".join(f"{p['name']} {p['s']:.2f}s" for p in s["phases"])
@@ -81,24 +83,73 @@ def _scenario(s: dict[str, Any]) -> list[str]:
         out.append(f"| `{r['interaction_id']}` | {r['kind']} | {r['sender']} → {r['recipient']} | "
                    f"{r['request_id'] or ''} | {r['status'] or r['code'] or r['state'] or ''} | {r['characters']} | "
                    f"{r['words']} |")
-    out += ["", "### Evidence bindings", "",
+    out += _messages(s["records"])
+    out += _runner_tool_calls(s["runner_tool_calls"])
+    out += ["### Evidence bindings", "",
             f"{s['binding_summary']['bound']} bound, {s['binding_summary']['unbound']} unbound.", "",
-            "| record | via | agent | turn | call | rollout | model / effort |", "|---|---|---|---|---|---|---|"]
+            "| record | made by | via | agent | turn | call | rollout | model / effort |",
+            "|---|---|---|---|---|---|---|---|"]
     for b in s["bindings"]:
         via = b["source"] or f"**unbound**: {b['unbound']}"
         where = b["call"] or b["final"] or ""
-        out.append(f"| `{b['interaction_id']}` | {_cell(via)} | {b['agent'] or ''} | `{b['turn_id'] or ''}` | "
-                   f"`{b['call_id'] or ''}` | {_cell(where)} | {b['model']} / {b['effort']} |")
+        out.append(f"| `{b['interaction_id']}` | {_cell(b['explanation'])} | {_cell(via)} | {b['agent'] or ''} | "
+                   f"`{b['turn_id'] or ''}` | `{b['call_id'] or ''}` | {_cell(where)} | {b['model']} / {b['effort']} |")
     out += ["", "### Tool schema each model saw", ""]
     for seen in s["tool_schemas"]:
         out.append(f"- {seen['agent']}: `{seen['namespace']}` with {', '.join(seen['tool_names'])} "
-                   f"(sha256 `{seen['sha256'][:16]}…`, requests {', '.join(map(str, seen['requests']))}); "
-                   "full schema in report.json")
+                   f"(requests {', '.join(map(str, seen['requests']))}): schema sha256 `{seen['sha256']}`, "
+                   "shown whole under Tool schemas below")
+    if not s["tool_schemas"]:
+        out.append(f"- not recorded: {s['model_log']}")
     if s["requests_without_peerwire_tools"]:
         out.append(f"- requests without the namespace: {', '.join(map(str, s['requests_without_peerwire_tools']))}")
     out += ["", "### Sequence", "", "```mermaid", s["sequence_diagram"].rstrip("\n"), "```", ""]
     if s["problems"]:
         out += ["### Problems", ""] + [f"- {_cell(p)}" for p in s["problems"]] + [""]
+    return out
+
+
+def _messages(records: list[dict[str, Any]]) -> list[str]:
+    """Every record's body as it was admitted: what each model (or peerwire) actually wrote."""
+    out = ["", "### Messages (bodies exactly as admitted)", ""]
+    if not records:
+        return out + ["No record was admitted.", ""]
+    for r in records:
+        title = (f"{r['kind']} `{r['interaction_id']}` {r['sender']} → {r['recipient']}"
+                 + (f", request `{r['request_id']}`" if r["request_id"] else "")
+                 + (f", {r['status'] or r['code']}" if r["status"] or r["code"] else ""))
+        out += [f"**{title}** — {r['characters']} characters, {r['words']} words", "", *_fenced(r["body"]), ""]
+    return out
+
+
+def _runner_tool_calls(calls: list[dict[str, Any]]) -> list[str]:
+    if not calls:
+        return []
+    out = ["### The runner's own tool calls", "",
+           "Scenario steps that call the core directly as an agent, with no model behind them; the records they "
+           "admit have no Codex call, which is why they stay unbound below.", "",
+           "| step | as | tool | arguments | result |", "|---|---|---|---|---|"]
+    for call in calls:
+        result = call["error"] or call["result"] or {}
+        out.append(f"| {call['step']} | {call['agent']} | `{call['tool']}` | "
+                   f"`{_cell(json.dumps(call['arguments'], ensure_ascii=False))}` | "
+                   f"`{_cell(json.dumps(result, ensure_ascii=False))}` |")
+    return out + [""]
+
+
+def _tool_schemas(report: dict[str, Any]) -> list[str]:
+    """Each distinct tool list any model was offered, whole, once (scenarios name it by its sha256)."""
+    seen: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for s in report["scenarios"]:
+        for schema in s["tool_schemas"]:
+            entry = seen.setdefault(schema["sha256"], (schema, []))
+            entry[1].append(f"{s['identity']['label']} / {schema['agent']}")
+    if not seen:
+        return []
+    out = ["## Tool schemas", ""]
+    for digest, (schema, users) in seen.items():
+        out += [f"### `{schema['namespace']}` sha256 `{digest}`", "", "Seen by: " + "; ".join(users), "",
+                *_fenced(json.dumps(schema["tools"], indent=2, ensure_ascii=False), "json"), ""]
     return out
 
 
@@ -114,10 +165,14 @@ def _probe(probe: dict[str, Any]) -> list[str]:
 
 def _text_block(title: str, item: dict[str, Any]) -> list[str]:
     where = ", ".join(item["rollout"]) or "not found in the rollouts"
-    # A fence longer than any run of backticks in the text, so the text cannot close it.
-    fence = "`" * max(3, 1 + max((len(m) for m in _BACKTICKS.findall(item["text"])), default=0))
     return [f"**{title}** — {item['characters']} characters, {item['words']} words; rollout: {where}", "",
-            fence + "text", item["text"], fence, ""]
+            *_fenced(item["text"]), ""]
+
+
+def _fenced(text: str, language: str = "text") -> list[str]:
+    # A fence longer than any run of backticks in the text, so the text cannot close it.
+    fence = "`" * max(3, 1 + max((len(m) for m in _BACKTICKS.findall(text)), default=0))
+    return [fence + language, text, fence]
 
 
 def _artifacts(report: dict[str, Any]) -> list[str]:

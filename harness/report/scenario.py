@@ -21,7 +21,10 @@ from harness.evidence.rollouts import RolloutIndex
 from harness.model.log import ModelRequestLog
 from harness.model.probe import STATEMENT as PROBE_STATEMENT
 
+from .excerpts import ArtifactLines
+from .identity import DEFAULT_PROVIDER, RunIdentity
 from .sequence import SequenceDiagram
+from .transcript import transcripts
 
 MODEL_LOG = "model-requests.jsonl"
 ROLLOUTS = "rollouts"
@@ -47,8 +50,12 @@ class ScenarioArtifacts:
     problems: list[str]
 
     @classmethod
-    def load(cls, root: Path) -> "ScenarioArtifacts":
-        """Load from ``root``; missing or unreadable files become ``problems``."""
+    def load(cls, root: Path, *, scripted: bool = True) -> "ScenarioArtifacts":
+        """Load from ``root``; missing or unreadable files become ``problems``.
+
+        ``scripted``: the agents' model was the scripted model, so its request log
+        must be there; with a real provider there is none and that is no problem.
+        """
         problems: list[str] = []
         core: CoreEvidence | None = None
         try:
@@ -72,15 +79,19 @@ class ScenarioArtifacts:
                 thread_agents[thread.thread_id] = owners.pop()
             else:
                 problems.append(f"thread {thread.thread_id} is in the rollouts of {sorted(owners)}")
-        model_log = ModelRequestLog.load(root / MODEL_LOG)
+        model_log = ModelRequestLog.load(root / MODEL_LOG, expected=scripted)
         problems.extend(model_log.problems)
         return cls(root, core, index, model_log, thread_agents, problems)
 
 
 def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, *, artifacts_dir: str,
-                     codex_version: str | None) -> dict[str, Any]:
-    """The report section of one scenario (see ``contracts/report.schema.json``)."""
+                     codex_version: str | None, provider: Any = None) -> dict[str, Any]:
+    """The report section of one scenario run (see ``contracts/report.schema.json``).
+
+    ``provider`` is the run's, for a scenario entry that names none.
+    """
     loaded = artifacts
+    identity = RunIdentity.of(scenario, provider=provider)
     agents_in = dict(scenario.get("agents") or {})
     thread_agents = dict(loaded.thread_agents)
     for name, agent in agents_in.items():
@@ -93,9 +104,12 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
     order = list(agents_in) or loaded.model_log.agents()
     diagram = SequenceDiagram.build(loaded.core, agents=order, index=loaded.index, thread_agents=thread_agents)
     agents = _agents(agents_in, loaded, thread_agents, codex_version, problems)
-    checks = [_check(check, loaded) for check in scenario.get("checks") or []]
+    lines = ArtifactLines(loaded.root)
+    checks = [_check(check, loaded, lines) for check in scenario.get("checks") or []]
+    runner_calls = list(scenario.get("runner_tool_calls") or [])
     section = {
         "name": scenario["name"],
+        "identity": identity.to_json(),
         "mode": scenario.get("mode"),
         "description": scenario.get("description"),
         "passed": bool(scenario.get("passed")),
@@ -111,9 +125,14 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
         "requests_without_peerwire_tools": loaded.model_log.requests_without(),
         "records": _records(loaded.core),
         "checks": checks,
-        "bindings": [b.to_json() for b in bindings],
+        "runner_tool_calls": runner_calls,
+        "bindings": [_origin(b.to_json(), runner_calls) for b in bindings],
         "binding_summary": {"bound": sum(b.bound for b in bindings), "unbound": sum(not b.bound for b in bindings)},
         "model_requests": loaded.model_log.summary(),
+        "model_log": (MODEL_LOG if (loaded.root / MODEL_LOG).is_file() else
+                      f"none: a run with provider {identity.provider} has no scripted model"
+                      if (identity.provider or DEFAULT_PROVIDER) != DEFAULT_PROVIDER else f"{MODEL_LOG} missing"),
+        "transcripts": transcripts(loaded.index, loaded.model_log, thread_agents, model_log_name=MODEL_LOG),
         "sequence": diagram.to_json(),
         "sequence_diagram": diagram.mermaid(),
         "problems": problems,
@@ -121,6 +140,31 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
     if scenario.get("probe") is not None:
         section["probe"] = {**scenario["probe"], "statement": PROBE_STATEMENT}
     return section
+
+
+def _origin(binding: dict[str, Any], runner_calls: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Who made the record, and for an unbound one why nothing in a rollout can bind it.
+
+    ``model``: a model's tool call (bound through its receipt); ``peerwire``: the core
+    published it from a turn's outcome; ``runner``: one of the runner's own ``tool``
+    steps, which call the core directly, so no model and no Codex call exist for it.
+    """
+    made_by = next((call for call in runner_calls if isinstance(call.get("result"), Mapping)
+                    and call["result"].get("interaction_id") == binding["interaction_id"]), None)
+    if made_by is not None:
+        origin = "runner"
+        explanation = (f"made by the runner's own tool step {made_by.get('step')} ({made_by.get('tool')} as "
+                       f"{made_by.get('agent')}), not by a model: the runner calls the core directly, so there is "
+                       "no Codex call to bind it to")
+    elif binding["source"] == "tool_call":
+        origin, explanation = "model", f"made by {binding['agent']}'s model through {binding['tool']}"
+    elif binding["source"] == "provider_binding" or binding["sender"] == "peerwire":
+        origin, explanation = "peerwire", "published by peerwire from the bound turn's outcome"
+    else:
+        origin = "unknown"
+        explanation = ("admitted without a Codex call: not made by a model's tool call, and no runner step "
+                       "claims it")
+    return {**binding, "origin": origin, "explanation": explanation}
 
 
 def _agents(agents_in: Mapping[str, Any], loaded: ScenarioArtifacts, thread_agents: Mapping[str, str],
@@ -183,15 +227,20 @@ def _records(core: CoreEvidence | None) -> list[dict[str, Any]]:
     return out
 
 
-def _check(check: Mapping[str, Any], loaded: ScenarioArtifacts) -> dict[str, Any]:
+def _check(check: Mapping[str, Any], loaded: ScenarioArtifacts, lines: ArtifactLines) -> dict[str, Any]:
     evidence = dict(check.get("evidence") or {})
     return {"id": check["id"], "verdict": check["verdict"], "summary": check.get("summary", ""),
             "evidence": {k: list(v) for k, v in evidence.items()},
-            "evidence_problems": _evidence_problems(evidence, loaded)}
+            "evidence_problems": _evidence_problems(evidence, loaded, lines)}
 
 
-def _evidence_problems(evidence: Mapping[str, Any], loaded: ScenarioArtifacts) -> list[str]:
-    """Cited evidence that the artifacts do not contain: a check must point at real lines."""
+def _evidence_problems(evidence: Mapping[str, Any], loaded: ScenarioArtifacts, lines: ArtifactLines) -> list[str]:
+    """Cited evidence that the artifacts do not contain: a check must point at real lines.
+
+    Records and model requests are looked up by id; every other kind of evidence
+    (rollout, appserver, or any a check adds, e.g. a terminal capture) is a
+    ``<file>:<line>`` inside the scenario's artifacts folder.
+    """
     problems = []
     record_ids = {r["record_id"] for r in loaded.core.records} if loaded.core else set()
     request_ids = {r["request_id"] for r in loaded.core.requests} if loaded.core else set()
@@ -202,26 +251,12 @@ def _evidence_problems(evidence: Mapping[str, Any], loaded: ScenarioArtifacts) -
     for seq in evidence.get("model_requests") or []:
         if seq not in seqs:
             problems.append(f"model request {seq} is not in {MODEL_LOG}")
-    for key in ("rollout", "appserver"):
+    for key in [k for k in evidence if k not in ("records", "model_requests")]:
         for ref in evidence.get(key) or []:
-            problem = _line_problem(loaded.root, str(ref))
+            problem = lines.excerpt("", str(ref)).problem
             if problem:
-                problems.append(problem)
+                problems.append(f"{ref}: {problem}")
     return problems
-
-
-def _line_problem(root: Path, ref: str) -> str | None:
-    path, sep, line = ref.rpartition(":")
-    if not sep or not line.isdigit():
-        return f"{ref}: not <file>:<line>"
-    target = (root / path).resolve()
-    if root.resolve() not in target.parents or not target.is_file():
-        return f"{ref}: no such artifact"
-    with target.open("rb") as handle:
-        count = sum(1 for _ in handle)
-    if not 1 <= int(line) <= count:
-        return f"{ref}: the file has {count} lines"
-    return None
 
 
 def _loc(at: Any) -> str | None:

@@ -1,10 +1,12 @@
-"""Writing ``reports/<run-id>/``: artifacts, ``report.json``, ``report.md``, then the secret scan.
+"""Writing ``reports/<run-id>/``: artifacts, ``report.json``, ``report.md``, ``junit.xml``,
+then the secret scan.
 
 Layout::
 
     <out_dir>/<run-id>/                 0700
         report.json                     0600  (validated against contracts/report.schema.json)
         report.md                       0600
+        junit.xml                       0600  (one test case per check)
         artifacts/<scenario>/...        0700 folders, 0600 files
 
 The report is assembled in a hidden sibling folder and renamed into place at the
@@ -29,11 +31,14 @@ import jsonschema
 from . import markdown
 from .artifacts import copy_artifacts, manifest, private_dir, write_private
 from .scenario import ScenarioArtifacts, scenario_section
+from .identity import DEFAULT_PROVIDER, RunIdentity
+from .junit import junit_xml
 from .secrets import Finding, SecretScan
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "contracts" / "report.schema.json"
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
+JUNIT_XML = "junit.xml"
 ARTIFACTS = "artifacts"
 CAPABILITIES = "capabilities"
 """The folder of the run's artifacts that holds the capability probe's evidence (not a scenario's)."""
@@ -120,9 +125,11 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
     findings = scan.redact_tree(work, copied)
     sections = []
     for scenario, relative in zip(scenarios_in, dirs):
-        loaded = ScenarioArtifacts.load(work / ARTIFACTS / relative)
+        identity = RunIdentity.of(scenario, provider=run.get("provider"))
+        loaded = ScenarioArtifacts.load(work / ARTIFACTS / relative,
+                                        scripted=(identity.provider or DEFAULT_PROVIDER) == DEFAULT_PROVIDER)
         sections.append(scenario_section(scenario, loaded, artifacts_dir=f"{ARTIFACTS}/{relative}/",
-                                         codex_version=run.get("codex_version")))
+                                         codex_version=run.get("codex_version"), provider=run.get("provider")))
     checks = [c for s in sections for c in s["checks"]]
     report: dict[str, Any] = {
         "report_version": 1,
@@ -162,6 +169,7 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
 def _write(work: Path, report: dict[str, Any]) -> None:
     write_private(work / REPORT_JSON, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     write_private(work / REPORT_MD, markdown.render(report))
+    write_private(work / JUNIT_XML, junit_xml(report))
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:

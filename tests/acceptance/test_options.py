@@ -93,3 +93,9 @@ def test_a_codex_of_another_version_stops_the_run_naming_both_versions(tmp_path:
     assert status == 2
     assert "0.1.0" in err.getvalue() and "0.171.0" in err.getvalue()
     assert not any(tmp_path.iterdir()), "nothing was started"
+
+
+def test_junit_names_a_file_made_absolute(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert parse(["--junit", "out/acceptance.xml"], environ={}).junit == tmp_path / "out" / "acceptance.xml"
+    assert parse([], environ={}).junit is None

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import html
 import json
+import re
 import stat
 from pathlib import Path
 
@@ -11,8 +13,9 @@ import jsonschema
 import pytest
 
 from harness.report import ReportError, SecretScan, load_report, report_schema, write_report
-from tests.evidence.exchange import (A_ID, BINDING_ID, CALL_TASK, FINAL_A, PROMPT_A, REPLY_ID, ROLLOUT_A, ROLLOUT_B,
-                                     TASK_ID, TURN_A, TURN_B, run_description, task_exchange)
+from tests.evidence.exchange import (A_ID, ANSWER, BINDING_ID, CALL_TASK, FINAL_A, PROMPT_A, REPLY_ID, REQUEST_ID,
+                                     ROLLOUT_A, ROLLOUT_B, TASK_BODY, TASK_ID, TURN_A, TURN_B, run_description,
+                                     task_exchange)
 
 NO_SECRETS = SecretScan({})
 
@@ -35,7 +38,7 @@ def mode(path: Path) -> int:
 def test_layout_is_private(tmp_path, artifacts):
     folder = write(tmp_path, artifacts)
     assert folder == tmp_path / "reports" / "run-1"
-    assert sorted(p.name for p in folder.iterdir()) == ["artifacts", "report.json", "report.md"]
+    assert sorted(p.name for p in folder.iterdir()) == ["artifacts", "junit.xml", "report.json", "report.md"]
     for path in [folder, *folder.rglob("*")]:
         assert mode(path) == (0o700 if path.is_dir() else 0o600), path
     assert [p.name for p in (tmp_path / "reports").iterdir()] == ["run-1"]  # no work folder left behind
@@ -190,3 +193,66 @@ def test_scenarios_without_a_probe_report_none(tmp_path, artifacts):
     report = load_report(write(tmp_path, artifacts))
     assert "probe" not in report["scenarios"][0]
     assert "Collaboration probe" not in (tmp_path / "reports" / "run-1" / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_record_the_runner_made_itself_is_explained_as_the_runners(tmp_path):
+    """A tool step calls the core directly: its record has no Codex call, and the report says why."""
+    exchange = task_exchange()
+    task = next(r for r in exchange.export["records"] if r["record_id"] == TASK_ID)
+    task["tool_receipt"] = {"via": "operator"}  # no call_id: not a model's call
+    exchange.write(tmp_path / "artifacts" / "task")
+    run = run_description()
+    run["scenarios"][0]["runner_tool_calls"] = [
+        {"step": 2, "agent": "A", "tool": "followup_task", "arguments": {"target": "B", "message": TASK_BODY},
+         "result": {"interaction_id": TASK_ID, "request_id": REQUEST_ID}, "error": None},
+        {"step": 3, "agent": "A", "tool": "send_message", "arguments": {"target": "nobody", "message": "x"},
+         "result": None, "error": {"code": "unknown_target", "message": "no agent is named 'nobody'"}}]
+    folder = write(tmp_path, tmp_path / "artifacts", run)
+    (scenario,) = load_report(folder)["scenarios"]
+    bindings = {b["interaction_id"]: b for b in scenario["bindings"]}
+    assert bindings[TASK_ID]["unbound"] and bindings[TASK_ID]["origin"] == "runner"
+    assert "runner's own tool step 2 (followup_task as A), not by a model" in bindings[TASK_ID]["explanation"]
+    assert bindings[REPLY_ID]["origin"] == "peerwire"
+    markdown = (folder / "report.md").read_text(encoding="utf-8")
+    assert "### The runner's own tool calls" in markdown and "runner's own tool step 2" in markdown
+
+
+
+def test_an_unbound_record_no_runner_step_claims_is_not_blamed_on_the_runner(tmp_path):
+    exchange = task_exchange()
+    task = next(r for r in exchange.export["records"] if r["record_id"] == TASK_ID)
+    task["tool_receipt"] = {"via": "operator"}
+    exchange.write(tmp_path / "artifacts" / "task")
+    (scenario,) = load_report(write(tmp_path, tmp_path / "artifacts"))["scenarios"]
+    (task_binding,) = [b for b in scenario["bindings"] if b["interaction_id"] == TASK_ID]
+    assert task_binding["origin"] == "unknown" and "no runner step claims it" in task_binding["explanation"]
+
+
+@pytest.mark.parametrize("provider, problem", [("openai", False), ("scripted", True)])
+def test_a_missing_model_log_is_a_problem_only_with_the_scripted_model(tmp_path, provider, problem):
+    task_exchange().write(tmp_path / "artifacts" / "task")
+    (tmp_path / "artifacts" / "task" / "model-requests.jsonl").unlink()
+    run = run_description()
+    run["provider"] = provider
+    (scenario,) = load_report(write(tmp_path, tmp_path / "artifacts", run))["scenarios"]
+    assert ("model-requests.jsonl: missing" in scenario["problems"]) is problem
+    assert scenario["identity"]["provider"] == provider
+    if not problem:
+        assert scenario["problems"] == [] and scenario["model_log"].startswith("none: a run with provider openai")
+
+
+def test_report_md_shows_every_body_and_tells_two_modes_apart(tmp_path):
+    for mode in ("attached", "background"):
+        task_exchange().write(tmp_path / "artifacts" / f"task.{mode}")
+    run = run_description()
+    run["scenarios"] = [{**run["scenarios"][0], "mode": mode, "artifacts_dir": f"task.{mode}/"}
+                        for mode in ("attached", "background")]
+    text = (write(tmp_path, tmp_path / "artifacts", run) / "report.md").read_text(encoding="utf-8")
+    headings = [line for line in text.splitlines() if line.startswith("## Scenario")]
+    assert headings == ["## Scenario `task · attached · scripted` — pass",
+                        "## Scenario `task · background · scripted` — pass"]
+    assert text.count(TASK_BODY) >= 2 and text.count(f"```text\n{ANSWER}\n```") >= 2
+    schema = text[text.index("## Tool schemas"):]
+    # Both agents of both runs saw one tool list: it is shown whole, once, naming who saw it.
+    assert '"name": "followup_task"' in schema and len(re.findall(r"sha256 `[0-9a-f]{64}`", schema)) == 1
+    assert schema.count("scripted / ") == 4
