@@ -1,6 +1,7 @@
 # Two entry points: `make accept` (the acceptance run) and `make test` (the whole suite).
 # Each installs what it needs: a virtualenv with the project and its test
-# dependencies, and the pinned Codex CLI from package-lock.json.
+# dependencies, the pinned Codex CLI and diagram renderer from package-lock.json,
+# and Debian's Chromium, in which the tests open report.html.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,9 +9,9 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.package-lock.json
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup test accept contract bench drift clean
+.PHONY: setup chromium test accept contract bench drift clean
 
-setup: $(PY_STAMP) $(NODE_STAMP)
+setup: $(PY_STAMP) $(NODE_STAMP) chromium
 
 $(PY_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +21,10 @@ $(PY_STAMP): pyproject.toml
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+
+# Idempotent: installs Debian's chromium only where none is on PATH (needs root, as on CI).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

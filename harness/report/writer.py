@@ -1,4 +1,4 @@
-"""Writing ``reports/<run-id>/``: artifacts, ``report.json``, ``report.md``, ``junit.xml``,
+"""Writing ``reports/<run-id>/``: artifacts, ``report.json``, ``report.md``, ``report.html``, ``junit.xml``,
 then the secret scan.
 
 Layout::
@@ -6,6 +6,7 @@ Layout::
     <out_dir>/<run-id>/                 0700
         report.json                     0600  (validated against contracts/report.schema.json)
         report.md                       0600
+        report.html                     0600  (self-contained; open it in a browser)
         junit.xml                       0600  (one test case per check)
         artifacts/<scenario>/...        0700 folders, 0600 files
 
@@ -28,7 +29,7 @@ from typing import Any
 
 import jsonschema
 
-from . import markdown
+from . import html, markdown
 from .artifacts import copy_artifacts, manifest, private_dir, write_private
 from .scenario import ScenarioArtifacts, scenario_section
 from .identity import DEFAULT_PROVIDER, RunIdentity
@@ -38,6 +39,7 @@ from .secrets import Finding, SecretScan
 SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "contracts" / "report.schema.json"
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
 JUNIT_XML = "junit.xml"
 ARTIFACTS = "artifacts"
 CAPABILITIES = "capabilities"
@@ -169,6 +171,7 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
 def _write(work: Path, report: dict[str, Any]) -> None:
     write_private(work / REPORT_JSON, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     write_private(work / REPORT_MD, markdown.render(report))
+    write_private(work / REPORT_HTML, html.render(report, work))
     write_private(work / JUNIT_XML, junit_xml(report))
 
 

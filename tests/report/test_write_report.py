@@ -38,7 +38,7 @@ def mode(path: Path) -> int:
 def test_layout_is_private(tmp_path, artifacts):
     folder = write(tmp_path, artifacts)
     assert folder == tmp_path / "reports" / "run-1"
-    assert sorted(p.name for p in folder.iterdir()) == ["artifacts", "junit.xml", "report.json", "report.md"]
+    assert sorted(p.name for p in folder.iterdir()) == ["artifacts", "junit.xml", "report.html", "report.json", "report.md"]
     for path in [folder, *folder.rglob("*")]:
         assert mode(path) == (0o700 if path.is_dir() else 0o600), path
     assert [p.name for p in (tmp_path / "reports").iterdir()] == ["run-1"]  # no work folder left behind
@@ -215,7 +215,7 @@ def test_a_record_the_runner_made_itself_is_explained_as_the_runners(tmp_path):
     assert bindings[REPLY_ID]["origin"] == "peerwire"
     markdown = (folder / "report.md").read_text(encoding="utf-8")
     assert "### The runner's own tool calls" in markdown and "runner's own tool step 2" in markdown
-
+    assert "runner's own tool step 2" in html.unescape((folder / "report.html").read_text(encoding="utf-8"))
 
 
 def test_an_unbound_record_no_runner_step_claims_is_not_blamed_on_the_runner(tmp_path):

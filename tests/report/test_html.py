@@ -1,0 +1,137 @@
+"""report.html, read as a document: what it holds, and that it can load nothing from anywhere."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from harness.report import SecretScan, load_report, write_report
+from harness.report.html import render
+from harness.report.renderer import Renderer, pinned_renderer
+from tests.evidence.exchange import (ANSWER, CALL_TASK, PROMPT_A, REPLY_ID, ROLLOUT_B, TASK_BODY, TASK_ID,
+                                     run_description, task_exchange)
+
+
+class Page(HTMLParser):
+    """Every attribute, script and the CSP of a page."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.attributes: list[tuple[str, str, str]] = []
+        self.scripts: list[str] = []
+        self.csp: str | None = None
+        self._in_script = False
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            self.attributes.append((tag, name, value or ""))
+        if tag == "meta" and dict(attrs).get("http-equiv") == "Content-Security-Policy":
+            self.csp = dict(attrs)["content"]
+        if tag == "script":
+            self._in_script = True
+            self.scripts.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self._in_script = False
+
+    def handle_data(self, data):
+        if self._in_script:
+            self.scripts[-1] += data
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    artifacts = tmp_path / "artifacts"
+    task_exchange().write(artifacts / "task")
+    return write_report(tmp_path / "reports", run_description(), artifacts, secrets=SecretScan({}))
+
+
+def test_the_page_allows_only_its_own_scripts_and_loads_nothing_remote(folder):
+    page = Page((folder / "report.html").read_text(encoding="utf-8"))
+    assert page.csp is not None and page.csp.startswith("default-src 'none';")
+    allowed = set(re.search(r"script-src ([^;]+);", page.csp).group(1).split())
+    embedded = {"'sha256-" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() + "'"
+                for s in page.scripts}
+    assert allowed == embedded and len(embedded) == 2, "exactly the embedded scripts, by hash"
+    for directive in ("connect-src 'none'", "img-src data:", "font-src data:", "base-uri 'none'"):
+        assert directive in page.csp
+    for tag, name, value in page.attributes:
+        if name in ("src", "href", "action", "srcset", "poster", "data"):
+            assert "://" not in value and not value.startswith("//"), (tag, name, value)
+            assert tag != "script" or name != "src", "scripts are embedded, never loaded"
+
+
+def test_the_embedded_renderer_is_the_pinned_mermaid(folder):
+    lock = json.loads((Path(__file__).resolve().parents[2] / "package-lock.json").read_text())
+    pinned = lock["packages"]["node_modules/mermaid"]["version"]
+    renderer = pinned_renderer()
+    assert renderer is not None and renderer.version == pinned
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    assert renderer.script in page and f"Mermaid {pinned}, embedded" in page
+
+
+def test_the_page_shows_checks_evidence_bodies_transcripts_and_schemas(folder):
+    report = load_report(folder)
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    text = html.unescape(page)
+    (scenario,) = report["scenarios"]
+    assert "task · attached · scripted" in text and 'id="run-task.attached"' in page
+    assert 'id="run-task.attached-check-task-reply-correlated"' in page
+    for record in scenario["records"]:
+        assert f'id="run-task.attached-msg-{record["interaction_id"]}"' in page
+        assert record["body"] in text
+    assert TASK_BODY in text and ANSWER in text and PROMPT_A in text
+    # The cited rollout line is shown inline, and linked to the file and the transcript entry.
+    assert f'href="artifacts/task/rollouts/B/{ROLLOUT_B}"' in page
+    assert f"rollouts/B/{ROLLOUT_B}:5" in text and "in the transcript" in text
+    # The transcript has A's followup_task call with its arguments and its output.
+    calls = [e for e in scenario["transcripts"]["A"] if e["kind"] == "tool_call"]
+    assert [e["call_id"] for e in calls][:1] == [CALL_TASK]
+    assert calls[0]["arguments"]["message"] == TASK_BODY and calls[0]["output"]
+    assert json.dumps(calls[0]["arguments"], indent=2, ensure_ascii=False) in text
+    # The whole tool schema, not a hash.
+    for seen in scenario["tool_schemas"]:
+        assert f'id="schema-{seen["sha256"]}"' in page
+        assert json.dumps(seen["tools"], indent=2, ensure_ascii=False) in text
+    for artifact in report["artifacts"]:
+        assert artifact["sha256"] in page
+    for cited in (TASK_ID, REPLY_ID):  # the check's records link to their message cards
+        assert f'record <a href="#run-task.attached-msg-{cited}">' in page
+
+
+def test_without_the_renderer_the_diagram_source_is_shown_and_no_script_runs(folder):
+    report = load_report(folder)
+    page = render(report, folder, embed_renderer=False)
+    parsed = Page(page)
+    assert parsed.scripts == [] and "script-src 'none'" in parsed.csp
+    assert 'data-diagrams="unavailable"' in page and "diagrams are shown as source" in page
+    assert html.escape(report["scenarios"][0]["sequence_diagram"]) in page
+
+
+def test_a_script_that_could_end_its_own_element_is_refused(folder):
+    hostile = Renderer("0", "var a = '</script><img src=x>';", "0" * 64)
+    with pytest.raises(ValueError, match="</script"):
+        render(load_report(folder), folder, renderer=hostile)
+
+
+def test_texts_cannot_inject_markup(tmp_path):
+    artifacts = tmp_path / "artifacts"
+    exchange = task_exchange()
+    exchange.write(artifacts / "task")
+    description = run_description(checks=[{"id": "x", "verdict": "fail", "summary": "<img src=x onerror=alert(1)>",
+                                           "evidence": {"records": [], "terminal": ["</pre><script>:1"]}}],
+                                  passed=False)
+    description["scenarios"][0]["description"] = "<script>alert(1)</script>"
+    folder = write_report(tmp_path / "reports", description, artifacts, secrets=SecretScan({}))
+    page = Page((folder / "report.html").read_text(encoding="utf-8"))
+    assert len(page.scripts) == 2, "only the page's own scripts"
+    assert not any(tag == "img" for tag, _name, _value in page.attributes)
