@@ -20,7 +20,6 @@ bindings by creation. Session credentials and the cursor secret never appear.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from . import __version__
 from .errors import Code, PeerwireError
 from .home import Home
 from .schema import LATEST
+from .store import views
 
 if TYPE_CHECKING:
     from .store import Store
@@ -74,21 +74,7 @@ def of_home(home: Home) -> dict[str, Any]:
                             {"home": str(home.path)}) from None
 
 
-def record(row: sqlite3.Row) -> dict[str, Any]:
-    """One record as the export shows it: the record a recipient reads, plus its state and receipt."""
-    from .store import record_view
-
-    return {**record_view(row), "state": row["state"], "tool_receipt": _json(row["tool_receipt"]),
-            "updated_at": row["updated_at"], "received_at": row["received_at"]}
-
-
 def _document(db: sqlite3.Connection, *, node_id: str | None, store_schema: int, source: str) -> dict[str, Any]:
-    def rows(sql: str) -> list[dict[str, Any]]:
-        return [dict(r) for r in db.execute(sql)]
-
-    aliases: dict[str, list[str]] = {}
-    for row in db.execute("SELECT agent_id, alias FROM agent_aliases ORDER BY alias"):
-        aliases.setdefault(row["agent_id"], []).append(row["alias"])
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -96,38 +82,5 @@ def _document(db: sqlite3.Connection, *, node_id: str | None, store_schema: int,
                  "store_schema": store_schema},
         "exported_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "source": source,
-        "agents": [_agent(row, aliases.get(row["agent_id"], []))
-                   for row in rows("SELECT * FROM agents ORDER BY row_order")],
-        "records": [record(row) for row in db.execute("SELECT * FROM interactions ORDER BY seq")],
-        "evidence": [{"evidence_id": row["evidence_id"], "record_id": row["interaction_id"], "stage": row["stage"],
-                      "at": row["at"], "detail": _json(row["detail"]) or {}}
-                     for row in rows("SELECT * FROM evidence ORDER BY evidence_id")],
-        "requests": [{"request_id": row["request_id"], "task_record_id": row["task_interaction_id"],
-                      "requester_id": row["requester_id"], "recipient_id": row["recipient_id"],
-                      "reply_record_id": row["reply_interaction_id"], "reply_source": row["reply_source"],
-                      "created_at": row["created_at"]}
-                     for row in rows("SELECT * FROM requests ORDER BY created_at, rowid")],
-        "claims": [{key: row[key] for key in ("claim_id", "request_id", "claimant", "claimed_at", "released_at",
-                                              "release_reason")}
-                   for row in rows("SELECT * FROM claims ORDER BY claimed_at, rowid")],
-        "bindings": [{**{key: row[key] for key in ("binding_id", "request_id", "claim_id", "agent_id", "generation",
-                                                  "thread_id", "turn_id", "state")},
-                      "outcome": _json(row["outcome"]), "created_at": row["created_at"],
-                      "updated_at": row["updated_at"]}
-                     for row in rows("SELECT * FROM bindings ORDER BY created_at, rowid")],
+        **views.exported(db),
     }
-
-
-def _agent(row: dict[str, Any], aliases: list[str]) -> dict[str, Any]:
-    # Columns added by later migrations are absent from an older store read as it is.
-    return {
-        "agent_id": row["agent_id"], "name": row["name"], "aliases": aliases, "provider": row["provider"],
-        "provider_session_id": row["provider_session_id"], "generation": row["generation"],
-        "status": row["status"], "enabled": bool(row["enabled"]), "sendable": bool(row["sendable"]),
-        "source": row["source"], "path": row.get("path"), "parent_agent_id": row.get("parent_agent_id"),
-        "created_at": row["created_at"], "updated_at": row["updated_at"], "last_error": row["last_error"],
-    }
-
-
-def _json(text: str | None) -> Any:
-    return json.loads(text) if text else None

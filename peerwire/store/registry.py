@@ -1,0 +1,164 @@
+"""The agent registry as stored: agents, aliases, session credentials.
+
+The rules (names, identities, target resolution) are :mod:`peerwire.registry`'s;
+this is where their rows live.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import uuid
+from typing import Any, Sequence
+
+from ..errors import Code, PeerwireError
+from ..limits import TOKEN_BYTES
+from ..registry import AgentRow, resolve_target
+from .db import Database, hash_token, now
+
+
+class Registry(Database):
+    """Agents and their session credentials."""
+
+    def register_agent(
+        self,
+        name: str,
+        provider: str,
+        *,
+        aliases: Sequence[str] = (),
+        provider_session_id: str | None = None,
+        source: str = "cli",
+        status: str = "registered",
+        path: str | None = None,
+        parent_agent_id: str | None = None,
+    ) -> tuple[AgentRow, str]:
+        """Register an agent and issue its session credential (returned once).
+
+        Registering again with the same provider and provider session id is a
+        re-registration: a new row of the same identity, one generation later.
+        """
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        agent_id = str(uuid.uuid4())
+        stamp = now()
+        with self.write() as db:
+            identity_key = agent_id
+            generation = 0
+            if provider_session_id:
+                identity_key = f"{provider}:{provider_session_id}"
+                prior = db.execute(
+                    "SELECT MAX(generation) FROM agents WHERE identity_key = ?", (identity_key,)
+                ).fetchone()[0]
+                if prior is not None:
+                    generation = prior + 1
+            if path is not None and db.execute("SELECT 1 FROM agents WHERE path = ?", (path,)).fetchone():
+                raise PeerwireError(Code.INVALID_ARGUMENT, f"{path} already exists in this home",
+                                    {"path": path})
+            db.execute(
+                """INSERT INTO agents(agent_id, identity_key, name, provider, provider_session_id,
+                       node_id, generation, status, source, created_at, updated_at, path, parent_agent_id)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (agent_id, identity_key, name, provider, provider_session_id, self.node_id,
+                 generation, status, source, stamp, stamp, path, parent_agent_id),
+            )
+            for alias in dict.fromkeys(aliases):
+                db.execute("INSERT INTO agent_aliases(agent_id, alias) VALUES (?, ?)", (agent_id, alias))
+            db.execute(
+                "INSERT INTO sessions(token_hash, agent_id, issued_at) VALUES (?, ?, ?)",
+                (hash_token(token), agent_id, stamp),
+            )
+            db.execute("INSERT INTO cursors(agent_id, acked_seq, updated_at) VALUES (?, 0, ?)", (agent_id, stamp))
+        return self.agent(agent_id), token
+
+    def agents(self, *, include_disabled: bool = True) -> list[AgentRow]:
+        rows = self.db.execute("SELECT * FROM agents ORDER BY row_order").fetchall()
+        aliases: dict[str, list[str]] = {}
+        for a in self.db.execute("SELECT agent_id, alias FROM agent_aliases ORDER BY alias"):
+            aliases.setdefault(a["agent_id"], []).append(a["alias"])
+        out = [_agent_row(r, aliases.get(r["agent_id"], [])) for r in rows]
+        return out if include_disabled else [a for a in out if a.enabled]
+
+    def agent(self, agent_id: str) -> AgentRow:
+        row = self.db.execute("SELECT * FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
+        if row is None:
+            raise PeerwireError(Code.UNKNOWN_TARGET, f"no agent has agent_id {agent_id!r}")
+        aliases = [a[0] for a in self.db.execute(
+            "SELECT alias FROM agent_aliases WHERE agent_id = ? ORDER BY alias", (agent_id,))]
+        return _agent_row(row, aliases)
+
+    def update_agent(self, agent_id: str, **fields: Any) -> AgentRow:
+        allowed = {"enabled", "sendable", "status", "generation", "provider_session_id", "last_error"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"cannot update {sorted(unknown)}")
+        with self.write() as db:
+            sets = ", ".join(f"{k} = ?" for k in fields)
+            db.execute(
+                f"UPDATE agents SET {sets}, updated_at = ? WHERE agent_id = ?",
+                (*fields.values(), now(), agent_id),
+            )
+        return self.agent(agent_id)
+
+    def caller(self, token: str | None) -> AgentRow:
+        """The agent a session credential belongs to, or ``unknown_caller``."""
+        if not token:
+            raise PeerwireError(
+                Code.UNKNOWN_CALLER,
+                "no session credential: set PEERWIRE_SESSION_ID to the token `peerwire agent register` printed",
+            )
+        row = self.db.execute(
+            "SELECT agent_id, revoked_at FROM sessions WHERE token_hash = ?", (hash_token(token),)
+        ).fetchone()
+        if row is None or row["revoked_at"] is not None:
+            raise PeerwireError(
+                Code.UNKNOWN_CALLER,
+                "this session credential is unknown or revoked in this home; register the agent again",
+            )
+        return self.agent(row["agent_id"])
+
+    def agent_by_path(self, path: str) -> AgentRow:
+        row = self.db.execute("SELECT agent_id FROM agents WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            raise PeerwireError(Code.UNKNOWN_TARGET, f"no agent has the path {path!r}; list_agents shows the tree",
+                                {"target": path})
+        return self.agent(row[0])
+
+    def agent_by_thread(self, thread_id: str) -> AgentRow | None:
+        row = self.db.execute(
+            "SELECT agent_id FROM agents WHERE provider_session_id = ? ORDER BY row_order DESC", (thread_id,)
+        ).fetchone()
+        return self.agent(row[0]) if row else None
+
+    def descendants(self, path: str) -> list[AgentRow]:
+        return [a for a in self.agents() if a.path and a.path.startswith(path + "/")]
+
+    def revoke_sessions(self, agent_id: str) -> int:
+        with self.write() as db:
+            return db.execute(
+                "UPDATE sessions SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL", (now(), agent_id)
+            ).rowcount
+
+    def resolve(self, target: Any, *, strict: bool = False) -> AgentRow:
+        return resolve_target(self.agents(), target, strict=strict)
+
+
+def _agent_row(row: sqlite3.Row, aliases: Sequence[str]) -> AgentRow:
+    return AgentRow(
+        agent_id=row["agent_id"],
+        identity_key=row["identity_key"],
+        name=row["name"],
+        aliases=tuple(aliases),
+        provider=row["provider"],
+        provider_session_id=row["provider_session_id"],
+        node_id=row["node_id"],
+        enabled=bool(row["enabled"]),
+        sendable=bool(row["sendable"]),
+        generation=row["generation"],
+        status=row["status"],
+        source=row["source"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        last_error=row["last_error"],
+        row_order=row["row_order"],
+        path=row["path"],
+        parent_agent_id=row["parent_agent_id"],
+    )

@@ -1,0 +1,140 @@
+"""How stored rows are shown: the record a recipient reads, the export's parts, traces, the raw dump.
+
+Functions of a connection, so they serve the running app's store and a
+read-only connection to a stopped home (:mod:`peerwire.export`) alike.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ..errors import Code, PeerwireError
+from ..lifecycle import Kind
+from .db import json_column
+
+
+def record_view(row: sqlite3.Row) -> dict[str, Any]:
+    """The immutable, typed record a recipient reads (no mutable state in it)."""
+    out: dict[str, Any] = {
+        "record_id": row["interaction_id"],
+        "kind": row["kind"],
+        "seq": row["seq"],
+        "sender": {"agent_id": row["sender_id"], "name": row["sender_name"]},
+        "recipient": {"agent_id": row["recipient_id"], "name": row["recipient_name"]},
+        "body": row["body"],
+        "created_at": row["created_at"],
+    }
+    if row["request_id"]:
+        out["request_id"] = row["request_id"]
+    if row["reply_status"]:
+        out["status"] = row["reply_status"]
+    if row["notice_code"]:
+        out["code"] = row["notice_code"]
+    if row["run_id"]:
+        out["run_id"] = row["run_id"]
+    return out
+
+
+def export_record(row: sqlite3.Row) -> dict[str, Any]:
+    """A record as the export (and the app) sees it: the record a recipient reads, plus its state, its tool
+    receipt and timestamps."""
+    return {**record_view(row), "state": row["state"], "tool_receipt": json_column(row["tool_receipt"]),
+            "updated_at": row["updated_at"], "received_at": row["received_at"]}
+
+
+def interaction_row(db: sqlite3.Connection, interaction_id: str) -> sqlite3.Row:
+    row = db.execute("SELECT * FROM interactions WHERE interaction_id = ?", (interaction_id,)).fetchone()
+    if row is None:
+        raise PeerwireError(Code.UNKNOWN_INTERACTION, f"no interaction {interaction_id!r} in this home")
+    return row
+
+
+def request_row(db: sqlite3.Connection, request_id: str) -> sqlite3.Row:
+    row = db.execute("SELECT * FROM requests WHERE request_id = ?", (request_id,)).fetchone()
+    if row is None:
+        raise PeerwireError(
+            Code.UNKNOWN_REQUEST,
+            f"no task has request_id {request_id!r}; reply takes the request_id of a task you received",
+            {"request_id": request_id},
+        )
+    return row
+
+
+def trace(db: sqlite3.Connection, ident: str) -> dict[str, Any]:
+    """Every recorded stage of one interaction, or of a request's task, reply and notices (``rq_…``)."""
+    if ident.startswith("rq_"):
+        req = request_row(db, ident)
+        ids = [req["task_interaction_id"]] + ([req["reply_interaction_id"]] if req["reply_interaction_id"] else [])
+        ids += [r[0] for r in db.execute(
+            "SELECT interaction_id FROM interactions WHERE request_id = ? AND kind = ? ORDER BY seq",
+            (ident, Kind.NOTICE))]
+    else:
+        ids = [interaction_row(db, ident)["interaction_id"]]
+    out = []
+    for interaction_id in ids:
+        stages = [{"stage": e["stage"], "at": e["at"], "detail": json_column(e["detail"]) or {}} for e in db.execute(
+            "SELECT * FROM evidence WHERE interaction_id = ? ORDER BY evidence_id", (interaction_id,))]
+        out.append({**export_record(interaction_row(db, interaction_id)), "stages": stages})
+    bindings = []
+    if ident.startswith("rq_"):
+        bindings = [dict(b) for b in db.execute(
+            "SELECT * FROM bindings WHERE request_id = ? ORDER BY created_at", (ident,))]
+    return {"id": ident, "interactions": out, "bindings": bindings}
+
+
+def dump(db: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
+    """Every row of every table, raw, without session credential hashes or the cursor secret."""
+    tables = [r[0] for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for table in tables:
+        rows = [dict(r) for r in db.execute(f"SELECT * FROM {table}")]
+        if table == "sessions":
+            rows = [{k: v for k, v in r.items() if k != "token_hash"} for r in rows]
+        if table == "meta":
+            rows = [r for r in rows if r["key"] != "cursor_secret"]
+        out[table] = rows
+    return out
+
+
+def exported(db: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
+    """The export's parts (``contracts/export.schema.json``), each in the order the format fixes."""
+    def rows(sql: str) -> list[dict[str, Any]]:
+        return [dict(r) for r in db.execute(sql)]
+
+    aliases: dict[str, list[str]] = {}
+    for row in db.execute("SELECT agent_id, alias FROM agent_aliases ORDER BY alias"):
+        aliases.setdefault(row["agent_id"], []).append(row["alias"])
+    return {
+        "agents": [_agent(row, aliases.get(row["agent_id"], []))
+                   for row in rows("SELECT * FROM agents ORDER BY row_order")],
+        "records": [export_record(row) for row in db.execute("SELECT * FROM interactions ORDER BY seq")],
+        "evidence": [{"evidence_id": row["evidence_id"], "record_id": row["interaction_id"], "stage": row["stage"],
+                      "at": row["at"], "detail": json_column(row["detail"]) or {}}
+                     for row in rows("SELECT * FROM evidence ORDER BY evidence_id")],
+        "requests": [{"request_id": row["request_id"], "task_record_id": row["task_interaction_id"],
+                      "requester_id": row["requester_id"], "recipient_id": row["recipient_id"],
+                      "reply_record_id": row["reply_interaction_id"], "reply_source": row["reply_source"],
+                      "created_at": row["created_at"]}
+                     for row in rows("SELECT * FROM requests ORDER BY created_at, rowid")],
+        "claims": [{key: row[key] for key in ("claim_id", "request_id", "claimant", "claimed_at", "released_at",
+                                              "release_reason")}
+                   for row in rows("SELECT * FROM claims ORDER BY claimed_at, rowid")],
+        "bindings": [{**{key: row[key] for key in ("binding_id", "request_id", "claim_id", "agent_id", "generation",
+                                                  "thread_id", "turn_id", "state")},
+                      "outcome": json_column(row["outcome"]), "created_at": row["created_at"],
+                      "updated_at": row["updated_at"]}
+                     for row in rows("SELECT * FROM bindings ORDER BY created_at, rowid")],
+    }
+
+
+def _agent(row: dict[str, Any], aliases: list[str]) -> dict[str, Any]:
+    # Columns added by later migrations are absent from an older store read as it is.
+    return {
+        "agent_id": row["agent_id"], "name": row["name"], "aliases": aliases, "provider": row["provider"],
+        "provider_session_id": row["provider_session_id"], "generation": row["generation"],
+        "status": row["status"], "enabled": bool(row["enabled"]), "sendable": bool(row["sendable"]),
+        "source": row["source"], "path": row.get("path"), "parent_agent_id": row.get("parent_agent_id"),
+        "created_at": row["created_at"], "updated_at": row["updated_at"], "last_error": row["last_error"],
+    }
