@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any, Sequence
 
+from . import profiles
 from .control import ControlClient
 from .errors import EXIT_STATUS, Code, PeerwireError
 from .home import HOME_ENV, SESSION_ENV, Home, unusable
@@ -129,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
 
     mcp = sub.add_parser("mcp", help="the MCP server").add_subparsers(dest="mcp_command", required=True)
     serve = mcp.add_parser("serve", help="serve the messaging tools on stdio (reads PEERWIRE_HOME, PEERWIRE_SESSION_ID)")
-    serve.add_argument("--profile", choices=["messaging", "collab"], default="messaging",
+    serve.add_argument("--profile", choices=profiles.ALL, default=profiles.MESSAGING,
                        help="messaging: the peer contract (default); collab: the parent/child tree")
     return p
 

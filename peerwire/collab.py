@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from .envelope import TYPE_HEADER
 from .errors import Code, PeerwireError
 
 ROOT = "/root"
@@ -91,9 +92,10 @@ def fork_turns(value: Any) -> str | int:
                         "fork_turns is 'all', 'none' or a positive integer string such as '2'")
 
 
-def render(kind: str, recipient_path: str, sender_path: str, body: str) -> str:
-    """The collaboration envelope: message type, task name, sender, payload."""
-    return f"Message Type: {kind}\nTask name: {recipient_path}\nSender: {sender_path}\nPayload:\n{body}"
+def render(message_type: str, recipient_path: str, sender_path: str, body: str) -> str:
+    """The collaboration envelope: message type (:data:`peerwire.envelope.MESSAGE_TYPES`), task name, sender,
+    payload."""
+    return f"{TYPE_HEADER}: {message_type}\nTask name: {recipient_path}\nSender: {sender_path}\nPayload:\n{body}"
 
 
 def history_items(turns: list[dict[str, Any]], keep: str | int) -> list[dict[str, Any]]:

@@ -13,14 +13,12 @@ import time
 from typing import Any
 
 from . import collab
+from .envelope import MESSAGE_TYPES
 from .delivery import Delivery
 from .errors import Code, PeerwireError
 from .receipts import tool_receipt
 from .registry import AgentRow
 from .store import Store
-
-KIND_NAMES = {"task": "NEW_TASK", "information": "MESSAGE", "reply": "FINAL_ANSWER", "notice": "MESSAGE"}
-
 
 class CollabOperations:
     def __init__(self, store: Store, delivery: Delivery):
@@ -118,7 +116,7 @@ class CollabOperations:
         # A task the adapter delivered as a turn's input is that turn, not news.
         news = [r for r in page.records
                 if not (r["kind"] == "task" and self.store.interaction(r["record_id"])["state"] != "pending")]
-        return "; ".join(f"{KIND_NAMES[r['kind']]} from {self._path(r['sender'])}" for r in news)
+        return "; ".join(f"{MESSAGE_TYPES[r['kind']]} from {self._path(r['sender'])}" for r in news)
 
     def _path(self, ref: dict) -> str:
         if not ref.get("agent_id"):

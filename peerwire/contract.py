@@ -21,6 +21,7 @@ from referencing import Registry, Resource
 
 from .errors import Code, PeerwireError
 from .limits import MAX_BODY_BYTES
+from .profiles import COLLAB, MESSAGING
 from .registry import is_broadcast
 
 TOOL_ORDER = (
@@ -34,8 +35,8 @@ TOOL_ORDER = (
 )
 COLLAB_ORDER = ("spawn_agent", "send_message", "followup_task", "wait_agent", "list_agents", "interrupt_agent")
 
-PROFILES = {"messaging": ("tools", TOOL_ORDER), "collab": ("collab", COLLAB_ORDER)}
-"""Tool profiles: ``messaging`` (contract v1) and ``collab`` (the parent/child tree)."""
+PROFILES = {MESSAGING: ("tools", TOOL_ORDER), COLLAB: ("collab", COLLAB_ORDER)}
+"""Each tool profile's folder in ``contracts/`` and its tools in order (:mod:`peerwire.profiles`)."""
 _EXTERNAL = "definitions.json#/$defs/"
 
 
@@ -123,7 +124,7 @@ def bundle(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def tools(profile: str = "messaging") -> tuple[dict[str, Any], ...]:
+def tools(profile: str = MESSAGING) -> tuple[dict[str, Any], ...]:
     """The tool definitions as ``tools/list`` advertises them, in contract order."""
     folder, order = PROFILES[profile]
     out = []
@@ -139,7 +140,7 @@ def tools(profile: str = "messaging") -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-def tool(name: str, profile: str = "messaging") -> dict[str, Any]:
+def tool(name: str, profile: str = MESSAGING) -> dict[str, Any]:
     for t in tools(profile):
         if t["name"] == name:
             return t
@@ -147,7 +148,7 @@ def tool(name: str, profile: str = "messaging") -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def _validator(name: str, which: str, profile: str = "messaging") -> Draft202012Validator:
+def _validator(name: str, which: str, profile: str = MESSAGING) -> Draft202012Validator:
     return Draft202012Validator(tool(name, profile)[which])
 
 
@@ -156,7 +157,7 @@ def definition_validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(bundle({"$ref": _EXTERNAL + name}))
 
 
-def validate_arguments(name: str, arguments: Any, profile: str = "messaging") -> dict[str, Any]:
+def validate_arguments(name: str, arguments: Any, profile: str = MESSAGING) -> dict[str, Any]:
     """Check a tool call's arguments; raise a specific, actionable error otherwise.
 
     Order matters for the error a caller sees: a broadcast target is named as
@@ -194,7 +195,7 @@ def validate_arguments(name: str, arguments: Any, profile: str = "messaging") ->
     return arguments
 
 
-def validate_output(name: str, result: Any, profile: str = "messaging") -> list[str]:
+def validate_output(name: str, result: Any, profile: str = MESSAGING) -> list[str]:
     """Schema violations of a tool's structured result (empty when it conforms)."""
     return [_describe(e) for e in _validator(name, "outputSchema", profile).iter_errors(result)]
 

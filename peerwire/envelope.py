@@ -16,23 +16,29 @@ from __future__ import annotations
 
 from typing import Any
 
-MESSAGE_TYPES = {"task": "NEW_TASK", "information": "MESSAGE", "reply": "FINAL_ANSWER", "notice": "MESSAGE"}
+from .lifecycle import Kind
+
+TYPE_HEADER = "Message Type"
+"""The first header of every envelope, peer and collaboration alike."""
+MESSAGE_TYPES = {Kind.TASK: "NEW_TASK", Kind.INFORMATION: "MESSAGE", Kind.REPLY: "FINAL_ANSWER",
+                 Kind.NOTICE: "MESSAGE"}
+"""The message type a receiving model reads for each kind of record."""
 
 
 def render(record: dict[str, Any]) -> str:
     """The envelope text of a mailbox record (see :func:`peerwire.store.record_view`)."""
     kind = record["kind"]
-    lines = [f"Message Type: {MESSAGE_TYPES[kind]}"]
+    lines = [f"{TYPE_HEADER}: {MESSAGE_TYPES[kind]}"]
     request_id = record.get("request_id")
     if request_id:
         lines.append(f"Request: {request_id}")
     sender = record["sender"]
     lines.append(f"Sender: {sender['name']} ({sender['agent_id']})" if sender.get("agent_id")
                  else f"Sender: {sender['name']}")
-    if kind == "task":
+    if kind == Kind.TASK:
         lines.append(f"Answer: call the reply tool with request_id {request_id} and status done, blocked or "
                      "failed; if you finish this turn without it, your final answer is sent as the reply")
-    elif kind == "reply":
+    elif kind == Kind.REPLY:
         lines.append(f"Status: {record['status']}")
     if record.get("code"):
         lines.append(f"Notice: {record['code']}")
@@ -41,9 +47,10 @@ def render(record: dict[str, Any]) -> str:
 
 
 def parse(text: str) -> dict[str, Any]:
-    """Split an envelope into its headers and the exact payload (inverse of :func:`render`)."""
+    """Split an envelope into its headers and the exact payload (inverse of :func:`render`, and of
+    :func:`peerwire.collab.render`)."""
     head, sep, payload = text.partition("\nPayload:\n")
-    if not sep or not head.startswith("Message Type: "):
+    if not sep or not head.startswith(f"{TYPE_HEADER}: "):
         raise ValueError("not a peerwire envelope")
     headers = {}
     for line in head.split("\n"):

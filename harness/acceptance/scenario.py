@@ -34,6 +34,7 @@ from typing import Any
 
 import jsonschema
 
+from peerwire import profiles
 from peerwire.codex.capabilities import Capability
 
 from harness.model.probe import ProbeExpectation
@@ -48,7 +49,6 @@ SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
 MODES = ("attached", "background")
 PROVIDERS = ("scripted", "openai")
-PROFILES = ("messaging", "collab")
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class Scenario:
     checks: tuple[CheckSpec, ...]
     peers: tuple[Peer, ...] = ()
     group: str | None = None
-    profile: str = "messaging"
+    profile: str = profiles.MESSAGING
     probe: ProbeExpectation | None = None
     requires: tuple[str, ...] = ()
     """Codex delivery capabilities the file declares (names of :class:`~peerwire.codex.capabilities.Capability`)
@@ -147,7 +147,7 @@ def scenario_from_document(document: Mapping[str, Any], *, path: Path = Path("<s
         name=header["name"], description=header["description"], path=path, script=script, agents=agents,
         modes=tuple(header.get("modes", ("attached",))), providers=tuple(header.get("providers", ("scripted",))),
         prompts=prompts, steps=steps, checks=checks, peers=peers, group=header.get("group"),
-        profile=header.get("profile", "messaging"),
+        profile=header.get("profile", profiles.MESSAGING),
         probe=ProbeExpectation.from_table(document["probe"]) if "probe" in document else None,
         requires=tuple(header.get("requires", ())),
     )
@@ -219,7 +219,7 @@ def _consistency(scenario: Scenario, known_checks: Sequence[str] | None) -> list
         problems.append(f"checks.{duplicate}: duplicate check id")
     if peers & agents:
         problems.append(f"peers: {sorted(peers & agents)} are also Codex agents")
-    if scenario.probe is not None and scenario.profile != "collab":
+    if scenario.probe is not None and scenario.profile != profiles.COLLAB:
         problems.append("probe: the collaboration probe needs profile = \"collab\"")
     known = {c.value for c in Capability}
     for name in scenario.requires:

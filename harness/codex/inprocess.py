@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+from peerwire import profiles
 from peerwire.codex.adapter import CodexProvider
 from peerwire.home import HOME_ENV, SESSION_ENV
 from peerwire.registry import AgentRow
@@ -55,7 +56,7 @@ async def inprocess_adapter(root: Path, script: ModelScript,
     codex_home = root / "B" / "codex_home"
     codex_home.mkdir(parents=True)
     workspace = FixtureWorkspace.create(root / "B" / "workspace", agent="B")
-    server = [sys.executable, "-m", "peerwire", "mcp", "serve", "--profile", "messaging"]
+    server = [sys.executable, "-m", "peerwire", "mcp", "serve", "--profile", profiles.MESSAGING]
     projection = project_agent(codex_home, workspace.path, server=server,
                                server_env={HOME_ENV: str(root / "core"), SESSION_ENV: token},
                                base_url=model.base_url("B"))

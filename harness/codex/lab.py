@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from peerwire import profiles
 from peerwire.contract import PROFILES
 
 from harness.acceptance.driver import REFERENCE, AcceptanceDriver, load_driver
@@ -71,7 +72,7 @@ class LabAgent:
 
 
 def project_agent(codex_home: Path, workspace: Path, *, server: Sequence[str], server_env: Mapping[str, str],
-                  base_url: str | None, profile: str = "messaging", approve_tools: bool = True) -> Projection:
+                  base_url: str | None, profile: str = profiles.MESSAGING, approve_tools: bool = True) -> Projection:
     """Project one agent's Codex home: the core's MCP server (``server`` with ``server_env``, acting as the
     agent) and the model.
 
@@ -112,7 +113,7 @@ class CodexLab:
         attach: bool = True,
         job: Job | None = None,
         auth_home: Path | None = None,
-        profile: str = "messaging",
+        profile: str = profiles.MESSAGING,
         driver: type[AcceptanceDriver] | str = REFERENCE,
         token_ledger: TokenLedger | None = None,
         capabilities: Sequence[str] | None = None,
@@ -188,7 +189,7 @@ class CodexLab:
         return env
 
     def _provision(self, name: str) -> LabAgent:
-        collab_root = self.profile == "collab" and name == self.agent_names[0]
+        collab_root = self.profile == profiles.COLLAB and name == self.agent_names[0]
         caller = self._register(name, provider="codex", collab_root=collab_root)
         base = self.root / "agents" / name
         codex_home = base / "codex_home"

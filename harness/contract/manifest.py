@@ -24,6 +24,8 @@ from typing import Iterator
 
 from jsonschema import Draft202012Validator
 
+from peerwire import profiles
+
 from .layout import MANIFEST_PATH, MANIFEST_SCHEMA_PATH
 
 
@@ -31,7 +33,7 @@ class ManifestError(ValueError):
     """The manifest does not load: TOML syntax or schema violations (all listed)."""
 
 
-PROFILES: tuple[str, ...] = ("messaging", "collab")
+PROFILES: tuple[str, ...] = profiles.ALL
 """Tool profiles: ``messaging`` (contract v1, ``contracts/tools``) and ``collab`` (``contracts/collab``)."""
 
 

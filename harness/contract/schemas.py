@@ -21,16 +21,13 @@ from typing import Any, Mapping
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from peerwire.contract import COLLAB_ORDER, TOOL_ORDER, bundle, definitions
+from peerwire.contract import COLLAB_ORDER, PROFILES, TOOL_ORDER, bundle, definitions
 
 from .layout import CONTRACTS_DIR
 
 TOOL_NAMES: tuple[str, ...] = TOOL_ORDER
 COLLAB_TOOL_NAMES: tuple[str, ...] = COLLAB_ORDER
-PROFILE_TOOLS: Mapping[str, tuple[str, tuple[str, ...]]] = {
-    "messaging": ("tools", TOOL_NAMES),
-    "collab": ("collab", COLLAB_TOOL_NAMES),
-}
+PROFILE_TOOLS: Mapping[str, tuple[str, tuple[str, ...]]] = PROFILES
 """Each profile's folder in ``contracts/`` and its tools, in contract order."""
 
 

@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from peerwire import collab, envelope
+from peerwire.envelope import MESSAGE_TYPES
+from peerwire.lifecycle import Kind
+
 LEGS = ("childQuestionObserved", "parentReplyObserved", "childFinalObserved", "finalExact")
 STATEMENT = ("Each leg counts only when it is observed in an actual model input (the scripted model's "
              "request log), and the final answer must be exactly the expected text; a model that claims "
@@ -61,8 +65,13 @@ def _texts(items: Iterable[Any]) -> list[str]:
     return out
 
 
-def _envelope(kind: str, recipient: str, sender: str, body: str) -> str:
-    return f"Message Type: {kind}\nTask name: {recipient}\nSender: {sender}\nPayload:\n{body}"
+def _opens_child_task(text: str, child: str) -> bool:
+    """Whether ``text`` is the envelope of a task to ``child`` (its first input as a thread of its own)."""
+    try:
+        headers = envelope.parse(text)["headers"]
+    except ValueError:
+        return False
+    return headers.get(envelope.TYPE_HEADER) == MESSAGE_TYPES[Kind.TASK] and headers.get("Task name") == child
 
 
 def collab_probe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> dict[str, Any]:
@@ -77,10 +86,10 @@ def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> Pro
     else by its position. ``finalExact`` is seen in the request that produced
     the parent's last final answer.
     """
-    child_task = f"Message Type: NEW_TASK\nTask name: {expect.child}\n"
-    question = _envelope("MESSAGE", expect.parent, expect.child, expect.question)
-    reply = _envelope("MESSAGE", expect.child, expect.parent, expect.reply)
-    final = _envelope("FINAL_ANSWER", expect.parent, expect.child, expect.child_final)
+    message, final_answer = MESSAGE_TYPES[Kind.INFORMATION], MESSAGE_TYPES[Kind.REPLY]
+    question = collab.render(message, expect.parent, expect.child, expect.question)
+    reply = collab.render(message, expect.child, expect.parent, expect.reply)
+    final = collab.render(final_answer, expect.parent, expect.child, expect.child_final)
     summary = {"requests": 0, "nativeMessageOccurrences": 0, "childQuestionObserved": False,
                "parentReplyObserved": False, "childFinalObserved": False, "finalExact": False}
     seen: dict[str, list[int]] = {leg: [] for leg in LEGS}
@@ -89,12 +98,12 @@ def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> Pro
         seq = request.get("seq", position)
         summary["requests"] += 1
         texts = _texts(request.get("input") or [])
-        summary["nativeMessageOccurrences"] += sum(t.count("Message Type: ") for t in texts)
-        in_child = any(t.startswith(child_task) for t in texts)
+        summary["nativeMessageOccurrences"] += sum(t.count(f"{envelope.TYPE_HEADER}: ") for t in texts)
+        in_child = any(_opens_child_task(t, expect.child) for t in texts)
         legs = {"parentReplyObserved": reply} if in_child else {"childQuestionObserved": question,
                                                                   "childFinalObserved": final}
-        for leg, envelope in legs.items():
-            if envelope in texts:
+        for leg, expected in legs.items():
+            if expected in texts:
                 summary[leg] = True
                 seen[leg].append(seq)
         if in_child:

@@ -26,9 +26,11 @@ from typing import Any
 
 import jsonschema
 
+from peerwire.envelope import TYPE_HEADER
+
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "scripted-model-rules.schema.json"
 
-_ENVELOPE_TYPE = re.compile(r"^Message Type:[ \t]*(\S+)", re.MULTILINE)
+_ENVELOPE_TYPE = re.compile(rf"^{re.escape(TYPE_HEADER)}:[ \t]*(\S+)", re.MULTILINE)
 
 
 class ScenarioError(ValueError):

@@ -444,8 +444,7 @@ class CodexProvider:
         if recipient.path:
             sender_id = record["sender"]["agent_id"]
             sender = (self.store.agent(sender_id).path or record["sender"]["name"]) if sender_id else "peerwire"
-            kind = {"task": "NEW_TASK", "reply": "FINAL_ANSWER"}.get(record["kind"], "MESSAGE")
-            return collab.render(kind, recipient.path, sender, record["body"])
+            return collab.render(envelope.MESSAGE_TYPES[record["kind"]], recipient.path, sender, record["body"])
         return envelope.render(record)
 
     def _owner(self, agent: AgentRow) -> Owner:

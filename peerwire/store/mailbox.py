@@ -38,17 +38,15 @@ class Page:
 class Mailbox(Registry):
     """Records, their evidence rows, requests, claims and cursors."""
 
-    def admit_information(
-        self, sender: AgentRow, recipient: AgentRow, body: str, *, receipt: dict | None = None, run_id: str | None = None
-    ) -> dict[str, Any]:
+    def admit_information(self, sender: AgentRow, recipient: AgentRow, body: str, *, receipt: dict | None = None,
+                          run_id: str | None = None) -> dict[str, Any]:
         with self.write() as db:
             ix = self._insert(db, Kind.INFORMATION, INFORMATION.initial, sender, recipient, body,
                               receipt=receipt, run_id=run_id)
         return self._receipt(ix)
 
-    def admit_task(
-        self, sender: AgentRow, recipient: AgentRow, body: str, *, receipt: dict | None = None, run_id: str | None = None
-    ) -> dict[str, Any]:
+    def admit_task(self, sender: AgentRow, recipient: AgentRow, body: str, *, receipt: dict | None = None,
+                   run_id: str | None = None) -> dict[str, Any]:
         request_id = new_id("rq")
         with self.write() as db:
             ix = self._insert(db, Kind.TASK, TASK.initial, sender, recipient, body,

@@ -33,7 +33,7 @@ def carries(obs: Observations, text: str, record: Mapping[str, Any]) -> bool:
     if parsed is None or parsed["payload"] != record["body"]:
         return False
     headers = parsed["headers"]
-    if headers.get("Message Type") != envelope.MESSAGE_TYPES[record["kind"]]:
+    if headers.get(envelope.TYPE_HEADER) != envelope.MESSAGE_TYPES[record["kind"]]:
         return False
     recipient_path = obs.paths.get(record["recipient"]["agent_id"])
     if recipient_path is not None:

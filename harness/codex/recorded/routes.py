@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from peerwire.envelope import MESSAGE_TYPES
+from peerwire.lifecycle import Kind
 from peerwire.limits import MAX_BODY_BYTES
 
 from harness.acceptance.reference import ReferenceLab
@@ -23,7 +25,7 @@ OVERSIZE_CHARS = MAX_BODY_BYTES + 1024
 
 def _task_rule(rule_id: str, marker: str, emit: list[dict], **extra: Any) -> dict:
     return {"id": rule_id,
-            "when": [{"envelope": {"type": "NEW_TASK", "last": True, "contains": marker,
+            "when": [{"envelope": {"type": MESSAGE_TYPES[Kind.TASK], "last": True, "contains": marker,
                                    "matches": r"Request: (?P<request_id>rq_[0-9a-f]+)"}}],
             "emit": emit, **extra}
 
