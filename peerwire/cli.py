@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     awt = agent.add_parser("await-turn", parents=[common], help="wait until one turn of an attached agent completed")
     awt.add_argument("agent")
     awt.add_argument("turn_id")
-    awt.add_argument("--wait", type=float, default=60.0, metavar="SECONDS", help="how long to wait (default 60)")
+    awt.add_argument("--wait", type=float, default=DEFAULT_WAIT_TIMEOUT_MS / 1000, metavar="SECONDS",
+                     help="how long to wait (default %(default)s)")
     rev = agent.add_parser("revoke", parents=[common], help="revoke every session token of an agent")
     rev.add_argument("agent")
 
@@ -251,7 +252,7 @@ def _run(args: argparse.Namespace) -> int:
             out = client.call("receive_messages", call, meta=meta, wait_s=(args.timeout_ms or 0) / 1000)
             return _print(args, out, _records_text(out))
         call = {"timeout_ms": args.timeout_ms} if args.timeout_ms is not None else {}
-        wait_s = (args.timeout_ms if args.timeout_ms is not None else 60_000) / 1000
+        wait_s = (args.timeout_ms if args.timeout_ms is not None else DEFAULT_WAIT_TIMEOUT_MS) / 1000
         out = client.call("wait_agent", call, meta=meta, wait_s=wait_s)
         return _print(args, out, f"woke={out['woke']} reason={out['wake_reason']}")
     if args.command == "reply":

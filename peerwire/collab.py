@@ -29,11 +29,11 @@ WAIT_MAX_MS = 3_600_000
 
 ACTIVE_STATUSES = ("starting", "active")
 
-_TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
 
 def child_path(parent_path: str, task_name: str) -> str:
-    if not isinstance(task_name, str) or not _TASK_NAME.match(task_name):
+    if not isinstance(task_name, str) or not TASK_NAME.match(task_name):
         raise PeerwireError(Code.INVALID_ARGUMENT,
                             "task_name must be 1-32 lowercase letters, digits, '_' or '-', starting with a "
                             "letter or digit (it becomes the child's path segment)")

@@ -1,22 +1,22 @@
-"""Every bound of the messaging contract, defined once.
+"""Every bound the core enforces in code, defined once.
 
-The JSON Schemas in ``contracts/`` state the same numbers; a test keeps the two
-in agreement so neither can drift.
+Bounds a JSON Schema can state (a receive's ``limit`` range, timeouts, target
+lengths) live only in ``contracts/``: the app validates every call against those
+schemas. The numbers here are the ones code needs; where a schema states one too
+(a default, the body size in its description), ``tests/core/test_limits.py``
+keeps the two in agreement.
 """
 
 MAX_BODY_BYTES = 64 * 1024
 """A message, task or reply body may hold at most this many UTF-8 bytes."""
 
-MIN_RECEIVE_LIMIT = 1
-MAX_RECEIVE_LIMIT = 100
 DEFAULT_RECEIVE_LIMIT = 50
+"""Records a ``receive_messages`` returns when the call names no ``limit``."""
 
-MAX_TIMEOUT_MS = 60_000
-"""Upper bound for ``receive_messages.timeout_ms`` and ``wait_agent.timeout_ms``."""
 DEFAULT_WAIT_TIMEOUT_MS = 60_000
+"""How long ``wait_agent`` waits when the call names no ``timeout_ms`` (also an operator's turn wait)."""
 DEFAULT_RECEIVE_TIMEOUT_MS = 0
 
-MAX_TARGET_CHARS = 256
 MAX_NAME_CHARS = 64
 
 CONTROL_LINE_BYTES = 1024 * 1024

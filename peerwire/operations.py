@@ -245,7 +245,7 @@ class Operations:
 
     async def await_turn(self, args: dict, token: str | None) -> dict:
         """Wait for one turn of an attached agent to complete: turn_id, timeout_ms."""
-        turn_id, timeout_ms = args.get("turn_id"), args.get("timeout_ms", 60_000)
+        turn_id, timeout_ms = args.get("turn_id"), args.get("timeout_ms", DEFAULT_WAIT_TIMEOUT_MS)
         if not isinstance(turn_id, str) or not isinstance(timeout_ms, int) or not 0 <= timeout_ms <= 600_000:
             raise PeerwireError(Code.INVALID_ARGUMENT, "await_turn needs turn_id and timeout_ms (0-600000)")
         return await self._codex().await_turn(self._agent_arg(args), turn_id, timeout_ms / 1000)

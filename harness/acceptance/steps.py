@@ -13,15 +13,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.codex.lab import CodexLab
+from harness.codex.lab import TURN_TIMEOUT_S, CodexLab
 from harness.evidence.core import CoreEvidence
 
 from .driver import CoreRefused
 from .observations import EvidenceMissing, RunnerView, select_record
 from .progress import Progress
 from .scenario import Scenario, Step
-
-DEFAULT_TIMEOUT_S = 60.0
 
 
 class StepFailed(RuntimeError):
@@ -224,7 +222,7 @@ class StepRunner:
 
     @staticmethod
     def _timeout(step: Step) -> float:
-        return float(step.params.get("timeout_s", DEFAULT_TIMEOUT_S))
+        return float(step.params.get("timeout_s", TURN_TIMEOUT_S))
 
 
 def _summary(result: dict[str, Any]) -> str:

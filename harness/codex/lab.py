@@ -49,6 +49,8 @@ from harness.process.jobs import Job, spawn_through
 from harness.report.secrets import TokenLedger
 
 MODEL_KEY_VALUE = "scripted-model-has-no-key"
+TURN_TIMEOUT_S = 60.0
+"""How long the lab, and a scenario step, waits for a turn (or anything else) unless told otherwise."""
 AUTH_FILE = "auth.json"
 """The credential file of an authorized Codex home: copied into agent homes, never into artifacts."""
 
@@ -236,7 +238,7 @@ class CodexLab:
     def prompt(self, name: str, text: str) -> str:
         return self.core.prompt(self.agents[name].caller, text)
 
-    def await_turn(self, name: str, turn_id: str, timeout_s: float = 60) -> dict[str, Any]:
+    def await_turn(self, name: str, turn_id: str, timeout_s: float = TURN_TIMEOUT_S) -> dict[str, Any]:
         return self.core.await_turn(self.agents[name].caller, turn_id, timeout_s)
 
     def call_tool(self, name: str, tool: str, arguments: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:

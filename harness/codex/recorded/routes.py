@@ -18,8 +18,8 @@ from peerwire.lifecycle import Kind
 from peerwire.limits import MAX_BODY_BYTES
 
 from harness.acceptance.reference import ReferenceLab
+from harness.codex.lab import TURN_TIMEOUT_S
 
-TURN_TIMEOUT_S = 60.0
 OVERSIZE_CHARS = MAX_BODY_BYTES + 1024
 
 
