@@ -17,6 +17,7 @@ from . import profiles
 from .control import ControlClient
 from .errors import EXIT_STATUS, Code, PeerwireError
 from .home import HOME_ENV, SESSION_ENV, Home, unusable
+from .limits import DEFAULT_WAIT_TIMEOUT_MS
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

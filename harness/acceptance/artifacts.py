@@ -1,16 +1,9 @@
 """A scenario run's artifacts folder: what is copied out of its run home, and what never is.
 
-Layout of ``<artifacts root>/<scenario>.<mode>/`` (directories 0700, files 0600)::
-
-    core-export.json          the core's evidence export (``contracts/export.schema.json``)
-    core/app.log              the core app's log (from the core's driver)
-    model-requests.jsonl      the scripted model's request log (scripted provider only)
-    appserver/<A>.g<n>.appserver.jsonl, .stderr.log
-                              each owner generation's JSON-RPC transcript and stderr (from the driver)
-    rollouts/<A>/rollout-*.jsonl
-                              the agent's Codex rollouts, from its CODEX_HOME/sessions
-
-Only these files are copied: nothing else from an agent's CODEX_HOME (its
+``<artifacts root>/<scenario>.<mode>/`` (directories 0700, files 0600) holds the
+files :mod:`harness.evidence.layout` names: the core's export and its own files
+(through its driver), the scripted model's log, and each agent's rollouts from
+its ``CODEX_HOME/sessions``. Only these files are copied: nothing else from an agent's CODEX_HOME (its
 ``auth.json`` above all) can reach the folder. With a real provider,
 :func:`credential_leaks` additionally scans every artifact for the values of
 the authorized home's credential file.
@@ -23,15 +16,11 @@ import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from harness.codex.lab import AUTH_FILE, CodexLab
-from harness.evidence.core import EXPORT_FILE
-
-from .observations import MODEL_REQUESTS, ROLLOUTS_DIR
-
-# Shorter strings (e.g. "Bearer", booleans) occur in any log and prove nothing.
-_MIN_SECRET_CHARS = 8
+from harness.codex.home import AUTH_FILE
+from harness.codex.lab import CodexLab
+from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR
+from harness.report.secrets import MIN_SECRET_CHARS, auth_values
 
 
 def collect(lab: CodexLab, destination: Path) -> Path:
@@ -58,11 +47,8 @@ def collect(lab: CodexLab, destination: Path) -> Path:
 
 def credential_values(auth_home: Path) -> list[str]:
     """Every string in the authorized home's credential file long enough to identify it."""
-    try:
-        data = json.loads((auth_home / AUTH_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return sorted({value for value in _strings(data) if len(value) >= _MIN_SECRET_CHARS})
+    values = auth_values(auth_home / AUTH_FILE).values()
+    return sorted({value for value in values if len(value) >= MIN_SECRET_CHARS})
 
 
 def credential_leaks(folder: Path, secrets: Iterable[str]) -> list[Path]:
@@ -74,17 +60,6 @@ def credential_leaks(folder: Path, secrets: Iterable[str]) -> list[Path]:
         if path.name == AUTH_FILE or any(needle in data for needle in needles):
             leaks.append(path)
     return leaks
-
-
-def _strings(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for inner in value.values():
-            yield from _strings(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from _strings(inner)
 
 
 def copy_private(source: Path, target: Path) -> None:

@@ -35,7 +35,8 @@ from typing import Any
 
 from harness.codex.install import CodexInstallation
 from harness.codex.lab import CodexLab
-from harness.evidence.core import EXPORT_FILE, ExportError
+from harness.evidence.core import ExportError
+from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS
 from harness.model.probe import ProbeObservation, observe_log
 from harness.process.jobs import Job, install_signal_handlers
 from harness.process.run_home import RunHome
@@ -44,7 +45,7 @@ from harness.report.secrets import TokenLedger
 from . import artifacts
 from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
 from .driver import REFERENCE
-from .observations import MODEL_REQUESTS, Observations, RunnerView
+from .observations import Observations, RunnerView
 from .progress import Progress
 from .scenario import Scenario
 from .steps import StepRunner

@@ -25,20 +25,17 @@ its rollout file lies in the root's folder but belongs to the child.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.evidence.core import EXPORT_FILE, CoreEvidence
+from harness.evidence.core import CoreEvidence
+from harness.evidence.layout import APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT
 from harness.evidence.rollouts import RolloutIndex, RolloutLine
 from harness.model.rules import json_objects
 from harness.model.probe import ProbeObservation
 
-MODEL_REQUESTS = "model-requests.jsonl"
-APPSERVER_DIR = "appserver"
-ROLLOUTS_DIR = "rollouts"
 
 
 class EvidenceMissing(LookupError):
@@ -201,10 +198,10 @@ class Observations:
         if agent not in self._transcripts:
             # A child of a collaboration tree has no transcript of its own: its thread's
             # traffic is in its root's. Names are matched, never globbed (a path has '/').
-            name = re.compile(rf"{re.escape(agent)}\.g(\d+)\.appserver\.jsonl")
             folder = self.artifacts / APPSERVER_DIR
-            found = [(int(m.group(1)), folder / m.group(0)) for m in
-                     (name.fullmatch(p.name) for p in (folder.iterdir() if folder.is_dir() else ())) if m]
+            found = [(int(m["generation"]), folder / m.group(0)) for m in
+                     (TRANSCRIPT.fullmatch(p.name) for p in (folder.iterdir() if folder.is_dir() else ()))
+                     if m and m["agent"] == agent]
             lines: list[TranscriptLine] = []
             for generation, path in sorted(found):
                 for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

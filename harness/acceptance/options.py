@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.codex.install import project_root
-from harness.codex.lab import AUTH_FILE
+from harness.codex.home import AUTH_FILE
 from harness.process.run_home import default_runs_root
 
 from .driver import REFERENCE, load_driver

@@ -22,10 +22,10 @@ from peerwire.home import Home
 from harness.codex.lab import CodexLab
 from harness.contract.interface import Caller
 from harness.contract.reference import ReferenceProvisioner
+from harness.evidence.layout import APPSERVER_DIR, CORE_LOG, transcript_name
 
 from .artifacts import copy_private
 from .driver import CoreRefused
-from .observations import APPSERVER_DIR
 
 TRANSCRIPTS = "codex"
 """The folder of a home where the Codex adapter writes each owner's app-server transcript and stderr."""
@@ -88,7 +88,7 @@ class ReferenceDriver(ReferenceProvisioner):
             raise CoreRefused(error.to_dict()) from error
 
     def collect(self, destination: Path) -> None:
-        copy_private(self.home.log, destination / "core" / "app.log")
+        copy_private(self.home.log, destination / CORE_LOG)
         for source in sorted((self.home.path / TRANSCRIPTS).glob("*")):
             if source.suffix in (".jsonl", ".log"):
                 copy_private(source, destination / APPSERVER_DIR / source.name)
@@ -101,7 +101,7 @@ class ReferenceDriver(ReferenceProvisioner):
 
     def transcript(self, name: str, generation: int = 1) -> Path:
         """Where the adapter writes the app-server transcript of ``name``'s owner ``generation``."""
-        return self.home.path / TRANSCRIPTS / f"{name}.g{generation}.appserver.jsonl"
+        return self.home.path / TRANSCRIPTS / transcript_name(name, generation)
 
 
 class ReferenceLab(CodexLab):

@@ -39,6 +39,8 @@ from tomlkit.items import Table
 from .merge import Conflict, merge
 
 CONFIG_NAME = "config.toml"
+AUTH_FILE = "auth.json"
+"""The credential file of an authorized Codex home: copied into agent homes, never into artifacts."""
 BACKUP_SUFFIX = ".peerwire-backup"
 PROJECTED_SUFFIX = ".peerwire-projected"
 MARKER_SUFFIX = ".peerwire-projection"

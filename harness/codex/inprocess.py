@@ -25,6 +25,7 @@ from harness.codex.lab import MODEL_KEY_VALUE, project_agent
 from harness.model.rules import ModelScript
 from harness.model.server import ScriptedModel
 from harness.codex.workspace import FixtureWorkspace
+from harness.evidence.layout import MODEL_REQUESTS
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ async def inprocess_adapter(root: Path, script: ModelScript,
                             codex: CodexInstallation | None = None) -> AsyncIterator[InProcess]:
     """The adapter attached to agent B's owner, driving ``codex`` (default: the pinned Codex)."""
     codex = codex or locate_codex()
-    model = ScriptedModel(script, log_path=root / "model-requests.jsonl").start()
+    model = ScriptedModel(script, log_path=root / MODEL_REQUESTS).start()
     provider = CodexProvider.in_process(root / "core")
     store = provider.store
     requester, _ = store.register_agent("A", "codex")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,10 +40,11 @@ from peerwire import profiles
 from peerwire.contract import PROFILES
 
 from harness.acceptance.driver import REFERENCE, AcceptanceDriver, load_driver
-from harness.codex.home import AgentSettings, PeerwireServer, Projection, ScriptedProvider
+from harness.codex.home import AUTH_FILE, CONFIG_NAME, AgentSettings, PeerwireServer, Projection, ScriptedProvider
 from harness.codex.install import CodexInstallation, locate_codex
 from harness.codex.workspace import FixtureWorkspace
 from harness.contract.interface import Caller
+from harness.evidence.layout import MODEL_REQUESTS
 from harness.model.rules import ModelScript, load_script
 from harness.model.server import ScriptedModel
 from harness.process.jobs import Job, spawn_through
@@ -51,8 +53,6 @@ from harness.report.secrets import TokenLedger
 MODEL_KEY_VALUE = "scripted-model-has-no-key"
 TURN_TIMEOUT_S = 60.0
 """How long the lab, and a scenario step, waits for a turn (or anything else) unless told otherwise."""
-AUTH_FILE = "auth.json"
-"""The credential file of an authorized Codex home: copied into agent homes, never into artifacts."""
 
 
 @dataclass
@@ -133,7 +133,7 @@ class CodexLab:
         self.auth_home = Path(auth_home) if auth_home is not None else None
         # Every session token the core issues to this lab, kept for the report's secret scan.
         self.token_ledger = token_ledger
-        self.model = ScriptedModel(self.script, log_path=self.root / "artifacts" / "model-requests.jsonl")
+        self.model = ScriptedModel(self.script, log_path=self.root / "artifacts" / MODEL_REQUESTS)
         make = load_driver(driver) if isinstance(driver, str) else driver
         self.core: AcceptanceDriver = make(self.root / "core", env=self.child_env(),  # type: ignore[call-arg]
                                            spawn=None if job is None else spawn_through(job))
@@ -169,7 +169,7 @@ class CodexLab:
         for agent in self.agents.values():
             # Edits made to an agent's config during the run are kept; those that clash are reported.
             for conflict in agent.projection.restore():
-                print(f"peerwire: {agent.codex_home / 'config.toml'}: {conflict}", file=sys.stderr)
+                print(f"peerwire: {agent.codex_home / CONFIG_NAME}: {conflict}", file=sys.stderr)
         if self.scripted:
             self.model.stop()
 
@@ -289,6 +289,6 @@ def copy_authorization(auth_home: Path, codex_home: Path) -> None:
     with os.fdopen(fd, "wb") as out, auth.open("rb") as src:
         shutil.copyfileobj(src, out)
     os.chmod(target, 0o600)
-    config = auth_home / "config.toml"
+    config = auth_home / CONFIG_NAME
     if config.is_file():
-        shutil.copyfile(config, codex_home / "config.toml")
+        shutil.copyfile(config, codex_home / CONFIG_NAME)

@@ -20,7 +20,9 @@ A path is dotted: ``records.0.body``; ``*`` maps over a list
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from harness.json_values import members, walk
 
 OPERATORS: Mapping[str, frozenset[str]] = {
     "$actor": frozenset({"field"}),
@@ -144,20 +146,18 @@ def lookup(value: Any, path: str) -> Any:
 
 
 def expressions_in(value: Any) -> Iterator[tuple[str, dict]]:
-    """Every (operator, expression) inside ``value``, nested ones included."""
+    """Every (operator, expression) inside ``value``, nested ones included (only operands are entered)."""
+    for _, node in walk(value, children=_operands):
+        op = operator_of(node)
+        if op is not None:
+            yield op, node
+
+
+def _operands(value: Any) -> Iterable[tuple[str | int, Any]]:
     op = operator_of(value)
-    if op is not None:
-        yield op, value
-        for key, operand in value.items():
-            if key == op or key in OPERATORS.get(op, ()):
-                yield from expressions_in(operand)
-        return
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from expressions_in(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from expressions_in(v)
+    if op is None:
+        return members(value)
+    return [(key, operand) for key, operand in value.items() if key == op or key in OPERATORS.get(op, ())]
 
 
 def static_problems(value: Any, *, actors: Mapping[str, Any], values: Mapping[str, Any],

@@ -23,8 +23,6 @@ from typing import Any
 
 from peerwire.contract import document_validator
 
-EXPORT_FILE = "core-export.json"
-"""The export's file name in a scenario's artifacts folder."""
 SCHEMA = "export.schema.json"
 FORMAT, VERSION = "peerwire-export", 1
 

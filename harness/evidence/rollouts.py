@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness.json_values import strings
+
 UNVERIFIED = "unverified"
 """What the index says for a model or effort the rollout does not record."""
 
@@ -467,17 +469,11 @@ def _content_text(content: Any) -> str:
 
 
 def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-        stripped = value.lstrip()
-        if stripped[:1] in ("{", "[") or "\n{" in value:
-            yield from _embedded_json_strings(value)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
+    for text in strings(value):
+        yield text
+        stripped = text.lstrip()
+        if stripped[:1] in ("{", "[") or "\n{" in text:
+            yield from _embedded_json_strings(text)
 
 
 def _embedded_json_strings(text: str) -> Iterator[str]:

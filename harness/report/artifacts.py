@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.codex.home import AUTH_FILE, CONFIG_NAME
+
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-NEVER_COPIED = frozenset({"config.toml", "auth.json"})
+NEVER_COPIED = frozenset({CONFIG_NAME, AUTH_FILE})
 _CHUNK = 1 << 20
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.evidence.binding import bind_records
-from harness.evidence.core import EXPORT_FILE, CoreEvidence, ExportError, violations
+from harness.evidence.core import CoreEvidence, ExportError, violations
+from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR
 from harness.evidence.rollouts import RolloutIndex
 from harness.model.log import ModelRequestLog
 from harness.model.probe import STATEMENT as PROBE_STATEMENT
@@ -26,9 +27,6 @@ from .identity import DEFAULT_PROVIDER, RunIdentity
 from .sequence import SequenceDiagram
 from .transcript import transcripts
 
-MODEL_LOG = "model-requests.jsonl"
-ROLLOUTS = "rollouts"
-APPSERVER = "appserver"
 
 
 def measure(text: str | None) -> dict[str, int]:
@@ -66,9 +64,9 @@ class ScenarioArtifacts:
             problems.append(f"{EXPORT_FILE}: unreadable ({exc})")
         if core is not None:
             problems.extend(f"{EXPORT_FILE}: {problem}" for problem in violations(core.document))
-        rollout_files = sorted((root / ROLLOUTS).rglob("*.jsonl")) if (root / ROLLOUTS).is_dir() else []
+        rollout_files = sorted((root / ROLLOUTS_DIR).rglob("*.jsonl")) if (root / ROLLOUTS_DIR).is_dir() else []
         if not rollout_files:
-            problems.append(f"{ROLLOUTS}/: no rollout files")
+            problems.append(f"{ROLLOUTS_DIR}/: no rollout files")
         index = RolloutIndex.load(rollout_files, root=root)
         problems.extend(index.problems)
         thread_agents: dict[str, str] = {}
@@ -79,7 +77,7 @@ class ScenarioArtifacts:
                 thread_agents[thread.thread_id] = owners.pop()
             else:
                 problems.append(f"thread {thread.thread_id} is in the rollouts of {sorted(owners)}")
-        model_log = ModelRequestLog.load(root / MODEL_LOG, expected=scripted)
+        model_log = ModelRequestLog.load(root / MODEL_REQUESTS, expected=scripted)
         problems.extend(model_log.problems)
         return cls(root, core, index, model_log, thread_agents, problems)
 
@@ -129,10 +127,10 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
         "bindings": [_origin(b.to_json(), runner_calls) for b in bindings],
         "binding_summary": {"bound": sum(b.bound for b in bindings), "unbound": sum(not b.bound for b in bindings)},
         "model_requests": loaded.model_log.summary(),
-        "model_log": (MODEL_LOG if (loaded.root / MODEL_LOG).is_file() else
+        "model_log": (MODEL_REQUESTS if (loaded.root / MODEL_REQUESTS).is_file() else
                       f"none: a run with provider {identity.provider} has no scripted model"
-                      if (identity.provider or DEFAULT_PROVIDER) != DEFAULT_PROVIDER else f"{MODEL_LOG} missing"),
-        "transcripts": transcripts(loaded.index, loaded.model_log, thread_agents, model_log_name=MODEL_LOG),
+                      if (identity.provider or DEFAULT_PROVIDER) != DEFAULT_PROVIDER else f"{MODEL_REQUESTS} missing"),
+        "transcripts": transcripts(loaded.index, loaded.model_log, thread_agents, model_log_name=MODEL_REQUESTS),
         "sequence": diagram.to_json(),
         "sequence_diagram": diagram.mermaid(),
         "problems": problems,
@@ -250,7 +248,7 @@ def _evidence_problems(evidence: Mapping[str, Any], loaded: ScenarioArtifacts, l
     seqs = {r.seq for r in loaded.model_log.requests}
     for seq in evidence.get("model_requests") or []:
         if seq not in seqs:
-            problems.append(f"model request {seq} is not in {MODEL_LOG}")
+            problems.append(f"model request {seq} is not in {MODEL_REQUESTS}")
     for key in [k for k in evidence if k not in ("records", "model_requests")]:
         for ref in evidence.get(key) or []:
             problem = lines.excerpt("", str(ref)).problem

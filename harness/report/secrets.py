@@ -29,9 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.codex.home import AUTH_FILE
+from harness.json_values import walk
+
 MIN_SECRET_CHARS = 8
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION_ID", re.IGNORECASE)
-AUTH_FILE = "auth.json"
 
 
 def placeholder(name: str) -> str:
@@ -75,7 +77,7 @@ class SecretScan:
             if SECRET_NAME.search(name):
                 found[name] = value
         if auth_home is not None:
-            found.update(_auth_values(Path(auth_home) / AUTH_FILE))
+            found.update(auth_values(Path(auth_home) / AUTH_FILE))
         if ledgers is not None:
             found.update(TokenLedger.read_all(Path(ledgers)))
         found.update(extra or {})
@@ -180,7 +182,8 @@ class TokenLedger:
         return out
 
 
-def _auth_values(path: Path) -> dict[str, str]:
+def auth_values(path: Path) -> dict[str, str]:
+    """Every string of a Codex credential file, named ``auth.json:<path>`` (the whole text if it is not JSON)."""
     if not path.exists():
         return {}
     text = path.read_text(encoding="utf-8", errors="replace")
@@ -188,17 +191,5 @@ def _auth_values(path: Path) -> dict[str, str]:
         document = json.loads(text)
     except ValueError:
         return {AUTH_FILE: text.strip()}
-    out: dict[str, str] = {}
-
-    def walk(value: Any, where: str) -> None:
-        if isinstance(value, str):
-            out[f"{AUTH_FILE}:{where}"] = value
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, f"{where}.{key}" if where else str(key))
-        elif isinstance(value, list):
-            for i, item in enumerate(value):
-                walk(item, f"{where}.{i}")
-
-    walk(document, "")
-    return out
+    return {f"{AUTH_FILE}:{'.'.join(map(str, where))}": value for where, value in walk(document)
+            if isinstance(value, str)}

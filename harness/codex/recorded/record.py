@@ -24,6 +24,7 @@ from harness.acceptance.reference import TRANSCRIPTS, ReferenceLab
 from harness.codex.install import CodexInstallation, project_root
 from harness.codex.lab import MODEL_KEY_VALUE
 from harness.codex.recorded import routes
+from harness.evidence.layout import transcript_name
 from harness.model.rules import script_from_document
 
 FIXTURE_DIR = project_root() / "fixtures" / "appserver"
@@ -135,7 +136,7 @@ def record(path_name: str, out_dir: Path = FIXTURE_DIR, codex: CodexInstallation
         secrets.append(MODEL_KEY_VALUE)
         entries: list[dict[str, Any]] = []
         for generation in (1, 2):
-            transcript = transcripts / f"B.g{generation}.appserver.jsonl"
+            transcript = transcripts / transcript_name("B", generation)
             if transcript.exists():
                 entries.append({"dir": "session", "generation": generation})
                 entries += [json.loads(line) for line in transcript.read_text("utf-8").splitlines()]

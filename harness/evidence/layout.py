@@ -1,0 +1,30 @@
+"""A scenario's artifacts folder: the name of every file in it, defined once.
+
+::
+
+    core-export.json                         the core's evidence export (contracts/export.schema.json)
+    core/app.log                             the core app's log
+    model-requests.jsonl                     the scripted model's request log (scripted provider only)
+    appserver/<agent>.g<n>.appserver.jsonl   each owner generation's app-server transcript (and .stderr.log)
+    rollouts/<agent>/rollout-*.jsonl         the agent's Codex rollouts
+
+The run writes it (:mod:`harness.acceptance.artifacts`, a core's driver for its own
+files); the checks (:mod:`harness.acceptance.observations`) and the report read it.
+"""
+
+from __future__ import annotations
+
+import re
+
+EXPORT_FILE = "core-export.json"
+CORE_LOG = "core/app.log"
+MODEL_REQUESTS = "model-requests.jsonl"
+APPSERVER_DIR = "appserver"
+ROLLOUTS_DIR = "rollouts"
+TRANSCRIPT = re.compile(r"(?P<agent>.+)\.g(?P<generation>\d+)\.appserver\.jsonl")
+"""An app-server transcript's file name: the agent's name, then its owner generation."""
+
+
+def transcript_name(agent: str, generation: int) -> str:
+    """The file name of ``agent``'s app-server transcript at owner ``generation``."""
+    return f"{agent}.g{generation}.appserver.jsonl"
