@@ -33,7 +33,8 @@ from typing import Any
 from harness.evidence.core import CoreEvidence
 from harness.evidence.layout import APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT
 from harness.evidence.rollouts import RolloutIndex, RolloutLine
-from harness.model.rules import json_objects
+from harness.model.log import ModelRequest, ModelRequestLog
+from harness.model.responses import json_objects
 from harness.model.probe import ProbeObservation
 
 
@@ -56,40 +57,6 @@ class TranscriptLine:
     @property
     def params(self) -> dict[str, Any]:
         return self.message.get("params") or {}
-
-
-@dataclass(frozen=True)
-class ModelExchange:
-    seq: int
-    agent: str | None
-    body: dict[str, Any]
-    rule: str | None = None
-    outcome: str | None = None
-    items: tuple[dict[str, Any], ...] = ()
-
-    def input_items(self) -> list[dict[str, Any]]:
-        return [item for item in self.body.get("input") or [] if isinstance(item, dict)]
-
-    @property
-    def turn_id(self) -> str | None:
-        """The Codex turn this request belongs to (Codex sends it in ``client_metadata``)."""
-        metadata = self.body.get("client_metadata")
-        return metadata.get("turn_id") if isinstance(metadata, dict) else None
-
-    @property
-    def thread_id(self) -> str | None:
-        """The Codex thread this request belongs to: ``client_metadata`` names it, directly or in
-        its ``x-codex-turn-metadata`` (the first request of a turn has only the latter)."""
-        metadata = self.body.get("client_metadata")
-        if not isinstance(metadata, dict):
-            return None
-        if metadata.get("thread_id"):
-            return str(metadata["thread_id"])
-        try:
-            turn = json.loads(metadata.get("x-codex-turn-metadata") or "")
-        except (TypeError, ValueError):
-            return None
-        return str(turn["thread_id"]) if isinstance(turn, dict) and turn.get("thread_id") else None
 
 
 @dataclass
@@ -131,7 +98,7 @@ class Observations:
         self.paths = self.core.paths
         self._transcripts: dict[str, list[TranscriptLine]] = {}
         self._rollouts: RolloutIndex | None = None
-        self.model_exchanges: list[ModelExchange] = _read_model_log(self.artifacts / MODEL_REQUESTS)
+        self.model_exchanges: list[ModelRequest] = ModelRequestLog.load(self.artifacts / MODEL_REQUESTS).requests
 
     # -- the core's export ------------------------------------------------------
 
@@ -269,11 +236,11 @@ class Observations:
 
     # -- the model request log ---------------------------------------------------------
 
-    def exchanges(self, agent: str) -> list[ModelExchange]:
+    def exchanges(self, agent: str) -> list[ModelRequest]:
         """The requests on the agent's model route (a collaboration tree shares its root's route)."""
         return [exchange for exchange in self.model_exchanges if exchange.agent == agent]
 
-    def thread_exchanges(self, thread_id: str) -> list[ModelExchange]:
+    def thread_exchanges(self, thread_id: str) -> list[ModelRequest]:
         """The requests Codex sent for one thread."""
         return [exchange for exchange in self.model_exchanges if exchange.thread_id == thread_id]
 
@@ -321,29 +288,3 @@ def select_record(rows: list[dict[str, Any]], selector: str | Mapping[str, Any],
 def output_json(text: str) -> dict[str, Any] | None:
     """The first JSON object in a tool output's text (Codex prefixes ``Wall time`` lines)."""
     return next(json_objects(text), None)
-
-
-def item_text(item: Mapping[str, Any]) -> str:
-    """The text of a Responses input item: message parts joined, or a tool output."""
-    content = item.get("content") if item.get("type") == "message" else item.get("output")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(part.get("text", "") for part in content if isinstance(part, Mapping))
-    return ""
-
-
-def _read_model_log(path: Path) -> list[ModelExchange]:
-    if not path.is_file():
-        return []
-    requests: dict[int, ModelExchange] = {}
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        entry = json.loads(raw)
-        if entry.get("event") == "request":
-            requests[entry["seq"]] = ModelExchange(entry["seq"], entry.get("agent"),
-                                                   entry.get("body") if isinstance(entry.get("body"), dict) else {})
-        elif entry.get("event") == "response" and entry.get("seq") in requests:
-            request = requests[entry["seq"]]
-            requests[entry["seq"]] = ModelExchange(request.seq, request.agent, request.body, entry.get("rule"),
-                                                   entry.get("outcome"), tuple(entry.get("items") or ()))
-    return [requests[seq] for seq in sorted(requests)]

@@ -49,6 +49,7 @@ from harness.codex.install import CodexInstallError, CodexInstallation, locate_c
 from harness.codex.lab import MODEL_KEY_VALUE, project_agent
 from harness.codex.protocol import ProtocolSchema, ProtocolSchemaError
 from harness.codex.workspace import FixtureWorkspace
+from harness.model.responses import item_text
 from harness.model.rules import script_from_document
 from harness.model.server import ScriptedModel
 
@@ -425,12 +426,7 @@ def tool_surface(body: Any) -> str | None:
 
 
 def _texts(exchange: Any) -> str:
-    parts = []
-    for item in exchange.input_items():
-        for content in item.get("content") or [] if isinstance(item, dict) else []:
-            if isinstance(content, dict) and isinstance(content.get("text"), str):
-                parts.append(content["text"])
-    return "\n".join(parts)
+    return "\n".join(item_text(item) for item in exchange.input_items() if isinstance(item, dict))
 
 
 # -- as a process of the acceptance runner's job -------------------------------------------------

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.json_values import strings
+from harness.model.responses import content_text, item_text
 
 UNVERIFIED = "unverified"
 """What the index says for a model or effort the rollout does not record."""
@@ -176,9 +177,7 @@ class RolloutLine:
 
     def text(self) -> str:
         """A message's text parts joined by line breaks, or a tool output's text."""
-        if self.payload_type == "message":
-            return _content_text(self.payload.get("content"))
-        return _content_text(self.payload.get("output"))
+        return item_text(self.payload)
 
 
 class RolloutIndex:
@@ -335,7 +334,7 @@ class RolloutIndex:
         elif kind == "response_item" and ptype == "message":
             self.messages.append(Message(
                 thread_id=thread_id, turn_id=line.turn_id, role=str(payload.get("role")),
-                phase=payload.get("phase"), text=_content_text(payload.get("content")),
+                phase=payload.get("phase"), text=content_text(payload.get("content")),
                 item_id=payload.get("id"), at=line.at, timestamp=line.timestamp))
 
     def _inherited(self, line: RolloutLine) -> bool:
@@ -458,14 +457,6 @@ def _turn_of(kind: str, payload: dict[str, Any]) -> str | None:
         turn = passthrough.get("turn_id")
         return str(turn) if turn else None
     return None
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict) and "text" in part)
 
 
 def _strings(value: Any) -> Iterator[str]:

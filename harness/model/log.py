@@ -1,11 +1,12 @@
-"""The scripted model's request log, read back for a report.
+"""The scripted model's request log, read back: the one reader of its format.
 
 One JSON object a line (see ``harness.model.server``): ``request`` (seq, agent,
 path, headers without credentials, body as Codex sent it), ``response`` (seq, rule,
-outcome, emitted items, error) and ``release`` records. The report takes from it
-the tool schema each model was actually offered — the ``tools`` entry of type
-``namespace`` named ``mcp__peerwire`` in each request body — and a per-request
-summary (agent, matched rule, outcome).
+outcome, emitted items, error) and ``release`` records. The checks read each
+request's input and what was emitted; the probe the same for one route; the
+report the tool schema each model was actually offered — the ``tools`` entry of
+type ``namespace`` named ``mcp__peerwire`` in each request body — and a
+per-request summary (agent, matched rule, outcome).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,11 +37,23 @@ class ModelRequest:
     received_at: float | None = None
     """When the request arrived (Unix seconds); ``answered_at`` when its answer was finished."""
     answered_at: float | None = None
+    items: tuple[dict[str, Any], ...] = ()
+    """What the model emitted in answer (``response`` record's ``items``)."""
+
+    def input_items(self) -> list[dict[str, Any]]:
+        """The request's ``input`` items, in order."""
+        return [item for item in self.body.get("input") or [] if isinstance(item, dict)]
+
+    @property
+    def turn_id(self) -> str | None:
+        """The Codex turn this request belongs to (Codex sends it in ``client_metadata``)."""
+        metadata = self.body.get("client_metadata")
+        return metadata.get("turn_id") if isinstance(metadata, dict) else None
 
     @property
     def thread_id(self) -> str | None:
-        """The Codex thread of the request: ``client_metadata`` names it, directly or inside its
-        ``x-codex-turn-metadata`` (the first request of a turn carries only the latter)."""
+        """The Codex thread this request belongs to: ``client_metadata`` names it, directly or in
+        its ``x-codex-turn-metadata`` (the first request of a turn has only the latter)."""
         metadata = self.body.get("client_metadata")
         if not isinstance(metadata, dict):
             return None
@@ -47,7 +61,7 @@ class ModelRequest:
             return str(metadata["thread_id"])
         try:
             turn = json.loads(metadata.get("x-codex-turn-metadata") or "")
-        except ValueError:
+        except (TypeError, ValueError):
             return None
         return str(turn["thread_id"]) if isinstance(turn, dict) and turn.get("thread_id") else None
 
@@ -92,27 +106,33 @@ class ModelRequestLog:
         path = Path(path)
         if not path.exists():
             return cls([], [f"{path.name}: missing"] if expected else [])
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            return cls.parse(handle, name=path.name)
+
+    @classmethod
+    def parse(cls, lines: Iterable[str], *, name: str = "log") -> "ModelRequestLog":
+        """Read the log's lines; unreadable ones become ``problems`` (named ``<name>:<line>``)."""
         requests: dict[int, ModelRequest] = {}
         problems: list[str] = []
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for number, raw in enumerate(handle, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    problems.append(f"{path.name}:{number}: not JSON")
-                    continue
-                event, seq = record.get("event"), record.get("seq")
-                if event == "request" and isinstance(seq, int):
-                    body = record.get("body") if isinstance(record.get("body"), dict) else {}
-                    requests[seq] = ModelRequest(seq, record.get("agent"), number, body,
-                                                 received_at=_seconds(record.get("at")))
-                elif event == "response" and seq in requests:
-                    request = requests[seq]
-                    request.rule, request.outcome = record.get("rule"), record.get("outcome")
-                    request.error, request.response_line = record.get("error"), number
-                    request.answered_at = _seconds(record.get("at"))
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                problems.append(f"{name}:{number}: not JSON")
+                continue
+            event, seq = record.get("event"), record.get("seq")
+            if event == "request" and isinstance(seq, int):
+                body = record.get("body") if isinstance(record.get("body"), dict) else {}
+                requests[seq] = ModelRequest(seq, record.get("agent"), number, body,
+                                             received_at=_seconds(record.get("at")))
+            elif event == "response" and seq in requests:
+                request = requests[seq]
+                request.rule, request.outcome = record.get("rule"), record.get("outcome")
+                request.error, request.response_line = record.get("error"), number
+                request.answered_at = _seconds(record.get("at"))
+                request.items = tuple(item for item in record.get("items") or () if isinstance(item, dict))
         return cls(sorted(requests.values(), key=lambda r: r.seq), problems)
 
     def agents(self) -> list[str]:

@@ -16,7 +16,6 @@ history counts again, as it does for the model.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,9 @@ from typing import Any, Iterable
 from peerwire import collab, envelope
 from peerwire.envelope import MESSAGE_TYPES
 from peerwire.lifecycle import Kind
+
+from .log import ModelRequestLog
+from .responses import item_text
 
 LEGS = ("childQuestionObserved", "parentReplyObserved", "childFinalObserved", "finalExact")
 STATEMENT = ("Each leg counts only when it is observed in an actual model input (the scripted model's "
@@ -58,11 +60,9 @@ class ProbeObservation:
 
 
 def _texts(items: Iterable[Any]) -> list[str]:
-    out = []
-    for item in items:
-        if isinstance(item, dict) and item.get("type") == "message" and item.get("role") != "assistant":
-            out.append("\n".join(part.get("text", "") for part in item.get("content") or [] if isinstance(part, dict)))
-    return out
+    """The texts of the messages in a model input that the model did not write itself."""
+    return [item_text(item) for item in items
+            if isinstance(item, dict) and item.get("type") == "message" and item.get("role") != "assistant"]
 
 
 def _opens_child_task(text: str, child: str) -> bool:
@@ -110,7 +110,7 @@ def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> Pro
             continue
         for item in request.get("emitted") or []:
             if item.get("type") == "message" and item.get("phase") == "final_answer":
-                parent_finals.append((seq, "".join(p.get("text", "") for p in item.get("content") or [])))
+                parent_finals.append((seq, item_text(item)))
     if parent_finals and parent_finals[-1][1] == expect.final:
         summary["finalExact"] = True
         seen["finalExact"].append(parent_finals[-1][0])
@@ -120,20 +120,15 @@ def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> Pro
 
 def observe_log(path: Path, agent: str, expect: ProbeExpectation) -> ProbeObservation:
     """:func:`observe` over the model request log at ``path`` (absent: no request), route ``agent``."""
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    return observe(requests_from_log(lines, agent), expect)
+    return observe(route_requests(ModelRequestLog.load(path), agent), expect)
 
 
 def requests_from_log(lines: Iterable[str], agent: str) -> list[dict[str, Any]]:
-    """Pair the scripted model log's request and response records of one route."""
-    requests: dict[int, dict[str, Any]] = {}
-    order: list[int] = []
-    for line in lines:
-        record = json.loads(line)
-        seq = record.get("seq")
-        if record.get("event") == "request" and record.get("agent") == agent:
-            requests[seq] = {"seq": seq, "input": (record.get("body") or {}).get("input") or [], "emitted": []}
-            order.append(seq)
-        elif record.get("event") == "response" and seq in requests:
-            requests[seq]["emitted"] = record.get("items") or []
-    return [requests[s] for s in order]
+    """The scripted model log's requests of one route, each with what answered it (from the log's lines)."""
+    return route_requests(ModelRequestLog.parse(lines), agent)
+
+
+def route_requests(log: ModelRequestLog, agent: str) -> list[dict[str, Any]]:
+    """The requests of route ``agent`` as :func:`observe` takes them: ``seq``, ``input``, ``emitted``."""
+    return [{"seq": r.seq, "input": r.input_items(), "emitted": list(r.items)}
+            for r in log.requests if r.agent == agent]

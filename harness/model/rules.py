@@ -28,6 +28,8 @@ import jsonschema
 
 from peerwire.envelope import TYPE_HEADER
 
+from .responses import content_text, json_objects
+
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "scripted-model-rules.schema.json"
 
 _ENVELOPE_TYPE = re.compile(rf"^{re.escape(TYPE_HEADER)}:[ \t]*(\S+)", re.MULTILINE)
@@ -80,7 +82,7 @@ def read_input(body: Mapping[str, Any]) -> list[InputItem]:
             role = raw.get("role")
             item_kind = "assistant_text" if role == "assistant" else "message"
             items.append(
-                InputItem(item_kind, _content_text(raw.get("content")), role=role, phase=raw.get("phase"))
+                InputItem(item_kind, content_text(raw.get("content")), role=role, phase=raw.get("phase"))
             )
         elif kind == "function_call":
             items.append(
@@ -94,26 +96,11 @@ def read_input(body: Mapping[str, Any]) -> list[InputItem]:
         elif kind == "function_call_output":
             tool, namespace = calls.get(str(raw.get("call_id")), (None, None))
             items.append(
-                InputItem("tool_output", _content_text(raw.get("output")), tool=tool, namespace=namespace)
+                InputItem("tool_output", content_text(raw.get("output")), tool=tool, namespace=namespace)
             )
         else:
             items.append(InputItem("other", ""))
     return items
-
-
-def _content_text(content: Any) -> str:
-    # Message content and tool output are either a plain string or a list of
-    # parts ({"type": "input_text"|"output_text", "text": ...}); Codex renders
-    # MCP results both ways (a string when the result has structuredContent).
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            part["text"]
-            for part in content
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-        )
-    return ""
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -124,22 +111,6 @@ def _arguments_text(arguments: Any) -> str:
         except ValueError:
             return arguments
     return json.dumps(arguments, ensure_ascii=False)
-
-
-def json_objects(text: str) -> Iterator[Any]:
-    """Every JSON object embedded in `text`, in order (Codex prefixes tool
-    output with lines such as `Wall time: ...` / `Output:`)."""
-    decoder = json.JSONDecoder()
-    position = text.find("{")
-    while position != -1:
-        try:
-            value, end = decoder.raw_decode(text, position)
-        except ValueError:
-            position = text.find("{", position + 1)
-            continue
-        if isinstance(value, dict):
-            yield value
-        position = text.find("{", end)
 
 
 def _lookup(value: Any, path: str) -> tuple[bool, Any]:

@@ -24,6 +24,7 @@ from . import collab, delivery, replies, tools, turns
 from .kernel import CheckSpec, Evidence, Failed, Judgement, Verdict, merge, require
 from .kernel import judge as _judge
 
+
 MESSAGING = merge(tools.JUDGEMENTS, delivery.JUDGEMENTS, replies.JUDGEMENTS, turns.JUDGEMENTS)
 """The judgements of the messaging profile's exchanges."""
 JUDGEMENTS = merge(MESSAGING, collab.JUDGEMENTS)

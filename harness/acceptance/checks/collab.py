@@ -22,10 +22,11 @@ from typing import Any
 
 from harness.evidence.rollouts import RolloutLine
 from harness.model.probe import LEGS
+from harness.model.responses import item_text
 from peerwire import collab, envelope
 from peerwire.lifecycle import Stage
 
-from ..observations import EvidenceMissing, Observations, item_text, output_json
+from ..observations import EvidenceMissing, Observations, output_json
 from .kernel import Evidence, judgements, require
 from .readings import inject_lines, opened_turn, result_thread
 

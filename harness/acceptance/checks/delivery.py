@@ -3,13 +3,14 @@ turn, nothing delivered twice."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
-from collections import Counter
 
+from harness.model.responses import item_text
 from peerwire.lifecycle import Stage
 
-from ..observations import Observations, item_text
+from ..observations import Observations
 from .kernel import Evidence, judgements, require
 from .readings import carries, inject_lines, opened_turn
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.evidence.rollouts import RolloutLine
+from harness.model.responses import item_text
 from peerwire import envelope
 
-from harness.evidence.rollouts import RolloutLine
-
-from ..observations import Observations, TranscriptLine, item_text, output_json
+from ..observations import Observations, TranscriptLine, output_json
 from .kernel import require
+
 
 def envelope_of(text: str) -> dict[str, Any] | None:
     try:

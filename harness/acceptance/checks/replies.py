@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.model.responses import item_text
 from peerwire.lifecycle import BINDING, Stage
 
-from ..observations import Observations, item_text, output_json
+from ..observations import Observations, output_json
 from .kernel import Evidence, judgements, require
 from .readings import carries, receive_outputs, reply_of, turn_of_request
 

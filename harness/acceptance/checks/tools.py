@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..observations import Observations, item_text, output_json
+from harness.model.responses import item_text
+
+from ..observations import Observations, output_json
 from .kernel import Evidence, judgements, require
 from .readings import receive_outputs
 
