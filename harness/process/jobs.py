@@ -3,37 +3,21 @@
 A :class:`Job` owns the processes started through :meth:`Job.spawn` and
 everything those start in turn. Closing the job leaves none of them running.
 
-POSIX
-    Each child leads its own session and process group
-    (``start_new_session=True``), so one ``killpg`` reaches the child and every
-    descendant that stayed in its group, even after the child itself exited.
-    Teardown sends SIGTERM to every group, waits a bounded grace, SIGKILLs what
-    is left, then sweeps descendants that left their group (``setsid``,
-    daemonizers). Those are found through the process tree, which only links
-    them to the job while their ancestors live, so the job records them before
-    it signals anything (and whenever :meth:`Job.observe` is called). A job
-    created with ``adopt_orphans=True`` on Linux also makes the runner a child
-    subreaper, so orphans reparent to the runner instead of init and stay
-    reachable however early their parent exits.
-
-Windows
-    Every child is assigned to one Job Object created with
-    ``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE``. The kernel places descendants in the
-    same job, and closing its handle -- explicitly, or implicitly when the
-    runner dies -- kills all of them.
+How a platform holds and ends them is its own module, each read alone:
+:mod:`.jobs_posix` (process groups, recorded descendants, adopted orphans) and
+:mod:`.jobs_windows` (a Job Object that kills on close). This module is what
+both share: starting processes, the job's states, signal-safe closing.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import enum
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +25,9 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any
 
-import psutil
+from . import jobs_posix, jobs_windows
+from .jobs_posix import ProcessGroups
+from .jobs_windows import JobObjectTeardown
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -61,13 +47,8 @@ __all__ = [
 DEFAULT_GRACE = 5.0
 #: Upper bound, in seconds, on waiting for killed processes to disappear.
 KILL_TIMEOUT = 5.0
-
-# How often teardown re-checks what is still alive. Short, because the common
-# case is children that exit at once on SIGTERM.
-_POLL_INTERVAL = 0.02
-# SIGKILL rounds in the sweep: each round can uncover descendants that a dying
-# process handed to init or to the subreaper.
-_SWEEP_ROUNDS = 5
+#: How a child starts: isolated, so the job can signal it and what it starts without signalling the runner.
+ISOLATION = jobs_windows.ISOLATION if sys.platform == "win32" else jobs_posix.ISOLATION
 
 # What spawn accepts for stdin/stdout/stderr: subprocess.PIPE / DEVNULL /
 # STDOUT, a file descriptor, a file object, or None to inherit.
@@ -162,13 +143,13 @@ class Job:
         # that thread is inside spawn() or close(), and calls close() again.
         self._lock = threading.RLock()
         self._processes: list[JobProcess] = []
-        self._recorded: set[psutil.Process] = set()
         self._state = _State.OPEN
         self._teardown: JobTeardown | None = None
         self._spawning_thread: int | None = None
         self._deferred: Callable[[], None] | None = None
-        self._windows_job = _WindowsJobObject() if sys.platform == "win32" else None
-        self.adopts_orphans: bool = adopt_orphans and _become_child_subreaper()
+        self._platform = (JobObjectTeardown(self._all) if sys.platform == "win32" else
+                          ProcessGroups(self._all, _started_by_open_jobs, adopt_orphans=adopt_orphans))
+        self.adopts_orphans: bool = self._platform.adopts_orphans
         """Whether orphaned descendants reparent to this process (see class docs)."""
         _open_jobs.add(self)
         atexit.register(self._close_at_exit)
@@ -245,7 +226,7 @@ class Job:
                         stdout=stdout,
                         stderr=stderr,
                         pass_fds=tuple(pass_fds),
-                        **_isolation_options(),
+                        **ISOLATION,
                     )
                 except OSError as exc:
                     raise JobSpawnError(f"cannot start {label!r} ({args[0]}): {exc.strerror or exc}") from exc
@@ -256,8 +237,14 @@ class Job:
                 deferred, self._deferred = self._deferred, None
                 if deferred is not None:
                     deferred()
-            if self._windows_job is not None:
-                self._assign_or_kill(process)
+            try:
+                self._platform.placed(process)
+            except OSError as exc:
+                # Outside the job the process could outlive the runner: refuse it.
+                process.popen.kill()
+                process.popen.wait()
+                self._processes.remove(process)
+                raise JobSpawnError(f"cannot place {process.name!r} in the job object: {exc}") from exc
             return process
 
     def _defer_while_spawning(self, action: Callable[[], None]) -> bool:
@@ -283,16 +270,8 @@ class Job:
         e.g. once a child reports it is ready. A no-op on Windows, where the Job
         Object holds every descendant.
         """
-        if self._windows_job is not None:
-            return
         with self._lock:
-            for process in self._processes:
-                # Only while unreaped: once Popen has reaped the child, its pid
-                # may belong to an unrelated process whose children are not ours.
-                if process.popen.poll() is None:
-                    self._recorded.update(_descendants_of_pid(process.pid))
-            if self.adopts_orphans:
-                self._recorded.update(self._adopted(recursive=True))
+            self._platform.observe()
 
     def close(self, grace: float | None = None) -> JobTeardown:
         """End every process of the job; return what that took.
@@ -320,10 +299,7 @@ class Job:
             else:
                 self._state = _State.CLOSING
                 atexit.unregister(self._close_at_exit)
-            if self._windows_job is not None:
-                result = self._close_windows(grace)
-            else:
-                result = self._close_posix(grace)
+            result = JobTeardown(**self._platform.close(grace, KILL_TIMEOUT))
             if self._teardown is None:
                 self._teardown = result
             self._state = _State.CLOSED
@@ -333,163 +309,12 @@ class Job:
     def _close_at_exit(self) -> None:
         self.close()
 
-    # -- POSIX -----------------------------------------------------------------
+    def _all(self) -> list[JobProcess]:
+        return self._processes
 
-    def _close_posix(self, grace: float) -> JobTeardown:
-        # Record first: a child dying on SIGTERM hands its descendants to init,
-        # and after that the tree no longer leads from the child to them.
-        self.observe()
-        terminated = tuple(process.name for process in self._processes if process.popen.poll() is None)
-        escaped: set[int] = set()
 
-        groups = self._groups()
-        for pgid in groups:
-            _signal_group(pgid, signal.SIGTERM)
-        for proc in self._live_recorded():
-            if _pgid(proc) not in groups:
-                escaped.add(proc.pid)
-                _signal_process(proc, signal.SIGTERM)
-        live_groups, live_recorded = self._wait_until_quiet(time.monotonic() + grace)
-
-        killed: list[str] = []
-        for _ in range(_SWEEP_ROUNDS):
-            if not live_groups and not live_recorded:
-                break
-            groups = self._groups()
-            for pgid in live_groups & groups.keys():
-                if groups[pgid] not in killed:
-                    killed.append(groups[pgid])
-                _signal_group(pgid, signal.SIGKILL)
-            for proc in live_recorded:
-                # Its descendants first: once it dies they reparent away from it.
-                self._recorded.update(_descendants(proc))
-            for proc in self._live_recorded():
-                if _pgid(proc) not in groups:
-                    escaped.add(proc.pid)
-                _signal_process(proc, signal.SIGKILL)
-            live_groups, live_recorded = self._wait_until_quiet(time.monotonic() + KILL_TIMEOUT / _SWEEP_ROUNDS)
-
-        # The last look may have found a child dead but not yet reaped; collect
-        # its status now, so its Popen reports how it ended.
-        self._reap()
-        survivors = {proc.pid for proc in live_recorded}
-        for members in _live_group_members(live_groups).values():
-            survivors.update(members)
-        return JobTeardown(
-            terminated=terminated,
-            killed=tuple(killed),
-            escaped=tuple(sorted(escaped)),
-            survivors=tuple(sorted(survivors)),
-        )
-
-    def _groups(self) -> dict[int, str]:
-        """The process groups that are the job's to signal: group id -> child name.
-
-        start_new_session=True made each child the leader of a group whose id
-        is its pid. (Not getpgid(), which fails once the leader is reaped while
-        members of its group may live on.) The kernel does not hand out a pid
-        still in use as a group id, so once a leader is reaped, a process
-        holding its pid proves the group is gone and the id belongs to someone
-        else now: such a group is left alone.
-        """
-        groups = {}
-        for process in self._processes:
-            if process.popen.returncode is None or not psutil.pid_exists(process.pid):
-                groups[process.pid] = process.name
-        return groups
-
-    def _wait_until_quiet(self, deadline: float) -> tuple[set[int], list[psutil.Process]]:
-        """Poll until no group member or recorded process lives, or until ``deadline``.
-
-        Returns what is still alive: group ids and recorded processes.
-        """
-        while True:
-            self._reap()
-            if self.adopts_orphans:
-                # Orphans adopted since the last look belong to the job too.
-                self._recorded.update(self._adopted(recursive=True))
-            live_groups = set(_live_group_members(self._groups()))
-            live_recorded = self._live_recorded()
-            if (not live_groups and not live_recorded) or time.monotonic() >= deadline:
-                return live_groups, live_recorded
-            time.sleep(_POLL_INTERVAL)
-
-    def _live_recorded(self) -> list[psutil.Process]:
-        return [proc for proc in self._recorded if not _is_gone(proc)]
-
-    def _reap(self) -> None:
-        """Collect exit statuses, so dead children stop counting as group members."""
-        for process in self._processes:
-            # Popen.poll() never blocks: if the main thread is inside
-            # Popen.wait() when a signal handler lands here, it returns None.
-            process.popen.poll()
-        if self.adopts_orphans:
-            # Adopted orphans are this process's children now; nobody else will
-            # reap them. Only their pids, never waitpid(-1), which would steal
-            # the exit statuses that Popen objects are waiting for.
-            for child in self._adopted(recursive=False):
-                try:
-                    os.waitpid(child.pid, os.WNOHANG)
-                except ChildProcessError:
-                    pass  # ECHILD: reaped already, or no longer our child.
-
-    def _adopted(self, *, recursive: bool) -> list[psutil.Process]:
-        """Children of this process that no open job started, with their descendants."""
-        started = {process.pid for job in list(_open_jobs) for process in job._processes}
-        started.update(process.pid for process in self._processes)
-        try:
-            children = psutil.Process().children()
-        except psutil.Error:
-            return []
-        adopted = [child for child in children if child.pid not in started]
-        if recursive:
-            for child in list(adopted):
-                adopted.extend(_descendants(child))
-        return adopted
-
-    # -- Windows ---------------------------------------------------------------
-
-    def _assign_or_kill(self, process: JobProcess) -> None:
-        assert self._windows_job is not None
-        # The child runs between CreateProcess and this call; anything it starts
-        # in that window is outside the job. Creating it suspended would close
-        # the window, but Popen gives no access to its main thread to resume it.
-        try:
-            self._windows_job.assign(process.pid)
-        except OSError as exc:
-            # Outside the job the process could outlive the runner: refuse it.
-            process.popen.kill()
-            process.popen.wait()
-            self._processes.remove(process)
-            raise JobSpawnError(f"cannot place {process.name!r} in the job object: {exc}") from exc
-
-    def _close_windows(self, grace: float) -> JobTeardown:
-        assert self._windows_job is not None
-        running = [process for process in self._processes if process.popen.poll() is None]
-        signalled = []
-        for process in running:
-            try:
-                # The console's nearest thing to SIGTERM. It reaches the child's
-                # console process group, which CREATE_NEW_PROCESS_GROUP separated
-                # from ours, so the runner does not receive it too.
-                os.kill(process.pid, signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined,unused-ignore]
-                signalled.append(process)
-            except OSError:
-                pass  # Exited meanwhile, or has no console to deliver the event to.
-        deadline = time.monotonic() + grace
-        while any(p.popen.poll() is None for p in signalled) and time.monotonic() < deadline:
-            time.sleep(_POLL_INTERVAL)
-        killed = tuple(process.name for process in running if process.popen.poll() is None)
-        # Ends every process in the job: the children and all their descendants.
-        self._windows_job.close()
-        deadline = time.monotonic() + KILL_TIMEOUT
-        while any(p.popen.poll() is None for p in running) and time.monotonic() < deadline:
-            time.sleep(_POLL_INTERVAL)
-        return JobTeardown(
-            terminated=tuple(process.name for process in running),
-            killed=killed,
-            survivors=tuple(process.pid for process in running if process.popen.poll() is None),
-        )
+def _started_by_open_jobs() -> set[int]:
+    return {process.pid for job in list(_open_jobs) for process in job._processes}
 
 
 Spawn = Callable[[list[str], dict[str, str], IO[bytes]], subprocess.Popen]
@@ -540,229 +365,3 @@ def install_signal_handlers(
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
     return restore
-
-
-# -- process helpers ---------------------------------------------------------------
-
-
-def _isolation_options() -> dict[str, Any]:
-    if sys.platform == "win32":
-        # Gives the child its own console process group, so CTRL_BREAK can be
-        # aimed at it alone.
-        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
-    return {"start_new_session": True}
-
-
-def _descendants_of_pid(pid: int) -> list[psutil.Process]:
-    try:
-        return _descendants(psutil.Process(pid))
-    except psutil.Error:
-        return []  # Gone meanwhile.
-
-
-def _descendants(proc: psutil.Process) -> list[psutil.Process]:
-    try:
-        return proc.children(recursive=True)
-    except psutil.Error:
-        # NoSuchProcess: gone, nothing below it. AccessDenied: not ours to end.
-        return []
-
-
-def _is_gone(proc: psutil.Process) -> bool:
-    """True once ``proc`` is dead, zombies included, or its pid is reused."""
-    try:
-        # is_running() compares creation times, so a reused pid reads as gone.
-        # It is True for zombies, which are dead but wait for a parent to reap
-        # them: an orphan's new parent (init) may be slow to, or never will.
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.AccessDenied:
-        return False
-
-
-def _pgid(proc: psutil.Process) -> int | None:
-    try:
-        return os.getpgid(proc.pid)
-    except OSError:
-        return None  # ESRCH: gone meanwhile.
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass  # ESRCH: every member of the group is gone already.
-    except PermissionError:
-        # EPERM. Linux: no member could be signalled, but they are alive.
-        # macOS: at least one member could not be (or only zombies remain).
-        # Either way the group is not known to be gone: the wait that follows
-        # sees what lives on, SIGKILL is tried next, and whatever still refuses
-        # ends up among the teardown's survivors.
-        pass
-
-
-def _signal_process(proc: psutil.Process, sig: signal.Signals) -> None:
-    try:
-        # psutil checks the pid still names the process recorded earlier,
-        # so a reused pid is never signalled.
-        proc.send_signal(sig)
-    except psutil.NoSuchProcess:
-        pass  # Exited meanwhile.
-    except psutil.AccessDenied:
-        pass  # EPERM: reported as a survivor if it outlives the teardown.
-
-
-def _live_group_members(pgids: Iterable[int]) -> dict[int, list[int]]:
-    """Pids of the living (non-zombie) members of each of ``pgids`` that has any."""
-    candidates = set()
-    for pgid in pgids:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            continue  # ESRCH: nothing at all left in the group.
-        except PermissionError:
-            pass  # EPERM: members exist that we may not signal; look at them below.
-        candidates.add(pgid)
-    if not candidates:
-        return {}
-    # The probe above also succeeds while the only members left are zombies,
-    # orphans that init has not reaped (on some hosts it never does). A zombie
-    # is dead already, so look at the members themselves.
-    members: dict[int, list[int]] = {}
-    for proc in psutil.process_iter():
-        try:
-            pgid = os.getpgid(proc.pid)
-            if pgid in candidates and proc.status() != psutil.STATUS_ZOMBIE:
-                members.setdefault(pgid, []).append(proc.pid)
-        except (OSError, psutil.NoSuchProcess):
-            continue  # Exited during the scan.
-        except psutil.AccessDenied:
-            members.setdefault(pgid, []).append(proc.pid)  # Cannot tell: assume alive.
-    return members
-
-
-_PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
-
-
-def _become_child_subreaper() -> bool:
-    """Linux: have orphaned descendants reparent to this process instead of init."""
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0),
-                      ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
-
-
-# -- Windows Job Object ------------------------------------------------------------
-
-# winnt.h layouts, with fixed-width types rather than ctypes.wintypes: DWORD is
-# c_ulong there, 8 bytes on 64-bit POSIX, and fixed widths keep the layout the
-# same on every host, so it can be checked off Windows too.
-
-
-class _IoCounters(ctypes.Structure):
-    _fields_ = [
-        ("ReadOperationCount", ctypes.c_uint64),
-        ("WriteOperationCount", ctypes.c_uint64),
-        ("OtherOperationCount", ctypes.c_uint64),
-        ("ReadTransferCount", ctypes.c_uint64),
-        ("WriteTransferCount", ctypes.c_uint64),
-        ("OtherTransferCount", ctypes.c_uint64),
-    ]
-
-
-class _JobObjectBasicLimitInformation(ctypes.Structure):
-    _fields_ = [
-        ("PerProcessUserTimeLimit", ctypes.c_int64),  # LARGE_INTEGER
-        ("PerJobUserTimeLimit", ctypes.c_int64),
-        ("LimitFlags", ctypes.c_uint32),  # DWORD
-        ("MinimumWorkingSetSize", ctypes.c_size_t),  # SIZE_T
-        ("MaximumWorkingSetSize", ctypes.c_size_t),
-        ("ActiveProcessLimit", ctypes.c_uint32),
-        ("Affinity", ctypes.c_size_t),  # ULONG_PTR
-        ("PriorityClass", ctypes.c_uint32),
-        ("SchedulingClass", ctypes.c_uint32),
-    ]
-
-
-class _JobObjectExtendedLimitInformation(ctypes.Structure):
-    _fields_ = [
-        ("BasicLimitInformation", _JobObjectBasicLimitInformation),
-        ("IoInfo", _IoCounters),
-        ("ProcessMemoryLimit", ctypes.c_size_t),
-        ("JobMemoryLimit", ctypes.c_size_t),
-        ("PeakProcessMemoryUsed", ctypes.c_size_t),
-        ("PeakJobMemoryUsed", ctypes.c_size_t),
-    ]
-
-
-_JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS = 9  # JobObjectExtendedLimitInformation
-_JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x2000
-_PROCESS_SET_QUOTA = 0x0100
-_PROCESS_TERMINATE = 0x0001
-
-
-class _WindowsJobObject:
-    """A Job Object whose last handle, when closed, kills every process in it.
-
-    The handle is not inheritable, so only this process holds it: if the runner
-    dies without closing it, the kernel closes it, and the children go too.
-    """
-
-    def __init__(self) -> None:
-        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined,unused-ignore]
-        kernel32.CreateJobObjectW.argtypes = [ctypes.c_void_p, ctypes.c_wchar_p]
-        kernel32.CreateJobObjectW.restype = ctypes.c_void_p
-        kernel32.SetInformationJobObject.argtypes = [
-            ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32,
-        ]
-        kernel32.SetInformationJobObject.restype = ctypes.c_int
-        kernel32.OpenProcess.argtypes = [ctypes.c_uint32, ctypes.c_int, ctypes.c_uint32]
-        kernel32.OpenProcess.restype = ctypes.c_void_p
-        kernel32.AssignProcessToJobObject.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        kernel32.AssignProcessToJobObject.restype = ctypes.c_int
-        kernel32.TerminateJobObject.argtypes = [ctypes.c_void_p, ctypes.c_uint]
-        kernel32.TerminateJobObject.restype = ctypes.c_int
-        kernel32.CloseHandle.argtypes = [ctypes.c_void_p]
-        kernel32.CloseHandle.restype = ctypes.c_int
-        self._kernel32 = kernel32
-
-        handle = kernel32.CreateJobObjectW(None, None)
-        if not handle:
-            raise _last_windows_error()
-        info = _JobObjectExtendedLimitInformation()
-        info.BasicLimitInformation.LimitFlags = _JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
-        if not kernel32.SetInformationJobObject(
-            handle, _JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS, ctypes.byref(info), ctypes.sizeof(info)
-        ):
-            error = _last_windows_error()
-            kernel32.CloseHandle(handle)
-            raise error
-        self._handle: int | None = handle
-
-    def assign(self, pid: int) -> None:
-        if self._handle is None:
-            raise OSError("the job object is closed")
-        process = self._kernel32.OpenProcess(_PROCESS_SET_QUOTA | _PROCESS_TERMINATE, False, pid)
-        if not process:
-            raise _last_windows_error()
-        try:
-            if not self._kernel32.AssignProcessToJobObject(self._handle, process):
-                raise _last_windows_error()
-        finally:
-            self._kernel32.CloseHandle(process)
-
-    def close(self) -> None:
-        """Kill every process in the job and release the handle. Idempotent."""
-        handle, self._handle = self._handle, None
-        if handle is None:
-            return
-        # Closing the handle alone would also kill (KILL_ON_JOB_CLOSE), but
-        # terminating first does not depend on this being the last handle.
-        self._kernel32.TerminateJobObject(handle, 1)
-        self._kernel32.CloseHandle(handle)
-
-
-def _last_windows_error() -> OSError:
-    return ctypes.WinError(ctypes.get_last_error())  # type: ignore[attr-defined,unused-ignore]

@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from .child_output import read_line
-from harness.process import jobs
+from harness.process import jobs, jobs_windows
 from harness.process.jobs import KILL_TIMEOUT, Job, JobClosedError, JobSpawnError, install_signal_handlers
 
 PROGRAM = Path(__file__).parent / "programs" / "process_tree.py"
@@ -428,10 +428,10 @@ def test_signal_handlers_can_be_restored() -> None:
 def test_job_object_limit_structures_match_the_64_bit_windows_layout() -> None:
     # winnt.h on x64: JOBOBJECT_BASIC_LIMIT_INFORMATION is 64 bytes, the
     # extended one 144, with IoInfo right after the basic block.
-    assert ctypes.sizeof(jobs._JobObjectBasicLimitInformation) == 64
-    assert ctypes.sizeof(jobs._JobObjectExtendedLimitInformation) == 144
-    assert jobs._JobObjectExtendedLimitInformation.IoInfo.offset == 64
-    assert jobs._JobObjectBasicLimitInformation.LimitFlags.offset == 16
+    assert ctypes.sizeof(jobs_windows._JobObjectBasicLimitInformation) == 64
+    assert ctypes.sizeof(jobs_windows._JobObjectExtendedLimitInformation) == 144
+    assert jobs_windows._JobObjectExtendedLimitInformation.IoInfo.offset == 64
+    assert jobs_windows._JobObjectBasicLimitInformation.LimitFlags.offset == 16
 
 
 @windows_only
