@@ -1,6 +1,15 @@
-"""Codex provider transport: the `codex app-server` JSON-RPC client.
+"""The Codex provider: automatic delivery into Codex agents through `codex app-server`.
 
-Only the wire lives here; what a task, a claim or a reply means stays in the core.
+* :mod:`.app_server` — the wire: the JSON-RPC client of one app-server process,
+  and the session Protocol a recorded or scripted exchange also speaks;
+* :mod:`.adapter` — :class:`~.adapter.CodexProvider`, the app's provider: owners,
+  dispatch, steering, injection, turn outcomes;
+* :mod:`.outcome` — what a finished turn means for its bound tasks (pure rules);
+* :mod:`.capabilities` and :mod:`.surface` — what each Codex version offers, and the
+  part of the protocol peerwire depends on, as data.
+
+The package exports the wire (the names below); what a task, a claim or a reply
+means stays in the core's store and lifecycle tables.
 """
 
 from peerwire.codex.app_server import (
