@@ -260,7 +260,7 @@ def _now() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    every = [*routes.PATHS, *routes.INPROCESS_PATHS]
+    every = [*routes.ROUTES, *routes.INPROCESS_ROUTES]
     parser = argparse.ArgumentParser(
         prog="python runner.py drift",
         description="Install another Codex release and report what would change for peerwire on it: the protocol "

@@ -1,9 +1,9 @@
 """The Codex adapter in this process, against a real ``codex app-server``.
 
-For paths that need the adapter's state in reach (see
+For delivery routes that need the adapter's state in reach (see
 :func:`harness.codex.recorded.routes.stale_steer`). The agent's Codex home gets the
 scripted provider; its MCP server entry points at this store's home, where no
-app runs (the scripted rules of these paths call no tools).
+app runs (the scripted rules of these routes call no tools).
 """
 
 from __future__ import annotations

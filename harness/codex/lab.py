@@ -15,7 +15,7 @@ The lab brings up, in one directory:
 
 The runner drives it through the driver (``prompt``, ``await_turn``, tool calls,
 the core's change feed and evidence export), so the core's adapter sees every
-turn. Tests use it for live adapter paths; the acceptance runner wraps it with
+turn. Tests use it for live delivery routes; the acceptance runner wraps it with
 run homes, process jobs and reports: given a
 :class:`~harness.process.jobs.Job`, the core's app starts through it, so the app,
 the app-servers it spawns and their MCP servers all end with the job.

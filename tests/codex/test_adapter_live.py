@@ -1,4 +1,4 @@
-"""Every Codex delivery path, live: the real pinned Codex, the scripted model, the real app.
+"""Every Codex delivery route, live: the real pinned Codex, the scripted model, the real app.
 
 Each test reads the core's records, evidence rows and bindings, the app-server
 transcript and the model request log: a reply text alone proves nothing.
@@ -16,7 +16,6 @@ from harness.codex.recorded import routes
 from harness.contract.manifest import requirement
 from harness.codex.inprocess import inprocess_adapter
 from harness.acceptance.reference import ReferenceLab
-from harness.model.rules import script_from_document
 from peerwire import envelope
 from peerwire.contract import definition_validator
 
@@ -25,7 +24,7 @@ pytestmark = pytest.mark.codex
 
 @pytest.fixture
 def lab(tmp_path: Path):
-    script = script_from_document(routes.model_document(), source="adapter-paths")
+    script = routes.model_script()
     with ReferenceLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
         lab.attach("B")
         yield lab
@@ -179,7 +178,7 @@ def test_resume_gives_a_new_generation_the_same_thread(lab):
 
 @requirement("delivery:stale-steer:released")
 def test_stale_steer_releases_the_claim_and_a_later_turn_takes_the_task(tmp_path):
-    script = script_from_document(routes.model_document(), source="adapter-paths")
+    script = routes.model_script()
 
     async def run():
         async with inprocess_adapter(tmp_path, script) as lab:

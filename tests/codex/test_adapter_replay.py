@@ -1,4 +1,4 @@
-"""Every Codex delivery path replayed from its recorded fixture: no Codex process.
+"""Every Codex delivery route replayed from its recorded fixture: no Codex process.
 
 The adapter runs in-process against the real store; :class:`ReplayTransport`
 plays the recorded app-server side. The records and evidence the adapter
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.codex.recorded.routes import INPROCESS_PATHS, PATHS, stale_steer
+from harness.codex.recorded.routes import INPROCESS_ROUTES, ROUTES, stale_steer
 from harness.codex.recorded.record import FIXTURE_DIR
 from harness.codex.recorded.replay import ReplayTransport
 from peerwire.codex.adapter import CodexProvider
@@ -161,7 +161,7 @@ REPLAYS["stale_steer"] = stale_steer_path
 
 
 def test_every_path_has_a_fixture_and_a_replay():
-    assert set(REPLAYS) == set(PATHS) | set(INPROCESS_PATHS) == {p.stem for p in FIXTURE_DIR.glob("*.jsonl")}
+    assert set(REPLAYS) == set(ROUTES) | set(INPROCESS_ROUTES) == {p.stem for p in FIXTURE_DIR.glob("*.jsonl")}
 
 
 @pytest.mark.parametrize("path", sorted(REPLAYS))

@@ -18,7 +18,6 @@ from harness.codex.capabilities import REPORT_NAME, CapabilityReport, establish
 from harness.codex.install import locate_codex
 from harness.acceptance.reference import ReferenceLab
 from harness.codex.recorded import routes
-from harness.model.rules import script_from_document
 from peerwire.codex.capabilities import DECLARATIONS, Capability
 from peerwire.errors import Code, PeerwireError
 from tests.conftest import OLDER_RELEASE
@@ -68,7 +67,7 @@ def agent_row(lab: ReferenceLab, name: str) -> dict:
 
 
 def test_the_adapter_gives_an_older_release_only_what_it_supports(older_codex, tmp_path: Path) -> None:
-    script = script_from_document(routes.model_document(), source="adapter-paths")
+    script = routes.model_script()
     with ReferenceLab(tmp_path, script, agents=("A", "B"), codex=older_codex, attach=False) as lab:
         owner = lab.attach("B")
         assert owner["codex_version"] == OLDER_RELEASE and "inject" not in owner["capabilities"]
@@ -86,7 +85,7 @@ def test_the_adapter_gives_an_older_release_only_what_it_supports(older_codex, t
 
 
 def test_capabilities_not_enabled_by_the_probe_are_refused_as_unsupported(tmp_path: Path) -> None:
-    script = script_from_document(routes.model_document(), source="adapter-paths")
+    script = routes.model_script()
     with ReferenceLab(tmp_path, script, agents=("A", "B"), attach=False, capabilities=["idle_start"]) as lab:
         owner = lab.attach("B")
         assert owner["capabilities"] == ["idle_start"]

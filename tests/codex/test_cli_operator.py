@@ -11,7 +11,6 @@ import pytest
 
 from harness.codex.recorded import routes
 from harness.acceptance.reference import ReferenceLab
-from harness.model.rules import script_from_document
 from peerwire.home import HOME_ENV, SESSION_ENV
 
 pytestmark = pytest.mark.codex
@@ -29,7 +28,7 @@ def peerwire(lab: ReferenceLab, *args: str, token: str | None = None) -> dict:
 
 
 def test_attach_task_prompt_detach(tmp_path):
-    script = script_from_document(routes.model_document(), source="adapter-paths")
+    script = routes.model_script()
     with ReferenceLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
         b = lab.agents["B"]
         attached = peerwire(lab, "agent", "attach", "B", "--codex-home", str(b.codex_home), "--cwd",

@@ -34,7 +34,7 @@ def run_drift(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_route_declares_what_it_needs_and_observed_notifications_are_declared() -> None:
-    assert set(ROUTE_NEEDS) == set(routes.PATHS) | set(routes.INPROCESS_PATHS)
+    assert set(ROUTE_NEEDS) == set(routes.ROUTES) | set(routes.INPROCESS_ROUTES)
     declared = {use.method for use in SURFACE if use.kind == "notification"}
     assert set(OBSERVED) <= declared
 

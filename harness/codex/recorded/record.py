@@ -1,9 +1,9 @@
 """Recorded app-server exchanges: regression fixtures for the Codex adapter.
 
-``python runner.py record [PATH ...]`` runs each adapter path
+``python runner.py record [ROUTE ...]`` runs each delivery route
 (:mod:`harness.codex.recorded.routes`) live against the pinned Codex and the scripted
 model, then writes agent B's app-server exchange, both directions in order,
-to ``fixtures/appserver/<path>.jsonl``. Ids, timestamps and machine paths are
+to ``fixtures/appserver/<route>.jsonl``. Ids, timestamps and machine paths are
 replaced with stable placeholders (``<thread:1>``, ``<turn:2>``, ``<path:workspace>``,
 ``<time>``) so a fixture only changes when the protocol does; nothing secret
 is in them (the recorder refuses to write a fixture that contains a session
@@ -25,7 +25,6 @@ from harness.codex.install import CodexInstallation, project_root
 from harness.codex.lab import MODEL_KEY_VALUE
 from harness.codex.recorded import routes
 from harness.evidence.layout import transcript_name
-from harness.model.rules import script_from_document
 
 FIXTURE_DIR = project_root() / "fixtures" / "appserver"
 
@@ -96,12 +95,12 @@ def load(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
-def _run_lab_path(path_name: str, root: Path,
+def _run_lab_route(route: str, root: Path,
                   codex: CodexInstallation | None) -> tuple[Path, list[str], Normaliser]:
-    script = script_from_document(routes.model_document(), source="adapter-paths")
+    script = routes.model_script()
     with ReferenceLab(root, script, agents=("A", "B"), attach=False, codex=codex) as lab:
         lab.attach("B")
-        routes.PATHS[path_name](lab)
+        routes.ROUTES[route](lab)
         secrets = [a.token for a in lab.agents.values()]
         normaliser = Normaliser({"workspace": str(lab.agents["B"].workspace),
                                  "codex_home": str(lab.agents["B"].codex_home), "root": str(root),
@@ -109,17 +108,17 @@ def _run_lab_path(path_name: str, root: Path,
     return lab.home.path / TRANSCRIPTS, secrets, normaliser
 
 
-def _run_inprocess_path(path_name: str, root: Path,
+def _run_inprocess_route(route: str, root: Path,
                         codex: CodexInstallation | None) -> tuple[Path, list[str], Normaliser]:
     import asyncio
 
     from harness.codex.inprocess import inprocess_adapter
 
-    script = script_from_document(routes.model_document(), source="adapter-paths")
+    script = routes.model_script()
 
     async def run() -> tuple[list[str], Normaliser]:
         async with inprocess_adapter(root, script, codex) as lab:
-            await routes.INPROCESS_PATHS[path_name](lab.provider, lab.store, lab.requester, lab.recipient)
+            await routes.INPROCESS_ROUTES[route](lab.provider, lab.store, lab.requester, lab.recipient)
             return [lab.token], Normaliser({"workspace": str(lab.workspace), "codex_home": str(lab.codex_home),
                                             "root": str(root)})
 
@@ -127,12 +126,12 @@ def _run_inprocess_path(path_name: str, root: Path,
     return root / "core" / "codex", secrets, normaliser
 
 
-def record(path_name: str, out_dir: Path = FIXTURE_DIR, codex: CodexInstallation | None = None) -> Path:
-    """Run one adapter path live with ``codex`` (default: the pinned Codex) and write its normalised fixture."""
-    runner = _run_inprocess_path if path_name in routes.INPROCESS_PATHS else _run_lab_path
+def record(route: str, out_dir: Path = FIXTURE_DIR, codex: CodexInstallation | None = None) -> Path:
+    """Run one delivery route live with ``codex`` (default: the pinned Codex) and write its normalised fixture."""
+    runner = _run_inprocess_route if route in routes.INPROCESS_ROUTES else _run_lab_route
     with tempfile.TemporaryDirectory(prefix="peerwire-record-") as tmp:
         root = Path(tmp)
-        transcripts, secrets, normaliser = runner(path_name, root, codex)
+        transcripts, secrets, normaliser = runner(route, root, codex)
         secrets.append(MODEL_KEY_VALUE)
         entries: list[dict[str, Any]] = []
         for generation in (1, 2):
@@ -144,9 +143,9 @@ def record(path_name: str, out_dir: Path = FIXTURE_DIR, codex: CodexInstallation
     text = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
     leaked = [s for s in secrets if s in text]
     if leaked:
-        raise RuntimeError(f"refusing to write {path_name}: {len(leaked)} secret value(s) in the exchange")
+        raise RuntimeError(f"refusing to write {route}: {len(leaked)} secret value(s) in the exchange")
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{path_name}.jsonl"
+    target = out_dir / f"{route}.jsonl"
     target.write_text(text, "utf-8")
     return target
 
@@ -154,15 +153,15 @@ def record(path_name: str, out_dir: Path = FIXTURE_DIR, codex: CodexInstallation
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runner.py record",
                                      description="Refresh the adapter fixtures from the pinned Codex.")
-    parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="paths to record (default: all; see harness.codex.recorded.routes)")
+    parser.add_argument("routes", nargs="*", metavar="ROUTE",
+                        help="delivery routes to record (default: all; see harness.codex.recorded.routes)")
     parser.add_argument("--out", type=Path, default=FIXTURE_DIR)
     args = parser.parse_args(argv)
-    every = [*routes.PATHS, *routes.INPROCESS_PATHS]
-    unknown = sorted(set(args.paths) - set(every))
+    every = [*routes.ROUTES, *routes.INPROCESS_ROUTES]
+    unknown = sorted(set(args.routes) - set(every))
     if unknown:
-        parser.error(f"unknown path(s): {', '.join(unknown)}")
-    for name in args.paths or every:
+        parser.error(f"unknown route(s): {', '.join(unknown)}")
+    for name in args.routes or every:
         target = record(name, args.out)
         print(f"recorded {name}: {target} ({sum(1 for _ in target.open())} lines)", file=sys.stderr)
     return 0

@@ -1,7 +1,9 @@
-"""The Codex adapter's delivery paths, each driven against a live lab.
+"""The Codex adapter's delivery routes, each driven against a live lab.
 
-One model script (agent B's rules, keyed by a marker in the task text) and one
-driver per path. The live adapter tests and the fixture recorder both use
+A delivery route is one way a record reaches a Codex agent (a task started as a
+turn, steered into one, refused as stale; information injected; a resumed
+thread ...). One model script (agent B's rules, keyed by a marker in the task
+text) and one driver per route. The live adapter tests and the fixture recorder both use
 these, so a recorded fixture is exactly what the live test exercised.
 
 Agent A has no owner here: it is the requester, calling tools through the
@@ -19,6 +21,9 @@ from peerwire.limits import MAX_BODY_BYTES
 
 from harness.acceptance.reference import ReferenceLab
 from harness.codex.lab import TURN_TIMEOUT_S
+from harness.model.rules import ModelScript, script_from_document
+
+SCRIPT_NAME = "adapter-routes"
 
 OVERSIZE_CHARS = MAX_BODY_BYTES + 1024
 
@@ -30,10 +35,15 @@ def _task_rule(rule_id: str, marker: str, emit: list[dict], **extra: Any) -> dic
             "emit": emit, **extra}
 
 
+def model_script() -> ModelScript:
+    """Agent B's scripted model for every route, compiled."""
+    return script_from_document(model_document(), source=SCRIPT_NAME)
+
+
 def model_document() -> dict[str, Any]:
     final = lambda text: {"message": {"phase": "final_answer", "text": text}}  # noqa: E731
     return {
-        "scenario": {"name": "adapter-paths", "description": "Agent B's model for every adapter path."},
+        "scenario": {"name": SCRIPT_NAME, "description": "Agent B's model for every delivery route."},
         "rules": {
             "B": [
                 {"id": "after-explicit-reply",
@@ -157,7 +167,7 @@ def resume(lab: ReferenceLab) -> dict[str, Any]:
             "reply": await_reply(lab, second["request_id"])}
 
 
-PATHS: dict[str, Callable[[ReferenceLab], dict[str, Any]]] = {
+ROUTES: dict[str, Callable[[ReferenceLab], dict[str, Any]]] = {
     "idle_start": idle_start,
     "explicit_reply": explicit_reply,
     "steer": steer,
@@ -202,5 +212,5 @@ async def stale_steer(provider: Any, store: Any, requester: Any, recipient: Any)
             "state_after_stale": after_stale, "started": started}
 
 
-INPROCESS_PATHS = {"stale_steer": stale_steer}
-"""Paths driven with the adapter in this process (:mod:`harness.codex.inprocess`)."""
+INPROCESS_ROUTES = {"stale_steer": stale_steer}
+"""Routes driven with the adapter in this process (:mod:`harness.codex.inprocess`)."""
