@@ -146,3 +146,19 @@ def test_the_cycle_finder_finds_a_cycle_through_a_lazy_import():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def layout_rows() -> list[str]:
+    """The paths the README's layout table names, in order."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("## Layout"):]
+    table = table[:table.index("\n\n", table.index("| path |"))]
+    return [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
+
+
+def test_the_readme_layout_table_matches_the_tree():
+    rows = layout_rows()
+    assert [row for row in rows if not (ROOT / row.rstrip("/")).exists() and row != "reports/"] == []
+    packages = sorted(f"{path.parent.relative_to(ROOT).as_posix()}/" for package in PACKAGES
+                      for path in (ROOT / package).rglob("__init__.py"))
+    assert [package for package in packages if package not in rows] == []
