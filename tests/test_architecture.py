@@ -162,3 +162,23 @@ def test_the_readme_layout_table_matches_the_tree():
     packages = sorted(f"{path.parent.relative_to(ROOT).as_posix()}/" for package in PACKAGES
                       for path in (ROOT / package).rglob("__init__.py"))
     assert [package for package in packages if package not in rows] == []
+
+
+def reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every project module ``start`` imports, directly or through others, with the packages that hold them."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for module in [*(".".join(parts[:i]) for i in range(1, len(parts))), name]:
+            if module in graph and module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+    return seen - {start}
+
+
+@pytest.mark.parametrize("interface", ["harness.contract.interface", "harness.acceptance.driver"])
+def test_what_another_core_implements_imports_nothing_of_the_reference(interface):
+    core = sorted(name for name in reach(dependency_graph(), interface) if within(name, "peerwire"))
+    assert core == [], f"{interface} pulls in {core}: another core's provisioner or driver could not use it alone"

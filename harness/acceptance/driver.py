@@ -21,11 +21,10 @@ This module imports nothing from a core.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
-from harness.contract.interface import Caller, Provisioner
+from harness.contract.interface import Caller, Provisioner, load_class
 
 REFERENCE = "harness.acceptance.reference:ReferenceDriver"
 """The driver of peerwire's reference core (the default)."""
@@ -90,14 +89,7 @@ class AcceptanceDriver(Provisioner, Protocol):
 
 def load_driver(spec: str) -> type[AcceptanceDriver]:
     """The driver class ``module:Class`` names; ``ValueError`` saying what is wrong otherwise."""
-    module_name, sep, class_name = spec.partition(":")
-    if not sep or not module_name or not class_name:
-        raise ValueError(f"a driver is named module:Class, not {spec!r}")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"driver module {module_name!r} cannot be imported: {error}") from error
-    driver = getattr(module, class_name, None)
-    if not isinstance(driver, type):
-        raise ValueError(f"{module_name} has no class {class_name!r}")
-    return driver
+        return load_class(spec)
+    except ValueError as error:
+        raise ValueError(f"driver {spec!r}: {error}") from None

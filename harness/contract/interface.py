@@ -16,6 +16,7 @@ it with one argument, a fresh directory the provisioner owns.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -71,3 +72,19 @@ class Provisioner(Protocol):
 
     def stop(self) -> None:
         """Stop the app gracefully and release everything."""
+
+
+def load_class(spec: str) -> type:
+    """The class ``module:Class`` names (how a provisioner or driver is given); ``ValueError`` saying what is
+    wrong otherwise."""
+    module_name, sep, class_name = spec.partition(":")
+    if not sep or not module_name or not class_name:
+        raise ValueError("use module:Class")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name}: {exc}") from None
+    found = getattr(module, class_name, None)
+    if not isinstance(found, type):
+        raise ValueError(f"{module_name} has no {class_name}")
+    return found

@@ -11,7 +11,6 @@ directory it owns, and which implements :class:`harness.contract.interface.Provi
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
 import shlex
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.contract.interface import Caller, Provisioner
+from harness.contract.interface import Caller, Provisioner, load_class
 
 from .layout import REFERENCE_COLLAB_SERVER_CMD, REFERENCE_PROVISIONER, REFERENCE_SERVER_CMD
 from .manifest import PROFILES
@@ -103,17 +102,10 @@ class Target:
         return "collab_root" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
     def provisioner_class(self) -> type:
-        module_name, sep, class_name = self.provisioner.partition(":")
-        if not sep or not module_name or not class_name:
-            raise TargetError(f"--provisioner {self.provisioner!r}: use module:Class")
         try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise TargetError(f"--provisioner {self.provisioner!r}: cannot import {module_name}: {exc}") from None
-        try:
-            return getattr(module, class_name)
-        except AttributeError:
-            raise TargetError(f"--provisioner {self.provisioner!r}: {module_name} has no {class_name}") from None
+            return load_class(self.provisioner)
+        except ValueError as exc:
+            raise TargetError(f"--provisioner {self.provisioner!r}: {exc}") from None
 
     def new_provisioner(self, root: Path) -> Provisioner:
         """A provisioner owning ``root`` (not started)."""
