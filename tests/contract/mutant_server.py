@@ -238,7 +238,7 @@ def _trim_names(value: Any) -> Any:
 def names_trimmed(relay: Relay, response: dict, request: dict | None) -> dict:
     """Shows agent names and aliases trimmed (list_agents, receipts, records), as a display layer would."""
     structured = _structured(response)
-    if structured is not None and not response["result"].get("isError"):
+    if structured is not None and not response["result"].get("isError") and _trim_names(structured) != structured:
         _set_structured(response, _trim_names(structured))
     return response
 
