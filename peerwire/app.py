@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import signal
+import sqlite3
 import sys
 from typing import Any
 
@@ -26,7 +27,7 @@ from .hub import WakeHub
 from .limits import CONTROL_LINE_BYTES
 from .operations import Operations
 from .providers import ManualProvider, Provider, ProviderFactory
-from .store import Store
+from .store import Store, storage_error
 
 log = logging.getLogger("peerwire.app")
 
@@ -166,6 +167,12 @@ class App:
         except json.JSONDecodeError as exc:
             response = {"id": None, "ok": False, "error": PeerwireError(
                 Code.INVALID_ARGUMENT, f"control line is not JSON: {exc.msg}").to_dict()}
+        except sqlite3.Error as exc:  # outside a transaction: a read of a disk that failed
+            error = storage_error(exc, self.home.db)
+            if error is None:
+                log.exception("operation failed")
+                error = PeerwireError(Code.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+            response = {"id": request_id, "ok": False, "error": error.to_dict()}
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must not take the app down with it

@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         body.add_argument("--body")
         body.add_argument("--stdin", action="store_true", help="read the body from standard input")
         sp.add_argument("--run-id")
+        _idempotency_key(sp)
 
     msg = sub.add_parser("message", help="read the caller's mailbox").add_subparsers(dest="message_command",
                                                                                     required=True)
@@ -107,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("reply", parents=[caller], help="reply to a task you received")
     rep.add_argument("request_id")
     rep.add_argument("--status", required=True, choices=["done", "blocked", "failed"])
+    _idempotency_key(rep)
     body = rep.add_mutually_exclusive_group(required=True)
     body.add_argument("--message")
     body.add_argument("--stdin", action="store_true")
@@ -137,6 +139,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _idempotency_key(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--idempotency-key", metavar="KEY",
+                        help="make a retry safe: the same caller with the same key gets the first call's receipt "
+                             "and nothing is admitted again (the MCP callId of a CLI call)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -148,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "json", False):
             print(json.dumps({"error": exc.to_dict()}, ensure_ascii=False))
         else:
-            print(f"peerwire: {exc.code.value}: {exc.message}", file=sys.stderr)
+            hint = f" (peerwire trace {exc.details['entry_id']})" if exc.details.get("entry_id") else ""
+            print(f"peerwire: {exc.code.value}: {exc.message}{hint}", file=sys.stderr)
         return EXIT_STATUS.get(exc.code, EXIT_ERROR)
     except KeyboardInterrupt:
         return 130
@@ -233,7 +242,9 @@ def _run(args: argparse.Namespace) -> int:
 
     token = args.session or os.environ.get(SESSION_ENV)
     client = ControlClient(home, token)
-    meta = {"via": "cli"}
+    meta: dict[str, Any] = {"via": "cli"}
+    if getattr(args, "idempotency_key", None):
+        meta["call_id"] = args.idempotency_key
     if args.command in ("send", "task"):
         body = sys.stdin.read() if args.stdin else args.body
         if getattr(args, "run_id", None):
@@ -340,13 +351,20 @@ def _records_text(out: dict) -> str:
             head += f" status {r['status']}"
         lines += [head, r["body"], ""]
     lines.append(f"cursor: {out['cursor']}" + ("  (more)" if out["has_more"] else ""))
-    if out.get("new_work"):
-        lines.append(f"new work: {', '.join(out['new_work'])}")
+    if out.get("claims"):
+        lines.append("new work: " + ", ".join(f"{c['request_id']} (claim {c['claim_id']})" for c in out["claims"]))
     return "\n".join(lines)
 
 
 def _trace_text(out: dict) -> str:
     lines = []
+    if out.get("rejected"):
+        request = out["rejected"]
+        lines.append(f"rejected request {request['entry_id']}: {request['op']} via {request['via']} "
+                     f"{json.dumps(request['summary'], ensure_ascii=False, sort_keys=True)}")
+        for st in out["stages"]:
+            detail = json.dumps(st["detail"], ensure_ascii=False, sort_keys=True)
+            lines.append(f"  {st['at']}  {st['stage']:<20} {detail}")
     for ix in out["interactions"]:
         lines.append(f"{ix['kind']} {ix['record_id']}  {ix['sender']['name']} -> {ix['recipient']['name']}  "
                      f"state {ix['state']}")

@@ -83,7 +83,8 @@ class CollabOperations:
 
     async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         recipient = self._target(caller, args.get("target"))
-        receipt = self.store.admit_information(caller, recipient, self._body(args), receipt=tool_receipt(meta))
+        receipt = self.store.admit_information(caller, recipient, self._body(args), receipt=tool_receipt(meta),
+                                               entry=meta.get("entry"))
         self.delivery.after_commit(recipient, receipt["interaction_id"])
         return {}
 
@@ -91,7 +92,8 @@ class CollabOperations:
         recipient = self._target(caller, args.get("target"))
         if recipient.agent_id == caller.agent_id:
             raise PeerwireError(Code.INVALID_ARGUMENT, "an agent cannot assign a task to itself")
-        self.store.admit_task(caller, recipient, self._body(args), receipt=tool_receipt(meta))
+        self.store.admit_task(caller, recipient, self._body(args), receipt=tool_receipt(meta),
+                              entry=meta.get("entry"))
         self.delivery.task_admitted(recipient)
         return {}
 

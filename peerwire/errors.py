@@ -33,6 +33,7 @@ class Code(StrEnum):
     HOME_MISSING = "home_missing"
     HOME_INVALID = "home_invalid"
     STORE_DAMAGED = "store_damaged"
+    STORAGE_UNAVAILABLE = "storage_unavailable"
     ILLEGAL_TRANSITION = "illegal_transition"
     INTERNAL = "internal"
 

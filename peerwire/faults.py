@@ -22,9 +22,11 @@ there. At the end the recipient drains its mailbox and the campaign counts:
 ``lost_exposures``       tasks in the recipient's mailbox never offered to it as new work;
 ``integrity``            how many checks found the store whole, and how many did not.
 
-With ``--disk-full`` (and where the machine lets it mount a small tmpfs) a
-second home on a full disk is sent to as well: every refusal must be the
-retriable ``storage_unavailable``, the app must stay up, and the store whole.
+With ``--disk-full N`` a second app's disk is filled N times (a small tmpfs
+where the machine lets it mount one, else RLIMIT_FSIZE on the app): every
+refusal must be the retriable ``storage_unavailable``, the app must stay up,
+every refused call must go through when retried with its id once space is
+back, each exactly once, and the store must stay whole.
 
 Bounded by ``--rounds`` and ``--seconds``, whichever ends first. Exit status 0
 when every count that must be zero is zero.
@@ -132,6 +134,101 @@ def start_app(home: Home) -> subprocess.Popen[bytes]:
     return app
 
 
+class SmallDisk:
+    """A small filesystem to fill: a tmpfs mounted for the purpose, where the machine allows it.
+
+    16 MiB by default: room for a store whose write-ahead log reaches SQLite's
+    checkpoint size (1000 pages, 4 MiB) once space is given back.
+
+    ``fill()`` takes every free byte with a filler file; ``free()`` gives them
+    back. Without permission to mount (not root, a container without
+    CAP_SYS_ADMIN), :meth:`mount` raises ``PermissionError``; callers then fall
+    back to :class:`FileSizeLimit`.
+    """
+
+    method = "tmpfs"
+
+    def __init__(self, path: Path, size_kib: int = 16384):
+        self.path = path
+        self.size_kib = size_kib
+        self.filler = path / "filler"
+        self.mounted = False
+
+    def mount(self) -> "SmallDisk":
+        self.path.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size_kib}k,mode=0700", "tmpfs",
+                               str(self.path)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise PermissionError(f"cannot mount a tmpfs at {self.path}: {done.stderr.strip() or done.returncode}")
+        self.mounted = True
+        return self
+
+    def fill(self, app_pid: int) -> None:
+        chunk = b"\1" * 65536
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            while len(chunk) >= 512:
+                try:
+                    os.write(fd, chunk)
+                except OSError:
+                    chunk = chunk[: len(chunk) // 2]  # the last free blocks, in smaller bites
+        finally:
+            os.close(fd)
+
+    def free(self, app_pid: int) -> None:
+        self.filler.unlink(missing_ok=True)
+
+    def unmount(self) -> None:
+        if self.mounted:
+            subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
+            self.mounted = False
+
+    def describe(self) -> str:
+        return f"a {self.size_kib} KiB tmpfs filled to the last block"
+
+
+class FileSizeLimit:
+    """Where nothing can be mounted: RLIMIT_FSIZE on the app, so its files cannot grow (EFBIG)."""
+
+    method = "rlimit"
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def mount(self) -> "FileSizeLimit":
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def fill(self, app_pid: int) -> None:
+        import psutil
+
+        largest = max((p.stat().st_size for p in self.path.rglob("peerwire.db*") if p.is_file()), default=0)
+        app = psutil.Process(app_pid)
+        # Only the soft limit: anyone may raise it again up to the hard one, which stays as it was.
+        app.rlimit(psutil.RLIMIT_FSIZE, (largest, app.rlimit(psutil.RLIMIT_FSIZE)[1]))
+
+    def free(self, app_pid: int) -> None:
+        import psutil
+
+        app = psutil.Process(app_pid)
+        hard = app.rlimit(psutil.RLIMIT_FSIZE)[1]
+        app.rlimit(psutil.RLIMIT_FSIZE, (hard, hard))
+
+    def unmount(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return "RLIMIT_FSIZE on the app at the store's current size (no permission to mount a tmpfs)"
+
+
+def small_disk(path: Path) -> SmallDisk | FileSizeLimit:
+    """The best full disk this machine allows at ``path``, ready to fill."""
+    try:
+        return SmallDisk(path).mount()
+    except (PermissionError, FileNotFoundError):
+        return FileSizeLimit(path).mount()
+
+
 class Campaign:
     def __init__(self, root: Path, *, senders: int, seed: int):
         self.home = Home(root / "home")
@@ -142,7 +239,7 @@ class Campaign:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.receipts: dict[str, str] = {}  # call id -> interaction id
-        self.exposures: dict[str, set[str | None]] = {}  # request id -> claim ids it was offered under
+        self.exposures: dict[str, set[str]] = {}  # request id -> claim ids it was offered under
         self.seq_of: dict[str, int] = {}
         self.acked_upto = 0
         self._ids = itertools.count(1)
@@ -258,13 +355,13 @@ class Campaign:
 
     def exposed(self, page: dict[str, Any]) -> None:
         seqs = {r["request_id"]: r["seq"] for r in page["records"] if r.get("request_id")}
-        claims = page.get("claims") or [{"request_id": rq, "claim_id": None} for rq in page["new_work"]]
         with self.lock:
-            for claim in claims:
+            for claim in page["claims"]:
                 request_id = claim["request_id"]
                 seen = self.exposures.setdefault(request_id, set())
-                again_after_ack = seqs.get(request_id, 0) <= self.acked_upto
-                if again_after_ack or (seen and claim["claim_id"] not in seen) or (seen and claim["claim_id"] is None):
+                # Listed again under its one claim is how a lost answer is made good; under another
+                # claim, or after the recipient acknowledged past it, it is a second exposure.
+                if seqs.get(request_id, 0) <= self.acked_upto or (seen and claim["claim_id"] not in seen):
                     self.tally.duplicate_exposures += 1
                 seen.add(claim["claim_id"])
 
@@ -339,6 +436,77 @@ class Campaign:
         return self.tally
 
 
+def disk_full(root: Path, cycles: int, sends: int = 60) -> dict[str, Any]:
+    """Send to an app whose disk is full, ``cycles`` times; every refusal must be ``storage_unavailable``.
+
+    Each cycle fills the disk, sends ``sends`` tasks (each with its call id),
+    checks the app still answers, frees the disk and retries every refused
+    call with its id. At the end each call must be admitted exactly once and
+    the store whole.
+    """
+    from .control import ControlClient
+    from .errors import Code, PeerwireError
+
+    disk = small_disk(root / "disk")
+    home = Home(disk.path / "home")
+    out: dict[str, Any] = {"method": disk.describe(), "cycles": cycles, "sends": 0, "receipts": 0,
+                           "storage_unavailable": 0, "other_errors": {}, "failures": 0}
+    app = None
+    try:
+        home.prepare()
+        app = start_app(home)
+        admin = ControlClient(home)
+        tokens = {name: admin.call("register_agent", {"name": name})["session_token"] for name in ("writer", "inbox")}
+        writer = ControlClient(home, tokens["writer"])
+        admitted: dict[str, str] = {}
+        for cycle in range(cycles):
+            disk.fill(app.pid)
+            refused = []
+            for n in range(sends):
+                call_id = f"full-{cycle}-{n}"
+                out["sends"] += 1
+                try:
+                    admitted[call_id] = writer.call("followup_task", {"target": "inbox", "message": call_id},
+                                                    meta={"call_id": call_id})["request_id"]
+                except PeerwireError as error:
+                    if error.code is Code.STORAGE_UNAVAILABLE and error.details.get("retriable") is True:
+                        out["storage_unavailable"] += 1
+                        refused.append(call_id)
+                    else:
+                        out["other_errors"][error.code.value] = out["other_errors"].get(error.code.value, 0) + 1
+                        out["failures"] += 1
+            if not admin.call("status").get("ok"):
+                out["failures"] += 1
+            disk.free(app.pid)
+            for call_id in refused:
+                admitted[call_id] = writer.call("followup_task", {"target": "inbox", "message": call_id},
+                                                meta={"call_id": call_id})["request_id"]
+        inbox, cursor, seen = ControlClient(home, tokens["inbox"]), None, []
+        while True:
+            page = inbox.call("receive_messages", {"limit": 100, **({"ack_cursor": cursor} if cursor else {})})
+            if not page["records"]:
+                break
+            seen += [record["request_id"] for record in page["records"]]
+            cursor = page["cursor"]
+        out["receipts"] = len(admitted)
+        out["losses"] = len(set(admitted.values()) - set(seen))
+        out["duplicates"] = len(seen) - len(set(seen))
+        out["failures"] += out["losses"] + out["duplicates"]
+    finally:
+        if app is not None:
+            app.terminate()
+            app.wait(timeout=CALL_TIMEOUT_S)
+        try:
+            with contextlib.closing(sqlite3.connect(f"{home.db.as_uri()}?mode=ro", uri=True)) as db:
+                out["integrity"] = db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        except sqlite3.Error:
+            out["integrity"] = False
+        if not out["integrity"]:
+            out["failures"] += 1
+        disk.unmount()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m peerwire.faults", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="SIGKILL rounds (default 20)")
@@ -346,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--senders", type=int, default=4, help="concurrent senders (default 4)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed)")
+    parser.add_argument("--disk-full", type=int, default=0, metavar="CYCLES",
+                        help="also fill a small disk under a second app this many times (a tmpfs where the "
+                             "machine allows mounting one, else RLIMIT_FSIZE)")
     parser.add_argument("--json", action="store_true", help="print the tally as JSON")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
@@ -354,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         root = args.dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="peerwire-faults-")))
         tally = Campaign(root, senders=args.senders, seed=seed).run(args.rounds, args.seconds, progress=True)
+        if args.disk_full:
+            tally.disk_full = disk_full(root, args.disk_full)
     out = {"seed": seed, **asdict(tally), "clean": tally.clean()}
     if args.json:
         print(json.dumps(out, indent=2))

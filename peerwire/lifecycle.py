@@ -40,6 +40,7 @@ class Event(StrEnum):
     PROVIDER_ACCEPTED = "provider_accepted"
     PROVIDER_UNCERTAIN = "provider_uncertain"
     PROVIDER_VISIBLE = "provider_visible"
+    PROVIDER_HANDOFF_STARTED_UNVERIFIED = "provider_handoff_started_unverified"
     OBSERVATION_LOST = "observation_lost"
     REPLY = "reply"
     CAPTURE = "capture"
@@ -68,8 +69,15 @@ class Stage(StrEnum):
     the others are facts outside any table.
     """
 
+    ENTERED = "entered"
+    """The request entered the send pipeline, before any validation. Detail: entry_id, op, via."""
+    REJECTED = "rejected"
+    """Refused before anything was admitted (a trace of the entry_id shows it). Detail: code, reason."""
     ADMITTED = "admitted"
     """Persisted; the receipt was returned. Detail: recipient, bytes, tool_receipt, source, binding_id."""
+    RETRIED = "retried"
+    """The same caller sent the same call again (its call id): answered with this record's first receipt,
+    nothing admitted. Detail: call_id, op."""
     RECEIVED = "received"
     """First returned by a receive to its recipient."""
     ACKNOWLEDGED = "acknowledged"
@@ -84,7 +92,10 @@ class Stage(StrEnum):
     """The provider admitted a task its recipient had already replied to (the binding is suppressed)."""
     PROVIDER_UNCERTAIN = "provider_uncertain"
     PROVIDER_VISIBLE = "provider_visible"
-    """Shown to the recipient's runtime. Detail: via, thread_id, generation, active_turn."""
+    """Shown to the recipient's runtime. Detail: via, degraded (false), thread_id, generation, active_turn."""
+    PROVIDER_HANDOFF_STARTED_UNVERIFIED = "provider_handoff_started_unverified"
+    """Handed to the provider through a path that proves only that it started (the request was written,
+    its acknowledgement never came): not proof of delivery, and never replayed. Detail: via, degraded (true)."""
     OBSERVATION_LOST = "observation_lost"
     REPLY = "reply"
     """The task's lifecycle event: its one reply exists."""
@@ -167,6 +178,7 @@ _RECORD_STAGES: Mapping[Event, Stage] = {
     Event.PROVIDER_ACCEPTED: Stage.PROVIDER_ACCEPTED,
     Event.PROVIDER_UNCERTAIN: Stage.PROVIDER_UNCERTAIN,
     Event.PROVIDER_VISIBLE: Stage.PROVIDER_VISIBLE,
+    Event.PROVIDER_HANDOFF_STARTED_UNVERIFIED: Stage.PROVIDER_HANDOFF_STARTED_UNVERIFIED,
     Event.OBSERVATION_LOST: Stage.OBSERVATION_LOST,
     Event.REPLY: Stage.REPLY,
 }
@@ -209,9 +221,10 @@ def _delivery(kind: Kind, initial: str) -> Lifecycle:
         transitions={
             (initial, Event.PROVIDER_VISIBLE): "provider_visible",
             (initial, Event.PROVIDER_UNCERTAIN): "uncertain",
+            (initial, Event.PROVIDER_HANDOFF_STARTED_UNVERIFIED): "handoff_started_unverified",
         },
         stages=_RECORD_STAGES,
-        terminal=frozenset({"provider_visible", "uncertain"}),
+        terminal=frozenset({"provider_visible", "uncertain", "handoff_started_unverified"}),
     )
 
 

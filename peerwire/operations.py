@@ -21,9 +21,12 @@ from .limits import DEFAULT_RECEIVE_LIMIT, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_W
 from .providers import RuntimeOwner, require_known
 from .receipts import tool_receipt
 from .registry import KNOWN_PROVIDERS, AgentRow, validate_name
-from .store import Store
+from .store import Call, Entry, Store
 
 Handler = Callable[..., Awaitable[dict[str, Any]]]
+
+SEND_PIPELINE = frozenset({"send_message", "followup_task", "reply", "collab.send_message", "collab.followup_task"})
+"""Operations that admit records: each request to them is an entry, admitted or rejected."""
 
 
 class Operations:
@@ -63,39 +66,83 @@ class Operations:
         self._collab = self.collab.handlers()
 
     async def call(self, op: str, args: dict[str, Any] | None, token: str | None, meta: dict | None) -> dict:
+        """Run one control operation. A request to the send pipeline enters it before anything is
+        checked: admitted, its record's first stage is ``entered``; refused, it is recorded as a
+        rejected request whose ``entry_id`` the error's details carry, so ``trace`` explains it."""
+        if op not in SEND_PIPELINE:
+            return await self._dispatch(op, args, token, meta or {})
+        entry = Entry.begin(op, meta)
+        try:
+            return await self._dispatch(op, args, token, {**(meta or {}), "entry": entry})
+        except PeerwireError as error:
+            if error.code is not Code.STORAGE_UNAVAILABLE:  # a full disk could not record it either
+                await self._rejected(entry, token, args, error)
+            raise
+
+    async def _rejected(self, entry: Entry, token: str | None, args: Any, error: PeerwireError) -> None:
+        try:
+            caller_id: str | None = self.store.caller(token).agent_id
+        except PeerwireError:
+            caller_id = None
+        try:
+            await self.store.commit(self.store.rejection_job(entry, caller_id, error, _summary(args)))
+        except PeerwireError:
+            return  # the refusal stands; only its record is missing
+        error.details["entry_id"] = entry.entry_id
+
+    async def _dispatch(self, op: str, args: dict[str, Any] | None, token: str | None, meta: dict) -> dict:
         if op in self._collab:
             caller = self.collab.caller(token, meta)
             arguments = contract.validate_arguments(op.split(".", 1)[1], args, profile="collab")
-            return await self._collab[op](caller, arguments, meta or {})
+            return await self._collab[op](caller, arguments, meta)
         if op in self._tools:
             caller = self.store.caller(token)
             arguments = contract.validate_arguments(op, args)
-            return await self._tools[op](caller, arguments, meta or {})
+            return await self._tools[op](caller, arguments, meta)
         if op in self._admin:
             return await self._admin[op](args or {}, token)
         raise PeerwireError(Code.INVALID_ARGUMENT, f"unknown operation {op!r}")
 
     # -- tools ------------------------------------------------------------------
 
+    async def _retried(self, caller: AgentRow, call: Call | None) -> dict | None:
+        """A retry's first receipt (nothing is admitted or delivered again), or None for a new call."""
+        if not self.store.knows_call(caller, call):
+            return None
+        assert call is not None
+        return await self.store.commit(self.store.retry_job(caller, call))
+
     async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        call = Call.of(meta, "send_message", args)
+        if (prior := await self._retried(caller, call)) is not None:
+            return prior
         recipient = self.store.resolve(args["target"], strict=bool(meta.get("strict")))
         require_known(recipient.provider, self.providers)
-        receipt = self.store.admit_information(caller, recipient, args["message"],
-                                               receipt=tool_receipt(meta), run_id=meta.get("run_id"))
+        receipt = await self.store.commit(self.store.information_job(
+            caller, recipient, args["message"], receipt=tool_receipt(meta), run_id=meta.get("run_id"), call=call,
+            entry=meta.get("entry")))
         self.delivery.after_commit(recipient, receipt["interaction_id"])
         return receipt
 
     async def followup_task(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        call = Call.of(meta, "followup_task", args)
+        if (prior := await self._retried(caller, call)) is not None:
+            return prior
         recipient = self.store.resolve(args["target"], strict=bool(meta.get("strict")))
         require_known(recipient.provider, self.providers)
-        receipt = self.store.admit_task(caller, recipient, args["message"],
-                                        receipt=tool_receipt(meta), run_id=meta.get("run_id"))
+        receipt = await self.store.commit(self.store.task_job(
+            caller, recipient, args["message"], receipt=tool_receipt(meta), run_id=meta.get("run_id"), call=call,
+            entry=meta.get("entry")))
         self.delivery.task_admitted(recipient)
         return receipt
 
     async def reply(self, caller: AgentRow, args: dict, meta: dict) -> dict:
-        receipt = self.store.admit_reply(caller, args["request_id"], args["status"], args["message"],
-                                         receipt=tool_receipt(meta))
+        call = Call.of(meta, "reply", args)
+        if (prior := await self._retried(caller, call)) is not None:
+            return prior
+        receipt = await self.store.commit(self.store.reply_job(
+            caller, args["request_id"], args["status"], args["message"], receipt=tool_receipt(meta), call=call,
+            entry=meta.get("entry")))
         self.delivery.after_commit(self.store.agent(receipt["recipient"]["agent_id"]), receipt["interaction_id"])
         return receipt
 
@@ -107,7 +154,8 @@ class Operations:
         woke_by: str | None = None
         with self.hub.subscribe(caller.agent_id) as sub:
             while True:
-                page = self.store.receive(caller, cursor=args.get("cursor"), ack_cursor=ack, limit=limit)
+                page = await self.store.commit(self.store.receive_job(caller, cursor=args.get("cursor"),
+                                                                      ack_cursor=ack, limit=limit))
                 ack = None  # acknowledged once; a wake re-reads without acknowledging again
                 if page.records:
                     out = _page(page, timed_out=False)
@@ -153,7 +201,8 @@ class Operations:
 
     async def status(self, args: dict, token: str | None) -> dict:
         return {"ok": True, "node_id": self.store.node_id, "schema_version": self.store.schema_version,
-                "providers": sorted(self.providers), "waiting": self.hub.waiting()}
+                "providers": sorted(self.providers), "waiting": self.hub.waiting(),
+                "group_commit": self.store.group_stats}
 
     async def register_agent(self, args: dict, token: str | None) -> dict:
         name = validate_name(args.get("name"))
@@ -280,6 +329,20 @@ class Operations:
                            for owner in provider.describe()]}
 
 
+def _summary(args: Any) -> dict[str, Any]:
+    """What a rejected request asked for, without its body (which may be the very thing refused)."""
+    if not isinstance(args, dict):
+        return {"arguments": type(args).__name__}
+    out: dict[str, Any] = {}
+    for key in ("target", "request_id", "status"):
+        if key in args:
+            value = args[key]
+            out[key] = value[:256] if isinstance(value, str) else repr(value)[:256]
+    if isinstance(args.get("message"), str):
+        out["bytes"] = len(args["message"].encode("utf-8", "surrogatepass"))
+    return out
+
+
 def _page(page: Any, *, timed_out: bool) -> dict[str, Any]:
     return {"records": page.records, "cursor": page.cursor, "has_more": page.has_more,
-            "timed_out": timed_out, "new_work": page.new_work}
+            "timed_out": timed_out, "new_work": page.new_work, "claims": page.claims}

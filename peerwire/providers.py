@@ -12,10 +12,12 @@ store is open, recovers it at start-up and closes it at shutdown.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
 from .errors import Code, PeerwireError
+from .lifecycle import Event
 from .registry import KNOWN_PROVIDERS, AgentRow
 
 if TYPE_CHECKING:
@@ -25,11 +27,50 @@ Committed = Callable[[str, str], None]
 """Called with (recipient agent_id, interaction_id) after a provider committed a record itself."""
 
 
+@dataclass(frozen=True)
+class ProviderResult:
+    """What a provider edge could prove about one handoff, and so the stage it records.
+
+    ``accepted``: the provider took it. ``degraded``: only through a path that
+    proves the handoff started, not that it arrived (a request written whose
+    acknowledgement never came); such a handoff is recorded as
+    ``provider_handoff_started_unverified``, never as delivered. Not accepted
+    (``error`` says why), it may or may not have reached the runtime: uncertain,
+    and never replayed.
+    """
+
+    provider: str
+    method: str
+    accepted: bool
+    degraded: bool = False
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def event(self) -> Event:
+        if not self.accepted:
+            return Event.PROVIDER_UNCERTAIN
+        return Event.PROVIDER_HANDOFF_STARTED_UNVERIFIED if self.degraded else Event.PROVIDER_VISIBLE
+
+    def detail(self) -> dict[str, Any]:
+        """The evidence row's detail: how (``via``), whether degraded, what the provider showed."""
+        out: dict[str, Any] = {"via": self.method, "provider": self.provider, **self.evidence}
+        if self.accepted:
+            out["degraded"] = self.degraded
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
 class Provider(Protocol):
     name: str
 
-    async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> None:
-        """Make a committed information, reply or notice visible to ``recipient``."""
+    async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> ProviderResult | None:
+        """Make a committed information, reply or notice visible to ``recipient``.
+
+        Returns what the handoff proved (already recorded as its stage), or None
+        when there was nothing to hand off (no runtime: it waits in the mailbox).
+        """
 
     async def dispatch(self, recipient: AgentRow) -> None:
         """Give the recipient's pending tasks a dispatch opportunity."""
@@ -82,7 +123,7 @@ class ManualProvider:
 
     name = "manual"
 
-    async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> None:
+    async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> ProviderResult | None:
         return None
 
     async def dispatch(self, recipient: AgentRow) -> None:

@@ -117,6 +117,33 @@ MIGRATIONS: list[str] = [
     ALTER TABLE agents ADD COLUMN parent_agent_id TEXT REFERENCES agents(agent_id);
     CREATE UNIQUE INDEX agents_path ON agents(path) WHERE path IS NOT NULL;
     """,
+    # 3: answered calls (a retried call, same caller and call id, gets its first receipt) and
+    #    rejected requests (so a trace explains them)
+    """
+    CREATE TABLE calls (
+        agent_id       TEXT NOT NULL REFERENCES agents(agent_id),
+        call_id        TEXT NOT NULL,
+        op             TEXT NOT NULL,
+        fingerprint    TEXT NOT NULL,
+        interaction_id TEXT NOT NULL REFERENCES interactions(interaction_id),
+        receipt        TEXT NOT NULL,
+        created_at     TEXT NOT NULL,
+        PRIMARY KEY (agent_id, call_id)
+    );
+    -- requests refused before anything was admitted: what came in, and why it was refused
+    CREATE TABLE rejected_requests (
+        entry_id    TEXT PRIMARY KEY,
+        op          TEXT NOT NULL,
+        agent_id    TEXT REFERENCES agents(agent_id),
+        via         TEXT NOT NULL,
+        call_id     TEXT,
+        summary     TEXT NOT NULL,
+        entered_at  TEXT NOT NULL,
+        rejected_at TEXT NOT NULL,
+        code        TEXT NOT NULL,
+        reason      TEXT NOT NULL
+    );
+    """,
 ]
 
 LATEST = len(MIGRATIONS)

@@ -33,7 +33,7 @@ from typing import Any, Awaitable, Callable, Sequence
 from .. import collab, envelope
 from ..errors import Code, PeerwireError
 from ..lifecycle import Event
-from ..providers import Committed
+from ..providers import Committed, ProviderResult
 from ..registry import AgentRow
 from ..store import Store
 from .app_server import AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError
@@ -349,24 +349,28 @@ class CodexProvider:
 
     # -- information, replies, notices ------------------------------------------------------
 
-    async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> None:
+    async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> ProviderResult | None:
         owner = self.owners.get(recipient.agent_id)
         if owner is None:
-            return  # it stays in the mailbox for receive
+            return None  # it stays in the mailbox for receive
         if not owner.capabilities.allows(Capability.INJECT):
             # Never attempted: receive_messages still returns it.
             self.store.update_agent(recipient.agent_id, last_error=owner.capabilities.refusal(Capability.INJECT))
-            return
+            return None
+        where = {"thread_id": owner.thread_id, "generation": owner.generation, "active_turn": owner.active_turn}
         try:
             await owner.client.thread_inject_items(owner.thread_id, [inject_item(self._render(record))],
                                                    timeout=REQUEST_TIMEOUT_S)
-        except (AppServerError, TimeoutError) as exc:
-            self.store.transition(record["record_id"], Event.PROVIDER_UNCERTAIN,
-                                  {"via": "thread/inject_items", "error": str(exc)[:500]})
-            return
-        self.store.transition(record["record_id"], Event.PROVIDER_VISIBLE,
-                              {"via": "thread/inject_items", "thread_id": owner.thread_id,
-                               "generation": owner.generation, "active_turn": owner.active_turn})
+        except TimeoutError:
+            # The request was written; its acknowledgement never came. That proves a start, not a delivery.
+            result = ProviderResult(self.name, "thread/inject_items", accepted=True, degraded=True, evidence={
+                **where, "unverified": f"no acknowledgement within {REQUEST_TIMEOUT_S:.0f}s"})
+        except AppServerError as exc:
+            result = ProviderResult(self.name, "thread/inject_items", accepted=False, error=str(exc)[:500])
+        else:
+            result = ProviderResult(self.name, "thread/inject_items", accepted=True, evidence=where)
+        self.store.transition(record["record_id"], result.event, result.detail())
+        return result
 
     # -- observation -------------------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 
 :class:`Store` is the whole of it, built from its parts, each a module of its own:
 
-* :mod:`.db` — the connection, transactions and migrations;
+* :mod:`.db` — the connection, transactions (and the group commit) and migrations;
 * :mod:`.registry` — agents and session credentials;
+* :mod:`.calls` — calls as they come in: retries by call id, refused requests;
 * :mod:`.mailbox` — admission, lifecycles and evidence, claims, receiving;
 * :mod:`.bindings` — provider bindings and turn outcomes;
 * :mod:`.views` — rows as recipients, traces and the export see them.
@@ -15,7 +16,8 @@ from typing import Any
 
 from . import views
 from .bindings import Bindings
-from .db import StoreDamaged, hash_token, new_id, now
+from .calls import Call, Entry
+from .db import StoreDamaged, hash_token, new_id, now, storage_error
 from .mailbox import REPLY_STATUSES, Page
 from .views import export_record, record_view
 
@@ -33,5 +35,5 @@ class Store(Bindings):
         return views.dump(self.db)
 
 
-__all__ = ["REPLY_STATUSES", "Page", "Store", "StoreDamaged", "export_record", "hash_token", "new_id", "now",
-           "record_view"]
+__all__ = ["REPLY_STATUSES", "Call", "Entry", "Page", "Store", "StoreDamaged", "export_record", "hash_token",
+           "new_id", "now", "record_view", "storage_error"]

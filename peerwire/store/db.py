@@ -1,25 +1,33 @@
 """The store's database: one SQLite file per home, its transactions and its migrations.
 
 Every write runs in a ``BEGIN IMMEDIATE`` transaction with ``synchronous=FULL`` in
-WAL mode, so a receipt is returned only for what has reached the disk. Opening a
+WAL mode, so a receipt is returned only for what has reached the disk; the app's
+writes go through :meth:`Database.commit`, where concurrent ones share a commit
+(:mod:`peerwire.group_commit`). A full disk or an I/O error is ``storage_unavailable``
+(retriable), a damaged file ``store_damaged``, never ``internal``. Opening a
 store brings its schema up to date (:mod:`peerwire.schema`: each migration once, in
 order, in one transaction) and keeps the node's identity and cursor secret in ``meta``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import secrets
 import sqlite3
+import threading
 import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from ..errors import Code, PeerwireError
+from ..group_commit import GroupCommit
 from ..schema import LATEST, MIGRATIONS
+
+T = TypeVar("T")
 
 
 def now() -> str:
@@ -32,6 +40,31 @@ def new_id(prefix: str) -> str:
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+# SQLite result codes (by name) of a store that cannot be written now but may be later, and of one
+# that is damaged; anything else raised by SQLite is a bug of ours.
+_UNAVAILABLE = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_BUSY",
+                "SQLITE_LOCKED", "SQLITE_NOMEM", "SQLITE_PROTOCOL")
+_DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
+def storage_error(exc: sqlite3.Error, path: Path) -> PeerwireError | None:
+    """The caller-facing error for a SQLite failure, or ``None`` when it is a bug (then it stays ``internal``)."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    detail = " ".join(str(exc).split())
+    if name.startswith(_UNAVAILABLE):
+        return PeerwireError(
+            Code.STORAGE_UNAVAILABLE,
+            f"the store cannot be written: {detail} ({name}); nothing of this call was admitted: free space on "
+            f"the disk holding {path} (or clear the I/O error) and retry the call",
+            {"retriable": True, "sqlite": name, "file": str(path)})
+    if name.startswith(_DAMAGED):
+        return PeerwireError(
+            Code.STORE_DAMAGED,
+            f"the store {path} is damaged: {detail} ({name}); stop the app and restore it from a backup",
+            {"retriable": False, "sqlite": name, "file": str(path)})
+    return None
 
 
 class StoreDamaged(sqlite3.DatabaseError):
@@ -48,24 +81,57 @@ class Database:
         raises :class:`StoreDamaged` if the file is not whole.
         """
         self.path = Path(path)
-        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
+        self.db = self._connect()
         self.commits = 0
         """How many write transactions changed something since this store was opened."""
         self.on_commit: list[Callable[[], None]] = []
         """Called after each such commit (the app wakes change watchers with it)."""
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self.db.execute("PRAGMA busy_timeout=10000")
+        # Held around every write transaction, synchronous or grouped, so the two
+        # connections never wait on each other inside SQLite.
+        self._write_lock = threading.Lock()
+        self._group: GroupCommit | None = None
         if verify:
             self._verify()
         self._migrate()
         self.node_id = self._meta("node_id", lambda: str(uuid.uuid4()))
         self._cursor_secret = bytes.fromhex(self._meta("cursor_secret", lambda: secrets.token_hex(32)))
 
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA foreign_keys=ON")
+        db.execute("PRAGMA busy_timeout=10000")
+        return db
+
     def close(self) -> None:
+        if self._group is not None:
+            self._group.close()
+            self._group = None
         self.db.close()
+
+    async def commit(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``job(db)`` in the next group commit (see :mod:`peerwire.group_commit`).
+
+        Returns the job's result once the transaction holding it is durable;
+        jobs that arrive while a commit is in flight share the next one. A job
+        must do all its reading and writing through the connection it is given.
+        """
+        if self._group is None:
+            self._group = GroupCommit(self._connect, self._write_lock,
+                                      lambda exc: storage_error(exc, self.path) or exc, self._committed)
+        return await self._group.run(job)
+
+    @property
+    def group_stats(self) -> dict[str, int]:
+        """Commits, jobs and the largest group of the group commit so far."""
+        return self._group.stats.as_dict() if self._group is not None else {"commits": 0, "jobs": 0, "largest": 0}
+
+    def _committed(self) -> None:
+        self.commits += 1
+        for notify in self.on_commit:
+            notify()
 
     def _verify(self) -> None:
         problems = [row[0] for row in self.db.execute("PRAGMA quick_check(3)")]
@@ -75,27 +141,44 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction; commits on success, rolls back on any exception."""
-        before = self.db.total_changes
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
-        if self.db.total_changes != before:
-            self.commits += 1
-            for notify in self.on_commit:
-                notify()
+        """A write transaction; commits on success, rolls back on any exception.
+
+        A store that cannot be written (a full disk, an I/O error, a lock held
+        too long) raises ``storage_unavailable`` and a damaged one
+        ``store_damaged``; either way nothing of the transaction is kept.
+        """
+        with self._write_lock:
+            before = self.db.total_changes
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self.db
+                    self.db.execute("COMMIT")
+                except BaseException:
+                    self._roll_back()
+                    raise
+            except sqlite3.Error as exc:
+                raise storage_error(exc, self.path) or exc
+            changed = self.db.total_changes != before
+        if changed:
+            self._committed()
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN")
         try:
-            yield self.db
-        finally:
-            self.db.execute("COMMIT")
+            self.db.execute("BEGIN")
+            try:
+                yield self.db
+            finally:
+                self._roll_back()  # a read transaction has nothing to keep
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self.path) or exc
+
+    def _roll_back(self) -> None:
+        # SQLite may have rolled back already (a full disk or an I/O error ends the transaction).
+        if self.db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("ROLLBACK")
 
     def _migrate(self) -> None:
         with self.write() as db:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .. import cursor as cursors
 from ..errors import Code, PeerwireError
 from ..lifecycle import CLAIM_EVENTS, INFORMATION, LIFECYCLES, NOTICE, REPLY, TASK, Claimant, Event, Kind, Stage
 from ..registry import SYSTEM_SENDER, AgentRow
+from . import calls
+from .calls import Call, Entry
 from .db import new_id, now
 from .registry import Registry
 from .views import export_record, interaction_row, record_view, request_row
@@ -24,41 +26,78 @@ from .views import export_record, interaction_row, record_view, request_row
 
 REPLY_STATUSES = ("done", "blocked", "failed")
 
+# A task in this state holds a live receive claim (and only a receive puts it there).
+_CLAIMED_BY_RECEIVE = TASK.next(TASK.initial, Event.CLAIM_BY_RECEIVE)
+
+Job = Callable[[sqlite3.Connection], Any]
+
 
 @dataclass
 class Page:
-    """One receive batch. ``new_work`` names the tasks this call claimed."""
+    """One receive batch and the work in it.
+
+    ``claims`` holds ``{"request_id", "claim_id"}`` for every task of the batch
+    that is the caller's to do: claimed by a receive of the caller's, neither
+    acknowledged past nor answered. ``new_work`` is their request ids, in order.
+    """
 
     records: list[dict[str, Any]]
     cursor: str
     has_more: bool
-    new_work: list[str] = field(default_factory=list)
+    claims: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def new_work(self) -> list[str]:
+        return [claim["request_id"] for claim in self.claims]
 
 
 class Mailbox(Registry):
     """Records, their evidence rows, requests, claims and cursors."""
 
-    def admit_information(self, sender: AgentRow, recipient: AgentRow, body: str, *, receipt: dict | None = None,
-                          run_id: str | None = None) -> dict[str, Any]:
-        with self.write() as db:
-            ix = self._insert(db, Kind.INFORMATION, INFORMATION.initial, sender, recipient, body,
-                              receipt=receipt, run_id=run_id)
-        return self._receipt(ix)
+    # Each admission is a job: one transaction holds the record and every evidence row its receipt
+    # promises. The app runs it through the group commit (:meth:`commit`); the methods below run it
+    # in a transaction of its own.
 
-    def admit_task(self, sender: AgentRow, recipient: AgentRow, body: str, *, receipt: dict | None = None,
-                   run_id: str | None = None) -> dict[str, Any]:
-        request_id = new_id("rq")
+    def admit_information(self, sender: AgentRow, recipient: AgentRow, body: str, **how: Any) -> dict[str, Any]:
         with self.write() as db:
-            ix = self._insert(db, Kind.TASK, TASK.initial, sender, recipient, body,
-                              request_id=request_id, receipt=receipt, run_id=run_id)
-            db.execute(
-                """INSERT INTO requests(request_id, task_interaction_id, requester_id, recipient_id, created_at)
-                   VALUES (?, ?, ?, ?, ?)""",
-                (request_id, ix["interaction_id"], sender.agent_id, recipient.agent_id, ix["created_at"]),
-            )
-        return self._receipt(ix)
+            return self.information_job(sender, recipient, body, **how)(db)
 
-    def admit_reply(
+    def admit_task(self, sender: AgentRow, recipient: AgentRow, body: str, **how: Any) -> dict[str, Any]:
+        with self.write() as db:
+            return self.task_job(sender, recipient, body, **how)(db)
+
+    def information_job(self, sender: AgentRow, recipient: AgentRow, body: str, **how: Any) -> Job:
+        """Admit an information record (or answer a retry of ``call`` with its first receipt)."""
+        return self._admission(Kind.INFORMATION, sender, recipient, body, **how)
+
+    def task_job(self, sender: AgentRow, recipient: AgentRow, body: str, **how: Any) -> Job:
+        """Admit a task and its request (or answer a retry of ``call`` with its first receipt)."""
+        return self._admission(Kind.TASK, sender, recipient, body, **how)
+
+    def _admission(
+        self, kind: Kind, sender: AgentRow, recipient: AgentRow, body: str, *, receipt: dict | None = None,
+        run_id: str | None = None, call: Call | None = None, entry: Entry | None = None,
+    ) -> Job:
+        def job(db: sqlite3.Connection) -> dict[str, Any]:
+            if (prior := self._answered(db, sender, call)) is not None:
+                return prior
+            request_id = new_id("rq") if kind is Kind.TASK else None
+            ix = self._insert(db, kind, LIFECYCLES[kind].initial, sender, recipient, body,
+                              request_id=request_id, receipt=receipt, run_id=run_id, entry=entry)
+            if request_id is not None:
+                db.execute(
+                    """INSERT INTO requests(request_id, task_interaction_id, requester_id, recipient_id, created_at)
+                       VALUES (?, ?, ?, ?, ?)""",
+                    (request_id, ix["interaction_id"], sender.agent_id, recipient.agent_id, ix["created_at"]),
+                )
+            return self._answer(db, sender, call, ix)
+        return job
+
+    def admit_reply(self, caller: AgentRow, request_id: str, status: str, body: str, **how: Any) -> dict[str, Any]:
+        with self.write() as db:
+            return self.reply_job(caller, request_id, status, body, **how)(db)
+
+    def reply_job(
         self,
         caller: AgentRow,
         request_id: str,
@@ -66,14 +105,20 @@ class Mailbox(Registry):
         body: str,
         *,
         receipt: dict | None = None,
-    ) -> dict[str, Any]:
+        call: Call | None = None,
+        entry: Entry | None = None,
+    ) -> Job:
         """Record the explicit reply to ``request_id``; only its recipient may reply, once.
 
         The request decides the destination: the reply goes to the requester.
+        A retry of the same ``call`` gets the first reply's receipt.
         """
         if status not in REPLY_STATUSES:
             raise PeerwireError(Code.INVALID_ARGUMENT, f"status must be one of {', '.join(REPLY_STATUSES)}")
-        with self.write() as db:
+
+        def job(db: sqlite3.Connection) -> dict[str, Any]:
+            if (prior := self._answered(db, caller, call)) is not None:
+                return prior
             req = self._request(db, request_id)
             if req["recipient_id"] != caller.agent_id:
                 raise PeerwireError(
@@ -81,8 +126,45 @@ class Mailbox(Registry):
                     "only the task's recipient may reply to it",
                     {"request_id": request_id},
                 )
-            ix = self._close_request(db, req, caller, status, body, source="explicit", receipt=receipt)
-        return self._receipt(ix)
+            ix = self._close_request(db, req, caller, status, body, source="explicit", receipt=receipt,
+                                     entry=entry)
+            return self._answer(db, caller, call, ix)
+        return job
+
+    # -- retried calls and refused requests -----------------------------------------------
+
+    def knows_call(self, caller: AgentRow, call: Call | None) -> bool:
+        """Whether the caller made a call with ``call``'s id before (a read; nothing is written)."""
+        return calls.known(self.db, caller.agent_id, call)
+
+    def retry_job(self, caller: AgentRow, call: Call) -> Job:
+        """The first receipt of ``call`` if the caller made it before (then nothing is admitted again).
+
+        ``None`` for a call not seen yet; ``invalid_argument`` for a call id the
+        caller already used for a different call. Records the retry as evidence.
+        """
+        return lambda db: self._answered(db, caller, call)
+
+    def _answered(self, db: sqlite3.Connection, caller: AgentRow, call: Call | None) -> dict[str, Any] | None:
+        found = calls.first_answer(db, caller.agent_id, call) if call is not None else None
+        if found is None:
+            return None
+        assert call is not None
+        interaction_id, receipt = found
+        self._evidence(db, interaction_id, Stage.RETRIED, {"call_id": call.call_id, "op": call.op})
+        return receipt
+
+    def _answer(self, db: sqlite3.Connection, caller: AgentRow, call: Call | None, ix: sqlite3.Row) -> dict[str, Any]:
+        """``ix``'s receipt, remembered for ``call`` in the same transaction as the record."""
+        receipt = self._receipt(ix)
+        if call is not None:
+            calls.remember(db, caller.agent_id, call, ix["interaction_id"], receipt, ix["created_at"])
+        return receipt
+
+    @staticmethod
+    def rejection_job(entry: Entry, caller_id: str | None, error: PeerwireError, summary: dict[str, Any]) -> Job:
+        """Record a request refused before anything was admitted, so its trace explains it."""
+        return lambda db: calls.record_rejection(db, entry, caller_id, error, summary)
 
     def _close_request(
         self,
@@ -96,6 +178,7 @@ class Mailbox(Registry):
         receipt: dict | None = None,
         code: str | None = None,
         detail: dict | None = None,
+        entry: Entry | None = None,
     ) -> sqlite3.Row:
         """Write the one reply of a request (explicit, from a turn, or from peerwire)."""
         request_id = req["request_id"]
@@ -107,10 +190,10 @@ class Mailbox(Registry):
             )
         task = self._interaction(db, req["task_interaction_id"])
         self._transition(db, task, Event.REPLY, {"source": source})
-        requester = self.agent(req["requester_id"])
+        requester = self._agent(db, req["requester_id"])
         ix = self._insert(db, Kind.REPLY, REPLY.initial, sender, requester, body, request_id=request_id,
                           reply_status=status, notice_code=code, receipt=receipt, run_id=task["run_id"],
-                          evidence_detail={"source": source, **(detail or {})})
+                          evidence_detail={"source": source, **(detail or {})}, entry=entry)
         db.execute(
             "UPDATE requests SET reply_interaction_id = ?, reply_source = ? WHERE request_id = ?",
             (ix["interaction_id"], source, request_id),
@@ -143,6 +226,7 @@ class Mailbox(Registry):
         receipt: dict | None = None,
         run_id: str | None = None,
         evidence_detail: dict | None = None,
+        entry: Entry | None = None,
     ) -> sqlite3.Row:
         interaction_id = new_id("ix")
         stamp = now()
@@ -160,6 +244,9 @@ class Mailbox(Registry):
             detail["resolution"] = "enabled_not_sendable"  # the resolver's fallback: no sendable agent matched
         if receipt:
             detail["tool_receipt"] = receipt
+        if entry is not None:
+            # Stamped when the request came in, before it was checked; written with the record.
+            self._evidence(db, interaction_id, Stage.ENTERED, entry.detail(), at=entry.entered_at)
         self._evidence(db, interaction_id, Stage.ADMITTED, {**detail, **(evidence_detail or {})})
         return self._interaction(db, interaction_id)
 
@@ -200,10 +287,11 @@ class Mailbox(Registry):
             self._evidence(db, interaction_id, stage, detail or {})
 
     @staticmethod
-    def _evidence(db: sqlite3.Connection, interaction_id: str, stage: Stage, detail: dict) -> None:
+    def _evidence(db: sqlite3.Connection, interaction_id: str, stage: Stage, detail: dict, *,
+                  at: str | None = None) -> None:
         db.execute(
             "INSERT INTO evidence(interaction_id, stage, at, detail) VALUES (?, ?, ?, ?)",
-            (interaction_id, stage, now(), json.dumps(detail, sort_keys=True, ensure_ascii=False)),
+            (interaction_id, stage, at or now(), json.dumps(detail, sort_keys=True, ensure_ascii=False)),
         )
 
     def claim_for_dispatch(self, request_id: str) -> str | None:
@@ -242,14 +330,25 @@ class Mailbox(Registry):
     def receive(
         self, caller: AgentRow, *, cursor: str | None = None, ack_cursor: str | None = None, limit: int
     ) -> Page:
+        with self.write() as db:
+            return self.receive_job(caller, cursor=cursor, ack_cursor=ack_cursor, limit=limit)(db)
+
+    def receive_job(
+        self, caller: AgentRow, *, cursor: str | None = None, ack_cursor: str | None = None, limit: int
+    ) -> Callable[[sqlite3.Connection], Page]:
         """Acknowledge ``ack_cursor``, then read up to ``limit`` records after ``cursor``.
 
         Without ``cursor`` the read starts after the caller's last acknowledgement,
-        so unacknowledged records are offered again. Tasks first seen here are
-        claimed (the durable claim) and listed in ``new_work``; a replayed cursor
-        returns the same records and claims nothing new.
+        so unacknowledged records are offered again. A pending task the read
+        returns is claimed for the caller (the durable claim, which automatic
+        dispatch then never takes). Exposure follows acknowledgement, not the
+        answer: every read that returns a task claimed by a receive lists it in
+        ``claims`` under that one claim until the caller acknowledges past it or
+        the task is answered, so an answer the caller never saw loses nothing.
+        A replayed cursor returns the same records and creates no claim.
         """
-        with self.write() as db:
+
+        def job(db: sqlite3.Connection) -> Page:
             acked = self._acked(db, caller.agent_id)
             if ack_cursor is not None:
                 upto = self._position(db, caller, ack_cursor)
@@ -271,22 +370,36 @@ class Mailbox(Registry):
             ).fetchall()
             has_more = len(rows) > limit
             rows = rows[:limit]
-            new_work: list[str] = []
             stamp = now()
+            claimed: dict[str, str] = {}
             for row in rows:
                 if row["received_at"] is None:
                     db.execute("UPDATE interactions SET received_at = ? WHERE seq = ?", (stamp, row["seq"]))
                     self._evidence(db, row["interaction_id"], Stage.RECEIVED, {"by": caller.ref})
                 if row["kind"] == Kind.TASK and row["state"] == TASK.initial:
-                    self._claim(db, row, Claimant.RECEIVE)
-                    new_work.append(row["request_id"])
+                    claimed[row["request_id"]] = self._claim(db, row, Claimant.RECEIVE)
+            work = [row for row in rows if row["kind"] == Kind.TASK and row["seq"] > acked
+                    and (row["request_id"] in claimed or row["state"] == _CLAIMED_BY_RECEIVE)]
+            live = self._receive_claims(db, [row["request_id"] for row in work if row["request_id"] not in claimed])
             end = rows[-1]["seq"] if rows else start
-        return Page(
-            records=[record_view(r) for r in rows],
-            cursor=cursors.encode(self._cursor_secret, caller.agent_id, end),
-            has_more=has_more,
-            new_work=new_work,
-        )
+            return Page(
+                records=[record_view(r) for r in rows],
+                cursor=cursors.encode(self._cursor_secret, caller.agent_id, end),
+                has_more=has_more,
+                claims=[{"request_id": row["request_id"],
+                         "claim_id": claimed.get(row["request_id"]) or live[row["request_id"]]} for row in work],
+            )
+        return job
+
+    @staticmethod
+    def _receive_claims(db: sqlite3.Connection, request_ids: list[str]) -> dict[str, str]:
+        """The live receive claim of each of ``request_ids`` (tasks in the claimed state have one)."""
+        if not request_ids:
+            return {}
+        marks = ", ".join("?" * len(request_ids))
+        return {row[0]: row[1] for row in db.execute(
+            f"SELECT request_id, claim_id FROM claims WHERE request_id IN ({marks}) AND released_at IS NULL "
+            "AND claimant = ?", (*request_ids, Claimant.RECEIVE))}
 
     def unacknowledged(self, agent_id: str) -> int:
         """How many records wait in the mailbox after the last acknowledgement."""

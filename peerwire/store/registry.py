@@ -78,10 +78,14 @@ class Registry(Database):
         return out if include_disabled else [a for a in out if a.enabled]
 
     def agent(self, agent_id: str) -> AgentRow:
-        row = self.db.execute("SELECT * FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
+        return self._agent(self.db, agent_id)
+
+    @staticmethod
+    def _agent(db: sqlite3.Connection, agent_id: str) -> AgentRow:
+        row = db.execute("SELECT * FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
         if row is None:
             raise PeerwireError(Code.UNKNOWN_TARGET, f"no agent has agent_id {agent_id!r}")
-        aliases = [a[0] for a in self.db.execute(
+        aliases = [a[0] for a in db.execute(
             "SELECT alias FROM agent_aliases WHERE agent_id = ? ORDER BY alias", (agent_id,))]
         return _agent_row(row, aliases)
 
@@ -138,7 +142,30 @@ class Registry(Database):
             ).rowcount
 
     def resolve(self, target: Any, *, strict: bool = False) -> AgentRow:
-        return resolve_target(self.agents(), target, strict=strict)
+        """:func:`~peerwire.registry.resolve_target` over the only rows that can match ``target``.
+
+        The candidates come from the agent_id, name and alias indexes, so a send
+        costs the same with ten agents registered or a hundred thousand.
+        """
+        return resolve_target(self._candidates(target) if isinstance(target, str) else [], target, strict=strict)
+
+    _CANDIDATES = """
+        SELECT * FROM agents WHERE agent_id = :target
+        UNION SELECT * FROM agents WHERE name = :target
+        UNION SELECT agents.* FROM agent_aliases JOIN agents USING (agent_id) WHERE alias = :target
+        ORDER BY row_order"""
+
+    def _candidates(self, target: str) -> list[AgentRow]:
+        rows = self.db.execute(self._CANDIDATES, {"target": target}).fetchall()
+        if not rows:
+            return []
+        ids = [row["agent_id"] for row in rows]
+        aliases: dict[str, list[str]] = {}
+        for alias in self.db.execute(
+                f"SELECT agent_id, alias FROM agent_aliases WHERE agent_id IN ({', '.join('?' * len(ids))}) "
+                "ORDER BY alias", ids):
+            aliases.setdefault(alias["agent_id"], []).append(alias["alias"])
+        return [_agent_row(row, aliases.get(row["agent_id"], [])) for row in rows]
 
 
 def _agent_row(row: sqlite3.Row, aliases: Sequence[str]) -> AgentRow:

@@ -10,7 +10,7 @@ import sqlite3
 from typing import Any
 
 from ..errors import Code, PeerwireError
-from ..lifecycle import Kind
+from ..lifecycle import Kind, Stage
 from .db import json_column
 
 
@@ -62,7 +62,14 @@ def request_row(db: sqlite3.Connection, request_id: str) -> sqlite3.Row:
 
 
 def trace(db: sqlite3.Connection, ident: str) -> dict[str, Any]:
-    """Every recorded stage of one interaction, or of a request's task, reply and notices (``rq_…``)."""
+    """Every recorded stage of one interaction, or of a request's task, reply and notices (``rq_…``).
+
+    An entry id (``en_…``, in the details of a refused call's error) names a
+    request as it came in: refused, its trace is ``entered`` then ``rejected``
+    with the reason; admitted, the trace of its record.
+    """
+    if ident.startswith("en_"):
+        return _entry_trace(db, ident)
     if ident.startswith("rq_"):
         req = request_row(db, ident)
         ids = [req["task_interaction_id"]] + ([req["reply_interaction_id"]] if req["reply_interaction_id"] else [])
@@ -81,6 +88,25 @@ def trace(db: sqlite3.Connection, ident: str) -> dict[str, Any]:
         bindings = [dict(b) for b in db.execute(
             "SELECT * FROM bindings WHERE request_id = ? ORDER BY created_at", (ident,))]
     return {"id": ident, "interactions": out, "bindings": bindings}
+
+
+def _entry_trace(db: sqlite3.Connection, entry_id: str) -> dict[str, Any]:
+    row = db.execute("SELECT * FROM rejected_requests WHERE entry_id = ?", (entry_id,)).fetchone()
+    if row is None:
+        admitted = db.execute(
+            "SELECT interaction_id FROM evidence WHERE stage = ? AND json_extract(detail, '$.entry_id') = ?",
+            (Stage.ENTERED, entry_id)).fetchone()
+        if admitted is None:
+            raise PeerwireError(Code.UNKNOWN_INTERACTION, f"no request entered as {entry_id!r} in this home")
+        return {**trace(db, admitted[0]), "id": entry_id}
+    request = {key: row[key] for key in ("entry_id", "op", "agent_id", "via", "call_id", "code", "reason")}
+    request["summary"] = json_column(row["summary"])
+    entered = {"entry_id": entry_id, "op": row["op"], "via": row["via"],
+               **({"call_id": row["call_id"]} if row["call_id"] else {})}
+    return {"id": entry_id, "interactions": [], "bindings": [], "rejected": request,
+            "stages": [{"stage": Stage.ENTERED.value, "at": row["entered_at"], "detail": entered},
+                       {"stage": Stage.REJECTED.value, "at": row["rejected_at"],
+                        "detail": {"code": row["code"], "reason": row["reason"]}}]}
 
 
 def dump(db: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:

@@ -64,7 +64,7 @@ def test_idle_start(lab):
     # the final answer, not the commentary, is the reply; from B itself
     assert out["reply"]["status"] == "done" and out["reply"]["body"] == "Answer: 42 — “quoted”\nsecond line"
     assert out["reply"]["sender"]["name"] == "B"
-    assert stages(lab, rid)[:4] == ["admitted", "claim_by_dispatch", "provider_accepted", "binding_capture"]
+    assert stages(lab, rid)[:5] == ["entered", "admitted", "claim_by_dispatch", "provider_accepted", "binding_capture"]
 
 
 @requirement("envelope:format")

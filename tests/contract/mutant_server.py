@@ -130,10 +130,36 @@ def ack_ignored(relay: Relay, request: dict) -> dict:
 
 
 def task_exposed_twice(relay: Relay, response: dict, request: dict | None) -> dict:
-    """Lists every task record a read returns as new work, not only newly claimed ones."""
+    """Lists every task record a read returns as new work, answered and acknowledged ones too."""
     structured = _structured(response)
     if _tool(request) == "receive_messages" and structured is not None and "records" in structured:
         structured["new_work"] = [r["request_id"] for r in structured["records"] if r.get("kind") == "task"]
+        known = {c["request_id"]: c["claim_id"] for c in structured.get("claims", [])}
+        structured["claims"] = [{"request_id": rq, "claim_id": known.get(rq, f"cl_{rq}")}
+                                for rq in structured["new_work"]]
+        _set_structured(response, structured)
+    return response
+
+
+def work_listed_once(relay: Relay, response: dict, request: dict | None) -> dict:
+    """Lists a task as new work on its first listing only: an answer the caller never saw loses it."""
+    structured = _structured(response)
+    if _tool(request) == "receive_messages" and structured is not None and "claims" in structured:
+        seen = relay.memory.setdefault("listed", set())
+        structured["claims"] = [c for c in structured["claims"] if c["claim_id"] not in seen]
+        seen.update(c["claim_id"] for c in structured["claims"])
+        structured["new_work"] = [c["request_id"] for c in structured["claims"]]
+        _set_structured(response, structured)
+    return response
+
+
+def claim_renamed(relay: Relay, response: dict, request: dict | None) -> dict:
+    """Lists a task again under a fresh claim_id each time, as if each read claimed it anew."""
+    structured = _structured(response)
+    if _tool(request) == "receive_messages" and structured is not None and "claims" in structured:
+        count = relay.memory["renamed"] = relay.memory.get("renamed", 0) + 1
+        for claim in structured["claims"]:
+            claim["claim_id"] = f"{claim['claim_id']}-{count}"
         _set_structured(response, structured)
     return response
 
@@ -165,27 +191,28 @@ def error_branch_dropped(relay: Relay, response: dict, request: dict | None) -> 
 
 
 def racy_claim(relay: Relay, response: dict, request: dict | None) -> dict:
-    """Claims in two steps (check, then take): reads of one mailbox that overlap in time both expose its tasks.
+    """Claims in two steps (check, then take): reads of one mailbox that overlap in time each claim its tasks.
 
     The sessions of one caller share a log (by home and credential) of their
-    reads' time spans and new work; a read that overlapped another gets that
-    read's new work too, when its page holds those tasks.
+    reads' time spans and claims; a read that overlapped another lists the
+    tasks both hold under a claim of its own, as a second take would make.
     """
     structured = _structured(response)
-    if _tool(request) != "receive_messages" or structured is None or "new_work" not in structured:
+    if _tool(request) != "receive_messages" or structured is None or "claims" not in structured:
         return response
     started, ended = relay.request_started, time.time()
     caller = os.environ.get("PEERWIRE_HOME", "") + "\0" + os.environ.get("PEERWIRE_SESSION_ID", "")
     log = os.path.join(tempfile.gettempdir(), "racy-claim-" + hashlib.sha256(caller.encode()).hexdigest()[:16])
-    held = {r.get("request_id") for r in structured.get("records", []) if r.get("kind") == "task"}
     with open(log, "a+", encoding="utf-8") as shared:
         fcntl.flock(shared, fcntl.LOCK_EX)
         shared.seek(0)
         others = [json.loads(line) for line in shared if line.strip()]
-        for other in others:
-            if other["pid"] != os.getpid() and other["started"] < ended and started < other["ended"]:
-                structured["new_work"] += [rid for rid in other["new_work"]
-                                           if rid in held and rid not in structured["new_work"]]
+        raced = {rid for other in others
+                 if other["pid"] != os.getpid() and other["started"] < ended and started < other["ended"]
+                 for rid in other["new_work"]}
+        for claim in structured["claims"]:
+            if claim["request_id"] in raced:
+                claim["claim_id"] = f"{claim['claim_id']}-taken-again-{os.getpid()}"
         shared.write(json.dumps({"pid": os.getpid(), "started": started, "ended": ended,
                                  "new_work": structured["new_work"]}) + "\n")
     _set_structured(response, structured)
@@ -278,6 +305,8 @@ REQUEST_MUTATIONS: dict[str, Callable[[Relay, dict], dict | None]] = {
 }
 RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {
     "task-twice": task_exposed_twice,
+    "work-listed-once": work_listed_once,
+    "claim-renamed": claim_renamed,
     "no-iserror": is_error_dropped,
     "error-branch-dropped": error_branch_dropped,
     "racy-claim": racy_claim,

@@ -28,6 +28,8 @@ from .mutant_server import MUTATIONS
 EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {
     "unicode": (("send:unicode:byte-exact",), "send:receipt:admitted"),
     "task-twice": (("task:new-work:once",), "task:receipt:request-id"),
+    "work-listed-once": (("task:new-work:until-acknowledged",), "task:receipt:request-id"),
+    "claim-renamed": (("task:new-work:once",), "task:body:byte-exact"),
     "sender-honoured": (("identity:sender-argument:rejected",), "identity:sender:attributed"),
     "no-iserror": (("tools:error:is-error",), "tools:result:structured"),
     "notification-answered": (("wire:notification:no-response",), "send:receipt:admitted"),

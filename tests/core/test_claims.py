@@ -160,13 +160,17 @@ def test_dispatch_and_receive_share_one_durable_claim(tmp_path: Path, first: str
         assert [c[0] for c in claims] == [first]
         await core.close()
 
-        # The claim is durable: after a restart neither path exposes the task again.
+        # The claim is durable: after a restart dispatch does not start the task, and a receive
+        # lists it again only if the receive's own claim was never acknowledged, under that claim.
         restarted = Core(db, ScriptedAppServer())
         restarted.codex.recover()
         await restarted.attach()
         await restarted.dispatch()
         assert restarted.server.task_starts(request_id) == 0, restarted.server.sent
-        assert restarted.store.receive(restarted.agent("B"), limit=10).new_work == []
+        page = restarted.store.receive(restarted.agent("B"), limit=10)
+        assert page.new_work == ([request_id] if first == "receive" else [])
+        claims = restarted.store.db.execute("SELECT claimant FROM claims WHERE request_id = ?", (request_id,))
+        assert [c[0] for c in claims] == [first], "never a second claim"
         await restarted.close()
 
     asyncio.run(run())

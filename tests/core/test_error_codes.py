@@ -18,6 +18,7 @@ ELSEWHERE = {
     Code.ILLEGAL_TRANSITION: "tests/core/test_lifecycle.py drives the store into one directly",
     Code.HOME_INVALID: "tests/core/test_bad_home.py builds each unusable home on disk",
     Code.STORE_DAMAGED: "tests/core/test_bad_home.py damages real stores",
+    Code.STORAGE_UNAVAILABLE: "tests/core/test_storage.py fills the disk under a real store",
 }
 
 

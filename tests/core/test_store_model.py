@@ -1,8 +1,10 @@
 """Random operation sequences against the real store and a plain in-memory model.
 
 The model is deliberately naive (lists and dicts); the store must agree with it
-on every read: nothing lost, no task exposed as new work twice, a replayed
-cursor returning the same records and claiming nothing.
+on every read: nothing lost; a task listed as new work, under its one claim,
+by exactly the reads that return it before its recipient acknowledges past it
+or answers it; a replayed cursor returning the same records and claiming
+nothing new.
 """
 
 from __future__ import annotations
@@ -36,8 +38,7 @@ class MailboxMachine(RuleBasedStateMachine):
         self.bodies: dict[str, str] = {}
         self.acked: dict[str, int] = {n: 0 for n in AGENTS}
         self.tasks: dict[str, dict] = {}
-        self.exposed: set[str] = set()
-        self.pages: list[tuple[str, str | None, int, list[dict]]] = []
+        self.claim_of: dict[str, str] = {}  # request id -> the one claim id it is ever listed under
 
     def teardown(self) -> None:
         self.store.close()
@@ -59,25 +60,29 @@ class MailboxMachine(RuleBasedStateMachine):
         self._admitted(recipient, receipt, body)
         self.tasks[receipt["request_id"]] = {"requester": sender, "recipient": recipient, "replied": False}
 
-    @rule(target=cursors, agent=st.sampled_from(AGENTS), limit=st.integers(1, 5))
-    def receive(self, agent, limit):
-        page = self.store.receive(self.rows[agent], limit=limit)
-        start = self.acked[agent]
+    def _check_page(self, agent: str, start: int, limit: int, page) -> None:
+        """The page a read from ``start`` must return, and exactly the work it must list."""
         expected = self.mailbox[agent][start:start + limit]
         assert [r["record_id"] for r in page.records] == expected
         assert [r["body"] for r in page.records] == [self.bodies[i] for i in expected]
         assert page.has_more == (len(self.mailbox[agent]) > start + limit)
-        for request_id in page.new_work:
-            assert request_id not in self.exposed, "a task was exposed as new work twice"
-            assert self.tasks[request_id]["recipient"] == agent
-            self.exposed.add(request_id)
+        work = [r["request_id"] for index, r in enumerate(page.records, start)
+                if r["kind"] == "task" and not self.tasks[r["request_id"]]["replied"] and index >= self.acked[agent]]
+        assert page.new_work == work, "new work is every unanswered task not acknowledged past"
+        assert [c["request_id"] for c in page.claims] == work
+        for claim in page.claims:
+            assert self.tasks[claim["request_id"]]["recipient"] == agent
+            known = self.claim_of.setdefault(claim["request_id"], claim["claim_id"])
+            assert claim["claim_id"] == known, "a task was listed under a second claim"
         for record in page.records:
-            if record["kind"] == "task":
-                rid = record["request_id"]
-                assert rid in self.exposed or self.tasks[rid]["replied"]
             if record["kind"] == "information":
                 assert "request_id" not in record
-        self.pages.append((agent, None, limit, page.records))
+
+    @rule(target=cursors, agent=st.sampled_from(AGENTS), limit=st.integers(1, 5))
+    def receive(self, agent, limit):
+        page = self.store.receive(self.rows[agent], limit=limit)
+        start = self.acked[agent]
+        self._check_page(agent, start, limit, page)
         return (agent, page.cursor, start + len(page.records))
 
     @rule(entry=cursors, limit=st.integers(1, 5))
@@ -86,21 +91,16 @@ class MailboxMachine(RuleBasedStateMachine):
         first = self.store.receive(self.rows[agent], cursor=cursor, limit=limit)
         again = self.store.receive(self.rows[agent], cursor=cursor, limit=limit)
         assert again.records == first.records, "replaying a cursor changed the records"
-        assert again.new_work == []
-        assert [r["record_id"] for r in first.records] == self.mailbox[agent][position:position + limit]
-        for request_id in first.new_work:
-            assert request_id not in self.exposed
-            self.exposed.add(request_id)
+        assert again.claims == first.claims, "replaying a cursor changed the work or its claims"
+        self._check_page(agent, position, limit, first)
 
     @rule(entry=consumes(cursors))
     def ack(self, entry):
         agent, cursor, position = entry
         page = self.store.receive(self.rows[agent], ack_cursor=cursor, limit=1)
         self.acked[agent] = max(self.acked[agent], position)
-        # Acknowledging is a receive too: whatever it reads next is exposed by it.
-        for request_id in page.new_work:
-            assert request_id not in self.exposed
-            self.exposed.add(request_id)
+        # Acknowledging is a receive too: it reads on from the acknowledged position.
+        self._check_page(agent, self.acked[agent], 1, page)
 
     @rule(entry=cursors, other=st.sampled_from(AGENTS))
     def foreign_cursor(self, entry, other):
@@ -143,6 +143,13 @@ class MailboxMachine(RuleBasedStateMachine):
             ).fetchone()[0]
             assert count == len(self.mailbox[name])
             assert self.store.unacknowledged(self.rows[name].agent_id) == len(self.mailbox[name]) - self.acked[name]
+
+    @invariant()
+    def one_claim_per_task_ever(self):
+        worst = self.store.db.execute(
+            "SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM claims GROUP BY request_id)"
+        ).fetchone()[0]
+        assert worst in (None, 1), "a receive claim is never released nor replaced"
 
     @invariant()
     def one_live_claim_per_task(self):

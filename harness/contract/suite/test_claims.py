@@ -2,18 +2,20 @@
 
 An agent may run more than one session (two server processes with the same
 credential): a restarted client beside a stale one, two tools of one user.
-Their reads race. A claim that is checked and then taken in two steps lets
-both reads expose the same task as new work, so the task is done twice; one
-that is taken but dropped from the answer loses it. Neither shows with one
-reader, so the check races two, round after round, with tasks arriving while
-they read, and accounts for every task at the end.
+Their reads race. A task is the recipient's under one claim, whichever
+session reads it: both sessions may list it until the recipient acknowledges
+past it, but always under the same claim_id. A claim that is checked and then
+taken in two steps gives the task two claims, so it is done twice; one that is
+taken but dropped from the answer loses it. Neither shows with one reader, so
+the check races two, round after round, with tasks arriving while they read,
+and accounts for every task at the end.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from collections import Counter
+from collections import defaultdict
 
 from harness.contract.fixtures import succeed
 from harness.contract.manifest import requirement
@@ -33,7 +35,8 @@ def test_two_sessions_racing_expose_each_task_once(servers):
     recipient, sender = servers.caller("racer"), servers.caller("feeder")
     first, second, feeder = servers.start(recipient), servers.start(recipient), servers.start(sender)
     sent: list[str] = []
-    exposures: Counter[str] = Counter()
+    claims_of: dict[str, set[str]] = defaultdict(set)
+    acknowledged: set[str] = set()
     problems: list[str] = []
 
     def admit(label: str) -> None:
@@ -41,11 +44,17 @@ def test_two_sessions_racing_expose_each_task_once(servers):
         sent.append(receipt["request_id"])
 
     def account(page: dict, where: str) -> None:
-        new_work = page.get("new_work", [])
-        exposures.update(new_work)
+        new_work, claims = page.get("new_work", []), page.get("claims", [])
+        if [c.get("request_id") for c in claims] != new_work:
+            problems.append(f"{where}: claims {claims} do not name new_work {new_work}, in order")
+        for claim in claims:
+            claims_of[claim.get("request_id")].add(claim.get("claim_id"))
         stray = set(new_work) - _task_ids(page)
         if stray:
             problems.append(f"{where}: new_work {sorted(stray)} names tasks whose records this page does not hold")
+        again = set(new_work) & acknowledged
+        if again:
+            problems.append(f"{where}: new_work {sorted(again)} lists tasks acknowledged past")
 
     for round_number in range(1, ROUNDS + 1):
         for n in range(TASKS_BEFORE):
@@ -68,16 +77,17 @@ def test_two_sessions_racing_expose_each_task_once(servers):
         # Acknowledge what both reads saw (the fuller page), so each round races for new tasks.
         fuller = max(pages, key=lambda p: len(p.get("records", [])))
         if fuller.get("records"):
+            acknowledged.update(_task_ids(fuller))
             account(succeed(first, "receive_messages", {"ack_cursor": fuller["cursor"]}),
                     f"round {round_number}, acknowledging")
 
     drained = succeed(second, "receive_messages", {"limit": 100})
     account(drained, "the final read")
-    twice = {rid: n for rid, n in exposures.items() if n > 1}
+    twice = {rid: sorted(ids) for rid, ids in claims_of.items() if len(ids) > 1}
     if twice:
-        problems.append(f"{len(twice)} tasks were exposed as new work more than once: "
+        problems.append(f"{len(twice)} tasks were handed out under more than one claim: "
                         f"{json.dumps(dict(list(twice.items())[:5]))}")
-    lost = [rid for rid in sent if rid not in exposures]
+    lost = [rid for rid in sent if rid not in claims_of]
     if lost:
         problems.append(f"{len(lost)} of {len(sent)} tasks were never exposed as new work: {lost[:5]}")
     assert not problems, f"two racing sessions over {ROUNDS} rounds:\n  " + "\n  ".join(problems)

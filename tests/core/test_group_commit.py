@@ -1,0 +1,144 @@
+"""Group commit: writes that arrive during a commit share the next one, and no receipt comes early.
+
+In-process tests hold the store's write lock (a commit in flight, as far as the
+writer thread can tell) to make a group form deterministically; the crash test
+runs a real app under concurrent senders and kills it with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import threading
+from contextlib import closing
+from pathlib import Path
+
+import anyio
+import pytest
+
+from peerwire.control import ControlClient
+from peerwire.errors import Code, PeerwireError
+from peerwire.store import Store
+
+BOUND_S = 20
+
+
+async def until(predicate) -> None:
+    """Re-check an observable condition of the writer thread (it has no event to wait on)."""
+    while not predicate():
+        await asyncio.sleep(0.001)
+
+
+def durable(path: Path, interaction_id: str) -> bool:
+    with closing(sqlite3.connect(path)) as db:
+        return db.execute("SELECT 1 FROM interactions WHERE interaction_id = ?", (interaction_id,)).fetchone() is not None
+
+
+async def _grouped(store: Store, first, rest: list):
+    """Run ``first`` while the write lock is held, so ``rest`` queues behind it; then release."""
+    store._write_lock.acquire()
+    try:
+        head = asyncio.ensure_future(store.commit(first))
+        await until(lambda: store._group is not None and store._group.pending == 0)  # the writer took it
+        tail = [asyncio.ensure_future(store.commit(job)) for job in rest]
+        await until(lambda: store._group.pending == len(rest))  # the rest queued behind it
+        await asyncio.sleep(0)
+        assert not head.done() and not any(t.done() for t in tail), "no receipt before its commit"
+    finally:
+        store._write_lock.release()
+    done = await asyncio.gather(head, *tail, return_exceptions=True)
+    return done[0], done[1:]
+
+
+@pytest.fixture
+def pair(tmp_path: Path):
+    """A store with two agents, a and b."""
+    store = Store(tmp_path / "peerwire.db")
+    a, _ = store.register_agent("a", "manual")
+    b, _ = store.register_agent("b", "manual")
+    yield store, a, b
+    store.close()
+
+
+def test_jobs_that_arrive_during_a_commit_share_the_next_one(pair):
+    store, a, b = pair
+
+    async def main():
+        with anyio.fail_after(BOUND_S):
+            first, rest = await _grouped(store, store.information_job(a, b, "first"),
+                                         [store.task_job(a, b, f"task {i}") for i in range(5)])
+        assert all(durable(store.path, r["interaction_id"]) for r in [first, *rest])
+        assert store.group_stats == {"commits": 2, "jobs": 6, "largest": 5}
+
+    asyncio.run(main())
+    assert [r["body"] for r in store.receive(b, limit=10).records] == ["first"] + [f"task {i}" for i in range(5)]
+
+
+def test_a_failing_job_fails_alone(pair):
+    store, a, b = pair
+
+    async def main():
+        with anyio.fail_after(BOUND_S):
+            return await _grouped(store, store.information_job(a, b, "before"), [
+                store.information_job(a, b, "kept 1"),
+                store.reply_job(b, "rq_" + "0" * 32, "done", "to nothing"),
+                store.information_job(a, b, "kept 2"),
+            ])
+
+    _, (one, failed, two) = asyncio.run(main())
+    assert isinstance(failed, PeerwireError) and failed.code is Code.UNKNOWN_REQUEST
+    assert durable(store.path, one["interaction_id"]) and durable(store.path, two["interaction_id"])
+    assert [r["body"] for r in store.receive(b, limit=10).records] == ["before", "kept 1", "kept 2"]
+    assert store.group_stats["largest"] == 3
+
+
+@pytest.mark.slow
+def test_kill_9_during_concurrent_sends_loses_no_receipted_record(core):
+    """Eight concurrent senders, their sends grouped into shared commits; SIGKILL; every receipt survives."""
+    a, b = core.register("a"), core.register("b")
+    receipts: list[str] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    enough = threading.Event()
+
+    def sender(index: int) -> None:
+        client = ControlClient(core.home, a.token)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                receipt = client.call("followup_task", {"target": "b", "message": f"sender {index} task {n}"})
+            except PeerwireError:
+                return  # the app is gone: this send has no receipt, so it promises nothing
+            with lock:
+                receipts.append(receipt["interaction_id"])
+                if len(receipts) >= 400:
+                    enough.set()
+
+    threads = [threading.Thread(target=sender, args=(i,), daemon=True) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert enough.wait(120), f"only {len(receipts)} receipts"
+        grouped = ControlClient(core.home).call("status")["group_commit"]
+        core.app.process.send_signal(signal.SIGKILL)
+        core.app.process.wait()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(BOUND_S)
+    assert grouped["jobs"] > grouped["commits"], f"the sends never shared a commit: {grouped}"
+    with lock:
+        promised = list(receipts)
+    core.restart()
+    stored = set()
+    client, cursor = ControlClient(core.home, b.token), None
+    while True:
+        page = client.call("receive_messages", {"limit": 100, **({"ack_cursor": cursor} if cursor else {})})
+        if not page["records"]:
+            break
+        stored.update(r["record_id"] for r in page["records"])
+        cursor = page["cursor"]
+    lost = [ix for ix in promised if ix not in stored]
+    assert not lost, f"{len(lost)} of {len(promised)} receipted records lost"
