@@ -13,6 +13,11 @@ the next group.
 A job that raises is rolled back to its savepoint and gets its own error; the
 others commit. A failure of the transaction itself (a full disk at commit)
 fails every job of the group: none of them was admitted.
+
+A job whose caller went away (its call was cancelled: the connection closed,
+the MCP request was cancelled) before the writer took it is never run, so a
+caller that is gone claims nothing and admits nothing. Once taken, a job
+commits with its group whatever becomes of its caller.
 """
 
 from __future__ import annotations
@@ -32,14 +37,24 @@ MAX_GROUP = 256
 """Jobs in one transaction at most; more wait for the next (bounds one commit's latency)."""
 
 
+@dataclass(eq=False)
+class _Queued:
+    job: Job
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    abandoned: bool = False
+    """Set (under the queue's lock) when the caller stopped waiting before the writer took the job."""
+
+
 @dataclass
 class GroupStats:
     commits: int = 0
     jobs: int = 0
     largest: int = 0
+    abandoned: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"commits": self.commits, "jobs": self.jobs, "largest": self.largest}
+        return {"commits": self.commits, "jobs": self.jobs, "largest": self.largest, "abandoned": self.abandoned}
 
 
 class GroupCommit:
@@ -59,7 +74,7 @@ class GroupCommit:
         self._lock = write_lock
         self._failure = failure
         self._committed = committed
-        self._queue: deque[tuple[Job, asyncio.Future, asyncio.AbstractEventLoop]] = deque()
+        self._queue: deque[_Queued] = deque()
         self._wake = threading.Condition()
         self._closed = False
         self.stats = GroupStats()
@@ -74,13 +89,19 @@ class GroupCommit:
     async def run(self, job: Callable[[sqlite3.Connection], T]) -> T:
         """``job(connection)`` inside the next group; its result once that group is committed."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future = loop.create_future()
+        queued = _Queued(job, loop.create_future(), loop)
         with self._wake:
             if self._closed:
                 raise RuntimeError("the store is closed")
-            self._queue.append((job, future, loop))
+            self._queue.append(queued)
             self._wake.notify()
-        return await future
+        try:
+            return await queued.future
+        except asyncio.CancelledError:
+            with self._wake:
+                if queued in self._queue:  # not taken yet: it never runs
+                    queued.abandoned = True
+            raise
 
     def close(self) -> None:
         """Commit what is queued, then stop the thread and close its connection."""
@@ -97,12 +118,16 @@ class GroupCommit:
                     self._wake.wait()
                 if not self._queue:
                     return
-                group = [self._queue.popleft() for _ in range(min(len(self._queue), MAX_GROUP))]
-            outcomes, changed = self._commit([job for job, _, _ in group])
+                taken = [self._queue.popleft() for _ in range(min(len(self._queue), MAX_GROUP))]
+                group = [queued for queued in taken if not queued.abandoned]
+                self.stats.abandoned += len(taken) - len(group)
+            if not group:
+                continue
+            outcomes, changed = self._commit([queued.job for queued in group])
             # One hand-over per loop: the commit is announced before any caller resumes with its receipt.
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, tuple[bool, Any]]]] = {}
-            for (_, future, loop), outcome in zip(group, outcomes):
-                by_loop.setdefault(loop, []).append((future, outcome))
+            for queued, outcome in zip(group, outcomes):
+                by_loop.setdefault(queued.loop, []).append((queued.future, outcome))
             for loop, settled in by_loop.items():
                 try:
                     loop.call_soon_threadsafe(self._hand_over, changed, settled)

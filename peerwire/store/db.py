@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from ..errors import Code, PeerwireError
-from ..group_commit import GroupCommit
+from ..group_commit import GroupCommit, GroupStats
 from ..schema import LATEST, MIGRATIONS
 
 T = TypeVar("T")
@@ -125,8 +125,8 @@ class Database:
 
     @property
     def group_stats(self) -> dict[str, int]:
-        """Commits, jobs and the largest group of the group commit so far."""
-        return self._group.stats.as_dict() if self._group is not None else {"commits": 0, "jobs": 0, "largest": 0}
+        """Commits, jobs, the largest group and the jobs abandoned by their callers, so far."""
+        return (self._group.stats if self._group is not None else GroupStats()).as_dict()
 
     def _committed(self) -> None:
         self.commits += 1

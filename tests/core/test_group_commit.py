@@ -69,7 +69,7 @@ def test_jobs_that_arrive_during_a_commit_share_the_next_one(pair):
             first, rest = await _grouped(store, store.information_job(a, b, "first"),
                                          [store.task_job(a, b, f"task {i}") for i in range(5)])
         assert all(durable(store.path, r["interaction_id"]) for r in [first, *rest])
-        assert store.group_stats == {"commits": 2, "jobs": 6, "largest": 5}
+        assert store.group_stats == {"commits": 2, "jobs": 6, "largest": 5, "abandoned": 0}
 
     asyncio.run(main())
     assert [r["body"] for r in store.receive(b, limit=10).records] == ["first"] + [f"task {i}" for i in range(5)]
@@ -91,6 +91,36 @@ def test_a_failing_job_fails_alone(pair):
     assert durable(store.path, one["interaction_id"]) and durable(store.path, two["interaction_id"])
     assert [r["body"] for r in store.receive(b, limit=10).records] == ["before", "kept 1", "kept 2"]
     assert store.group_stats["largest"] == 3
+
+
+def test_a_receive_whose_caller_left_before_its_commit_claims_nothing(pair):
+    """A cancelled call (its connection closed, its MCP request cancelled) that the writer has not
+    taken yet never runs: the task stays pending, for dispatch or the recipient's next read."""
+    store, a, b = pair
+    request_id = store.admit_task(a, b, "work")["request_id"]
+
+    async def main():
+        with anyio.fail_after(BOUND_S):
+            store._write_lock.acquire()
+            try:
+                head = asyncio.ensure_future(store.commit(store.information_job(a, b, "in flight")))
+                await until(lambda: store._group is not None and store._group.pending == 0)
+                gone = asyncio.ensure_future(store.commit(store.receive_job(b, limit=10)))
+                await until(lambda: store._group.pending == 1)
+                gone.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await gone
+            finally:
+                store._write_lock.release()
+            await head
+            # The writer is idle again once the next job is answered: the abandoned one was dropped by then.
+            return await store.commit(store.receive_job(b, limit=10))
+
+    page = asyncio.run(main())
+    assert store.group_stats["abandoned"] == 1
+    claims = store.dump()["claims"]
+    assert [c["request_id"] for c in claims] == [request_id], "claimed once, by the read that was answered"
+    assert page.claims == [{"request_id": request_id, "claim_id": claims[0]["claim_id"]}]
 
 
 @pytest.mark.slow
