@@ -129,6 +129,7 @@ class App:
         self._connections.add(task)
         write_lock = asyncio.Lock()
         calls: set[asyncio.Task] = set()
+        receives = _Receives()
         try:
             while True:
                 try:
@@ -139,9 +140,10 @@ class App:
                     break
                 if not line:
                     break
-                call = asyncio.ensure_future(self._answer(line, writer, write_lock))
+                call = asyncio.ensure_future(self._answer(line, writer, write_lock, receives))
                 calls.add(call)
                 call.add_done_callback(calls.discard)
+            receives.caller_gone()
             if calls:
                 await asyncio.wait(list(calls))
         except (asyncio.CancelledError, ConnectionError):
@@ -151,13 +153,16 @@ class App:
             self._connections.discard(task)
             writer.close()
 
-    async def _answer(self, line: bytes, writer: asyncio.StreamWriter, write_lock: asyncio.Lock) -> None:
+    async def _answer(self, line: bytes, writer: asyncio.StreamWriter, write_lock: asyncio.Lock,
+                      receives: set[asyncio.Task]) -> None:
         request_id: Any = None
         try:
             request = json.loads(line)
             if not isinstance(request, dict) or not isinstance(request.get("op"), str):
                 raise PeerwireError(Code.INVALID_ARGUMENT, "a control request is an object with an op")
             request_id = request.get("id")
+            if request["op"] == "receive_messages" and not receives.begin():
+                return  # its caller hung up before it started: nothing to claim for, nobody to answer
             assert self.ops is not None
             result = await self.ops.call(request["op"], request.get("args"), request.get("token"),
                                          request.get("meta"))
@@ -189,6 +194,35 @@ class App:
                 await writer.drain()
             except ConnectionError:
                 pass  # the caller gave up; what it asked for stays done
+
+
+class _Receives:
+    """The receives of one control connection, stopped when their caller hangs up.
+
+    A receive whose caller is gone would claim work for nobody; it stops (or
+    never starts), and what it claimed before that stays claimed, listed again
+    to the recipient's next read. Every other call finishes: giving up cancels
+    nothing that was asked for.
+    """
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Task] = set()
+        self._gone = False
+
+    def begin(self) -> bool:
+        """Called by a receive as it starts; ``False`` when its caller already hung up."""
+        if self._gone:
+            return False
+        task = asyncio.current_task()
+        assert task is not None
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return True
+
+    def caller_gone(self) -> None:
+        self._gone = True
+        for task in list(self._running):
+            task.cancel()
 
 
 def run_app(home: Home, providers: dict[str, Provider] | None = None) -> int:

@@ -69,6 +69,21 @@ def test_an_abandoned_long_poll_loses_no_work(core):
     assert [c["claim_id"] for c in page["claims"]] == claims_of(core, task["request_id"])
 
 
+@requirement("task:claim:caller-gone")
+def test_a_long_poll_whose_caller_hung_up_claims_nothing(core):
+    a, b = core.register("a"), core.register("b")
+    status = ControlClient(core.home)
+    with closing(unanswered_receive(core, b, {"timeout_ms": 60_000})):
+        wait_until(lambda: status.call("status")["waiting"].get(b.agent_id), WAIT_S, "the long poll to wait")
+    # Well before the poll's own minute is up, the app lets the gone poller go.
+    wait_until(lambda: not status.call("status")["waiting"].get(b.agent_id), WAIT_S, "the gone poller to be let go")
+    task = call(core, a, "followup_task", {"target": "b", "message": "nobody is polling"})
+    assert claims_of(core, task["request_id"]) == [], "no claim for a caller that is gone"
+    page = call(core, b, "receive_messages")
+    assert page["new_work"] == [task["request_id"]]
+    assert [c["claim_id"] for c in page["claims"]] == claims_of(core, task["request_id"])
+
+
 @requirement("task:claim:durable")
 def test_a_crash_between_commit_and_answer_loses_no_work(core):
     a, b = core.register("a"), core.register("b")
