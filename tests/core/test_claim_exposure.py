@@ -38,6 +38,14 @@ def unanswered_receive(core, caller, args: dict) -> socket.socket:
     return sock
 
 
+def abandon_a_long_poll(core, caller) -> ControlClient:
+    """Start a minute-long receive for ``caller``, see the app wait on it, hang up; the app's status client."""
+    status = ControlClient(core.home)
+    with closing(unanswered_receive(core, caller, {"timeout_ms": 60_000})):
+        wait_until(lambda: status.call("status")["waiting"].get(caller.agent_id), WAIT_S, "the long poll to wait")
+    return status
+
+
 @requirement("task:new-work:until-acknowledged")
 def test_a_dropped_answer_loses_no_work(core):
     a, b = core.register("a"), core.register("b")
@@ -59,10 +67,8 @@ def test_a_dropped_answer_loses_no_work(core):
 @requirement("task:new-work:until-acknowledged")
 def test_an_abandoned_long_poll_loses_no_work(core):
     a, b = core.register("a"), core.register("b")
-    status = ControlClient(core.home)
-    with closing(unanswered_receive(core, b, {"timeout_ms": 30_000})):
-        wait_until(lambda: status.call("status")["waiting"].get(b.agent_id), WAIT_S, "the long poll to wait")
-    # The poller is gone. Whether or not the app noticed, the task must reach b's next read.
+    abandon_a_long_poll(core, b)
+    # The poller is gone. Whether or not the app noticed yet, the task must reach b's next read.
     task = call(core, a, "followup_task", {"target": "b", "message": "arrives after the poller left"})
     page = call(core, b, "receive_messages")
     assert page["new_work"] == [task["request_id"]]
@@ -72,9 +78,7 @@ def test_an_abandoned_long_poll_loses_no_work(core):
 @requirement("task:claim:caller-gone")
 def test_a_long_poll_whose_caller_hung_up_claims_nothing(core):
     a, b = core.register("a"), core.register("b")
-    status = ControlClient(core.home)
-    with closing(unanswered_receive(core, b, {"timeout_ms": 60_000})):
-        wait_until(lambda: status.call("status")["waiting"].get(b.agent_id), WAIT_S, "the long poll to wait")
+    status = abandon_a_long_poll(core, b)
     # Well before the poll's own minute is up, the app lets the gone poller go.
     wait_until(lambda: not status.call("status")["waiting"].get(b.agent_id), WAIT_S, "the gone poller to be let go")
     task = call(core, a, "followup_task", {"target": "b", "message": "nobody is polling"})
