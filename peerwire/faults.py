@@ -481,13 +481,7 @@ def disk_full(root: Path, cycles: int, sends: int = 60) -> dict[str, Any]:
             for call_id in refused:
                 admitted[call_id] = writer.call("followup_task", {"target": "inbox", "message": call_id},
                                                 meta={"call_id": call_id})["request_id"]
-        inbox, cursor, seen = ControlClient(home, tokens["inbox"]), None, []
-        while True:
-            page = inbox.call("receive_messages", {"limit": 100, **({"ack_cursor": cursor} if cursor else {})})
-            if not page["records"]:
-                break
-            seen += [record["request_id"] for record in page["records"]]
-            cursor = page["cursor"]
+        seen = [record["request_id"] for record in drain(ControlClient(home, tokens["inbox"]))]
         out["receipts"] = len(admitted)
         out["losses"] = len(set(admitted.values()) - set(seen))
         out["duplicates"] = len(seen) - len(set(seen))
@@ -505,6 +499,18 @@ def disk_full(root: Path, cycles: int, sends: int = 60) -> dict[str, Any]:
             out["failures"] += 1
         disk.unmount()
     return out
+
+
+def drain(mailbox: Any) -> list[dict[str, Any]]:
+    """Every record of a caller's mailbox (a :class:`~peerwire.control.ControlClient`), acknowledged as read."""
+    records: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = mailbox.call("receive_messages", {"limit": 100, **({"ack_cursor": cursor} if cursor else {})})
+        if not page["records"]:
+            return records
+        records += page["records"]
+        cursor = page["cursor"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from harness.contract.manifest import requirement
 from harness.contract.reference import ReferenceProvisioner
 from peerwire.control import ControlClient
 from peerwire.errors import Code, PeerwireError
-from peerwire.faults import small_disk
+from peerwire.faults import drain, small_disk
 
 SENDS = 400
 
@@ -61,14 +61,7 @@ def test_a_full_disk_is_storage_unavailable_and_loses_nothing(core_on_a_small_di
     for call_id, n in refused.items():
         receipts[call_id] = client.call("followup_task", {"target": "b", "message": f"job {n}"},
                                         meta={"call_id": call_id})
-    mailbox = ControlClient(core.home, b.token)
-    seen, cursor = [], None
-    while True:
-        page = mailbox.call("receive_messages", {"limit": 100, **({"ack_cursor": cursor} if cursor else {})})
-        if not page["records"]:
-            break
-        seen += [r["request_id"] for r in page["records"]]
-        cursor = page["cursor"]
+    seen = [r["request_id"] for r in drain(ControlClient(core.home, b.token))]
     assert sorted(seen) == sorted(r["request_id"] for r in receipts.values()), "each call admitted exactly once"
     with contextlib.closing(sqlite3.connect(f"{core.home.db.as_uri()}?mode=ro", uri=True)) as db:
         assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
