@@ -17,6 +17,7 @@ from pathlib import Path
 from harness.codex.install import project_root
 from harness.codex.home import AUTH_FILE
 from harness.process.run_home import default_runs_root
+from harness.shards import DEFAULT_DURATIONS, Shard, ShardError
 
 from .driver import REFERENCE, load_driver
 from .scenario import MODES, PROVIDERS, SCENARIOS_DIR
@@ -45,6 +46,8 @@ class Options:
     workers: int
     driver: str = REFERENCE
     junit: Path | None = None
+    shard: Shard | None = None
+    durations: Path | None = None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -71,6 +74,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", type=Path, metavar="FILE",
                    help="also write the verdicts as JUnit XML to FILE: one test case per check, named by the "
                         "scenario run's identity (a copy of the report's junit.xml)")
+    p.add_argument("--shard", metavar="K/N",
+                   help="run only shard K of N of the selected scenario runs: every run lands in exactly one "
+                        "shard, balanced by recorded durations (see --durations); merge the shards' reports with "
+                        "`runner.py report merge`")
+    p.add_argument("--durations", type=Path, metavar="FILE",
+                   help=f"recorded durations to balance shards by (default: {DEFAULT_DURATIONS.parent.name}/"
+                        f"{DEFAULT_DURATIONS.name} when present)")
     p.add_argument("--workers", type=int, default=MAX_WORKERS, choices=range(1, MAX_WORKERS + 1),
                    help=f"scenarios run in parallel (at most {MAX_WORKERS})")
     p.add_argument("--driver", default=REFERENCE, metavar="MODULE:CLASS",
@@ -92,6 +102,10 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
         load_driver(args.driver)
     except ValueError as error:
         raise UsageError(f"--driver: {error}") from None
+    try:
+        shard = Shard.parse(args.shard) if args.shard is not None else None
+    except ShardError as error:
+        raise UsageError(str(error)) from None
     auth_home = None
     if args.provider != "scripted":
         value = environ.get(AUTH_HOME_ENV)
@@ -110,4 +124,5 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
         provider=args.provider, auth_home=auth_home, scenarios_dir=args.scenarios_dir, workers=args.workers,
         driver=args.driver,
         junit=args.junit.absolute() if args.junit else None,
+        shard=shard, durations=args.durations,
     )

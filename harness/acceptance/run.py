@@ -25,6 +25,7 @@ not be written), 2 for a usage or setup error, 128 + N on signal N.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -35,6 +36,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -46,6 +48,7 @@ from harness.process.jobs import Job, JobClosedError, install_signal_handlers
 from harness.process.lifeline import Lifeline
 from harness.model.rules import ScenarioError
 from harness.process.run_home import RunHome, RunHomeError, new_run_id, sweep_stale
+from harness.shards import ShardError, load_durations, plan
 
 from .execution import RunSettings
 from .options import Options, UsageError, parse
@@ -71,14 +74,49 @@ def main(argv: Sequence[str], *, stderr: TextIO | None = None) -> int:
         return 2
     for why in selection.skipped:
         print(f"runner: skipped {why}", file=err)
+    runs, shard = selection.runs, None
+    if options.shard is not None:
+        try:
+            runs, shard = shard_runs(selection.runs, options)
+        except ShardError as error:
+            print(f"runner: {error}", file=err)
+            return 2
+        print(f"runner: shard {options.shard}: {len(runs)} of {shard['plan_cases']} scenario runs "
+              f"({shard['durations_known']} with recorded durations; plan {shard['plan_sha256'][:12]})", file=err)
     try:
-        return _run(options, selection.runs, codex, err)
+        return _run(options, runs, codex, err, shard=shard)
     except RunHomeError as error:
         print(f"runner: {error}", file=err)
         return 2
 
 
-def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: TextIO) -> int:
+def shard_runs(runs: list[tuple[Scenario, str]], options: Options) -> tuple[list[tuple[Scenario, str]], dict[str, Any]]:
+    """This shard's runs (``options.shard``) and what its report records of the plan (:mod:`harness.shards`).
+
+    Cases are the runs' identity slugs; the plan is computed from the whole
+    selection, so every shard started with the same options agrees on it.
+    """
+    assert options.shard is not None
+    keys = [scenario.key(mode) for scenario, mode in runs]
+    split = plan(keys, options.shard.count, load_durations(options.durations, "acceptance"))
+    mine = [run for run, key in zip(runs, keys) if split.assignment[key] == options.shard.index]
+    return mine, split.describe(options.shard, order=keys)
+
+
+def suite_identity(scenarios_dir: Path) -> dict[str, str]:
+    """Which acceptance suite runs: peerwire's version and a digest of every scenario file (name and bytes).
+
+    Shards of one run have equal identities; a merge refuses others.
+    """
+    digest = hashlib.sha256()
+    for path in sorted(Path(scenarios_dir).glob("*.toml")):
+        digest.update(path.name.encode("utf-8") + b"\0" + path.read_bytes() + b"\0")
+    return {"name": "peerwire acceptance", "version": metadata.version("peerwire"),
+            "scenarios_sha256": digest.hexdigest()}
+
+
+def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: TextIO, *,
+         shard: dict[str, Any] | None = None) -> int:
     stale = sweep_stale(options.runs_root)
     if stale:
         print(f"runner: removed {len(stale)} stale run home{'s' if len(stale) > 1 else ''} whose runner died: "
@@ -93,9 +131,13 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
             Job("acceptance", grace=RUN_GRACE_S, adopt_orphans=True) as job:
         restore = install_signal_handlers(job)
         try:
-            capabilities = probe_capabilities(codex, job, home.artifacts / "capabilities", err)
-            runs = _runnable(runs, capabilities, err)
-            if not runs:
+            # An empty shard has nothing to run and nothing to probe for; it still reports, so a merge sees it.
+            capabilities = probe_capabilities(codex, job, home.artifacts / "capabilities", err) if runs else None
+            runnable = _runnable(runs, capabilities, err)
+            if shard is not None:
+                shard["skipped"] = [scenario.key(mode) for scenario, mode in runs if (scenario, mode) not in runnable]
+            runs = runnable
+            if not runs and shard is None:
                 home.mark_failed("no scenario can run with this Codex")
                 print(f"runner: no selected scenario can run with Codex {codex.version}; the evidence is kept in "
                       f"{home.path}", file=err)
@@ -105,7 +147,7 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
                                    provider=options.provider, auth_home=options.auth_home,
                                    token_ledgers=home.path / "tokens", driver=options.driver,
                                    capabilities=tuple(capabilities.enabled_names()) if capabilities else ())
-            results = _run_all(runs, settings, job, home.path / "tasks", options.workers)
+            results = _run_all(runs, settings, job, home.path / "tasks", options.workers) if runs else []
         finally:
             restore()
         failed = [r for r in results if not r["passed"]]
@@ -113,7 +155,8 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
             home.mark_failed(f"{len(failed)} scenario runs failed")
         run = {"run_id": run_id, "started_at": started_at, "finished_at": _now(), "codex_version": codex.version,
                "provider": options.provider, "scenarios": results,
-               "codex_capabilities": capabilities.run_summary() if capabilities else None}
+               "codex_capabilities": capabilities.run_summary() if capabilities else None,
+               "suite": suite_identity(options.scenarios_dir), "shard": shard}
         report, report_error = write_run_report(options.report_dir, run, home.artifacts, options.auth_home,
                                                 ledgers=home.path / "tokens")
         if report_error:

@@ -103,7 +103,9 @@ def render(result: dict[str, Any]) -> str:
     out += ["", f"## Smoke scenario with {version}", "", f"{_MARK.get(smoke['status'], '')} {smoke['status']}: "
             f"{smoke['detail']}"]
     if smoke.get("report"):
-        out.append(f"(report: `{smoke['report'][0]}`)")
+        # The run's own report folder: report.html beside report.json is the one to read in a browser.
+        html = smoke["report"][0].rsplit("/", 1)[0] + "/report.html" if "/" in smoke["report"][0] else "report.html"
+        out.append(f"(report: `{smoke['report'][0]}`; to read it in a browser, open `{html}`)")
     return "\n".join(out) + "\n"
 
 

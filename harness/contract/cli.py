@@ -3,7 +3,9 @@
 A thin wrapper around pytest with :mod:`harness.contract.plugin`: it runs the
 suite in ``harness/contract/suite`` under the project's pytest configuration,
 in parallel with pytest-xdist, and always writes ``compliance.json``,
-``compliance.md`` and ``junit.xml`` into the report directory. The exit status
+``compliance.md``, ``junit.xml`` and ``durations.json`` into the report
+directory. With ``--shard K/N`` it runs one shard of the selected tests, and
+``runner.py report merge`` judges the shards' votes together. The exit status
 is the verdict's, as the report states it: 0 exactly when every selected MUST
 passes and the baseline holds, 1 when not, pytest's own status (2-4) when the
 run itself broke.
@@ -46,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", metavar="FILE", help="expected failures, one a line with a comment")
     parser.add_argument("--report-dir", metavar="DIR",
                         help="where to write the reports (default: reports/contract-<UTC time>)")
+    parser.add_argument("--shard", metavar="K/N",
+                        help="run only shard K of N of the selected tests, balanced by recorded durations; merge "
+                             "the shards' report folders with `runner.py report merge`")
+    parser.add_argument("--durations", metavar="FILE",
+                        help="recorded durations to balance shards by (default: .ci/durations.json when present)")
     parser.add_argument("-n", "--workers", default="auto",
                         help="pytest-xdist workers: a number, auto or 0 for none (default: auto)")
     return parser
@@ -73,6 +80,10 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
         argv += ["--baseline", str(Path(args.baseline).absolute())]
     for pattern in args.requirement:
         argv += ["--requirement", pattern]
+    if args.shard:
+        argv += ["--shard", args.shard]
+    if args.durations:
+        argv += ["--shard-durations", str(Path(args.durations).absolute())]
     if args.workers not in ("0", 0):
         argv += ["-n", str(args.workers)]
     return argv + list(extra) + [str(SUITE_DIR)]

@@ -22,6 +22,7 @@ directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -34,7 +35,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from harness.contract.baseline import Baseline, BaselineError, load_baseline
 from harness.contract.cases import CaseError, all_cases
-from harness.contract.compliance import Compliance, judge
+from harness.contract.compliance import Compliance, Result, judge
 from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin provides)
     VOTES_KEY,
     case_app,
@@ -50,8 +51,11 @@ from harness.contract.manifest import PROFILES, Level, Manifest, ManifestError, 
 from harness.contract.report import JUNIT_NAME, not_tested_summary, write_reports
 from harness.contract.target import Target, TargetError
 from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, decode_votes, encode_votes
+from harness.shards import DURATIONS_FILE, Shard, ShardError, load_durations, plan, write_durations
 
 RUN_KEY = pytest.StashKey["ContractRun"]()
+SHARD_PLAN = "shard-plan.json"
+"""Where a sharded run's collecting processes leave the plan for the controlling one."""
 
 
 @dataclass
@@ -63,8 +67,11 @@ class ContractRun:
     baseline: Baseline
     target: Target
     report_dir: Path | None
+    shard: Shard | None = None
+    durations_file: Path | None = None
     votes: list[Vote] = field(default_factory=list)
     tests: dict[str, int] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)
     compliance: Compliance | None = None
     written: tuple[Path, ...] = ()
 
@@ -90,7 +97,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--baseline", default=None, metavar="FILE",
                     help="expected failures, one requirement or case a line with a comment")
     group.addoption("--report-dir", default=None, metavar="DIR",
-                    help="write compliance.json, compliance.md and junit.xml here")
+                    help="write compliance.json, compliance.md, junit.xml and durations.json here")
+    group.addoption("--shard", default=None, metavar="K/N",
+                    help="run only shard K of N of the selected items, balanced by recorded durations; a shard's "
+                         "compliance.json carries its votes, and `runner.py report merge` judges the shards together")
+    group.addoption("--shard-durations", default=None, metavar="FILE",
+                    help="recorded durations to balance shards by (default: .ci/durations.json when present)")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -125,6 +137,9 @@ def pytest_configure(config: pytest.Config) -> None:
             baseline=load_baseline(Path(config.getoption("--baseline")) if config.getoption("--baseline") else None),
             target=target,
             report_dir=Path(report_dir) if report_dir else None,
+            shard=Shard.parse(config.getoption("--shard")) if config.getoption("--shard") else None,
+            durations_file=Path(config.getoption("--shard-durations")) if config.getoption("--shard-durations")
+            else None,
         )
     except (ManifestError, BaselineError, TargetError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -169,9 +184,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if reason:
             item.add_marker(pytest.mark.xfail(reason=f"baseline: {reason}", strict=False))
         keep.append(item)
+    if run.shard is not None:
+        keep, outside = _shard(run, keep)
+        drop += outside
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _shard(run: ContractRun, items: list[pytest.Item]) -> tuple[list[pytest.Item], list[pytest.Item]]:
+    """This shard's items and the others. Every process that collects (each xdist worker, or the one
+    process) computes the same plan; it is also written to the report folder, where the controlling
+    process reads it for compliance.json."""
+    assert run.shard is not None
+    keys = [item.nodeid for item in items]
+    try:
+        split = plan(keys, run.shard.count, load_durations(run.durations_file, "contract"))
+    except ShardError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if run.report_dir is not None:
+        run.report_dir.mkdir(parents=True, exist_ok=True)
+        partial = run.report_dir / f".{SHARD_PLAN}.{os.getpid()}"
+        partial.write_text(json.dumps(split.describe(run.shard, order=keys), ensure_ascii=False), "utf-8")
+        os.replace(partial, run.report_dir / SHARD_PLAN)
+    mine = split.assignment
+    return ([i for i in items if mine[i.nodeid] == run.shard.index],
+            [i for i in items if mine[i.nodeid] != run.shard.index])
 
 
 @pytest.hookimpl(wrapper=True)
@@ -209,6 +247,7 @@ class ComplianceCollector:
             for name, value in report.user_properties:
                 if name == VOTES_PROPERTY:
                     self.run.votes.extend(decode_votes(value))
+        self.run.durations[report.nodeid] = self.run.durations.get(report.nodeid, 0.0) + report.duration
         if report.when == "call":
             outcome = "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome
             self.run.tests[outcome] = self.run.tests.get(outcome, 0) + 1
@@ -228,11 +267,16 @@ class ComplianceCollector:
             known_cases = [c.id for c in all_cases()]
         except CaseError:
             known_cases = []
-        run.compliance = judge(run.manifest, run.votes, run.selection, run.baseline, known_cases) \
-            .after_run(int(session.exitstatus))
+        run.compliance = judge(run.manifest, run.votes, run.selection, run.baseline, known_cases)
+        extra = None
+        if run.shard is not None:
+            run.compliance = shard_verdict(run.compliance)
+            extra = {"shard": _read_plan(run), "votes": [v.to_json() for v in run.votes]}
+        run.compliance = run.compliance.after_run(int(session.exitstatus))
         if run.report_dir is not None:
             run.written = write_reports(run.report_dir, run.compliance, target=run.target.describe(),
-                                        tests=run.tests)
+                                        tests=run.tests, extra=extra)
+            write_durations(run.report_dir / DURATIONS_FILE, {"contract": run.durations})
         session.exitstatus = run.compliance.final_status
         return outcome
 
@@ -266,6 +310,26 @@ class ComplianceCollector:
             write(f"report: {path}")
         write("verdict: " + ("compliant" if compliance.ok else "NOT compliant")
               + f" (exit status {compliance.final_status})")
+
+
+def shard_verdict(compliance: Compliance) -> Compliance:
+    """A shard's own verdict: it fails exactly when a selected MUST failed in it. Requirements left to
+    other shards are not tested here, and a baseline entry may pass here yet fail there: both are
+    judged when the shards' votes are merged."""
+    failed = [v for v in compliance.verdicts
+              if v.selected and v.requirement.level is Level.MUST and v.result is Result.FAIL]
+    return dataclasses.replace(compliance, problems=tuple(
+        f"MUST {v.requirement.id} failed in this shard: {v.failures[0].check}" for v in failed))
+
+
+def _read_plan(run: ContractRun) -> dict:
+    assert run.shard is not None
+    path = run.report_dir / SHARD_PLAN if run.report_dir is not None else None
+    if path is not None and path.is_file():
+        return json.loads(path.read_text("utf-8"))
+    # No report folder, or no process collected anything: the shard's place is all that is known.
+    return {"index": run.shard.index, "count": run.shard.count, "cases": [], "plan_cases": 0,
+            "plan_sha256": "", "plan": {}}
 
 
 def _failure_text(report: pytest.TestReport) -> str:

@@ -8,13 +8,16 @@ step with its request and response.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from .compliance import Compliance, Result
+from .layout import CONTRACTS_DIR
 from .manifest import Level
 from .verdicts import clip
 
@@ -24,10 +27,20 @@ MARKDOWN_NAME = "compliance.md"
 JUNIT_NAME = "junit.xml"
 
 
-def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests: dict[str, int]) -> dict[str, Any]:
-    """The content of ``compliance.json``."""
+def suite_version() -> str:
+    """peerwire's version and a digest of the manifest, cases and tool schemas: shards of one run share it."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in CONTRACTS_DIR.rglob("*") if p.is_file() and p.suffix in (".json", ".toml")):
+        digest.update(path.relative_to(CONTRACTS_DIR).as_posix().encode("utf-8") + b"\0" + path.read_bytes())
+    return f"{metadata.version('peerwire')}+{digest.hexdigest()[:16]}"
+
+
+def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests: dict[str, int],
+                        extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The content of ``compliance.json``; ``extra`` adds top-level keys (a shard's plan and votes, a merge)."""
     return {
         "suite": SUITE_NAME,
+        "suite_version": suite_version(),
         "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "target": target,
         "selection": compliance.selection.to_json(),
@@ -69,6 +82,7 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
             }
             for v in compliance.verdicts
         ],
+        **(extra or {}),
     }
 
 
@@ -79,11 +93,11 @@ def _scores_json(scores: dict) -> dict[str, Any]:
 
 
 def write_reports(directory: Path, compliance: Compliance, *, target: dict[str, Any],
-                  tests: dict[str, int]) -> tuple[Path, Path]:
+                  tests: dict[str, int], extra: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """Write ``compliance.json`` and ``compliance.md`` into ``directory`` (created 0700)."""
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
-    document = compliance_document(compliance, target=target, tests=tests)
+    document = compliance_document(compliance, target=target, tests=tests, extra=extra)
     json_path = directory / JSON_NAME
     json_path.write_text(json.dumps(document, ensure_ascii=False, indent=2) + "\n", "utf-8")
     md_path = directory / MARKDOWN_NAME
@@ -98,7 +112,8 @@ def render_markdown(document: dict[str, Any]) -> str:
     lines = [
         "# Contract compliance",
         "",
-        f"- Suite: {document['suite']}",
+        f"- Suite: {document['suite']} ({document.get('suite_version')})",
+        *_shard_lines(document),
         f"- Generated: {document['generated_at']}",
         f"- Server command: `{' '.join(target.get('server_cmd', []))}`",
         "- Collab server command: " + (f"`{' '.join(target['collab_server_cmd'])}`" if target.get("collab_server_cmd")
@@ -187,6 +202,22 @@ def render_markdown(document: dict[str, Any]) -> str:
     if tests:
         lines += ["", "## Test items", "", ", ".join(f"{k}: {v}" for k, v in sorted(tests.items()))]
     return "\n".join(lines) + "\n"
+
+
+def _shard_lines(document: dict[str, Any]) -> list[str]:
+    lines = []
+    shard = document.get("shard")
+    if shard:
+        lines.append(f"- Shard {shard['index']} of {shard['count']}: {len(shard['cases'])} of {shard['plan_cases']} "
+                     "tests. This verdict covers only them: a MUST fails the shard, but what is not tested here is "
+                     "judged when the shards are merged (`runner.py report merge`)")
+    merge = document.get("merge")
+    if merge:
+        lines.append(f"- Merged from {len(merge['shards'])} shards: "
+                     + ", ".join(f"{m['index']}/{m['count']} ({m['cases']} tests)" for m in merge["shards"]))
+        lines += [f"- Merge problem: {_cell(p)}" for p in merge["problems"]]
+        lines += [f"- Merged despite: {_cell(w)}" for w in merge["warnings"]]
+    return lines
 
 
 def not_tested_summary(requirements: list[dict[str, Any]]) -> str:

@@ -1,11 +1,23 @@
-"""``runner.py report``: read reports back.
+"""``runner.py report``: read reports back, and merge shard reports.
 
     runner.py report PATH                 summary: scenarios, verdicts, failed checks with evidence
     runner.py report --compare OLD NEW    checks whose verdict changed, and checks only one run has
+    runner.py report merge DIR... --out OUT [--force] [--run-id ID]
+                                          the reports of a sharded run as one (see below)
 
 PATH is a report folder (``reports/<run-id>``) or its ``report.json``. Exit status:
 0 when the report (NEW, when comparing) passed and, when comparing, no check
 regressed from pass to fail or disappeared; 1 otherwise; 2 for unreadable input.
+
+``merge`` finds every acceptance report (``report.json``) and contract-suite
+report (``compliance.json``) in or below the given folders and writes
+``OUT/acceptance/`` (:mod:`.merge`: report.json, report.md, report.html,
+junit.xml, artifacts/) and ``OUT/contract/`` (:mod:`harness.contract.merge`:
+compliance.json, compliance.md, junit.xml), and ``OUT/durations.json``, the
+shards' recorded durations for balancing later splits. Exit status: 0 when
+every merged verdict passes, 1 when a check fails or a shard is missing or
+duplicated, 2 when the reports are not one run's (different Codex or suite
+versions, shard counts or plans; ``--force`` merges them anyway) or unreadable.
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from .identity import RunIdentity
@@ -21,10 +34,13 @@ from .writer import load_report
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["merge"]:
+        return merge(argv[1:], out)
     parser = argparse.ArgumentParser(prog="runner.py report", description="Summarize or compare run reports.")
     parser.add_argument("path", nargs="?", help="a report folder or its report.json")
     parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="list checks whose verdict changed")
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    args = parser.parse_args(argv)
     if (args.path is None) == (args.compare is None):
         parser.error("give either PATH or --compare OLD NEW")
     try:
@@ -37,6 +53,60 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return 2
 
 
+def merge(argv: Sequence[str], out: TextIO) -> int:
+    """``runner.py report merge``: see the module docs."""
+    from harness.contract.merge import ContractMergeRefused, find_compliance, merge_compliance
+    from harness.shards import DURATIONS_FILE, load_durations, write_durations
+
+    from .merge import MergeRefused, durations, find_reports, merge_reports
+
+    parser = argparse.ArgumentParser(prog="runner.py report merge",
+                                     description="Merge the shard reports of one run into one report.")
+    parser.add_argument("folders", nargs="+", type=Path, metavar="DIR",
+                        help="shard report folders, or folders holding them (searched recursively)")
+    parser.add_argument("--out", type=Path, required=True, help="the merged reports' folder (must not exist)")
+    parser.add_argument("--force", action="store_true",
+                        help="merge reports of different Codex or suite versions, shard counts or plans")
+    parser.add_argument("--run-id", help="the merged acceptance report's run id (default: merged-<UTC time>)")
+    args = parser.parse_args(argv)
+    acceptance, contract = find_reports(args.folders), find_compliance(args.folders)
+    if not acceptance and not contract:
+        print(f"runner.py report merge: no report.json or compliance.json in {', '.join(map(str, args.folders))}",
+              file=out)
+        return 2
+    if args.out.exists():
+        print(f"runner.py report merge: {args.out} already exists; give a new folder", file=out)
+        return 2
+    status, tables = 0, {}
+    try:
+        if acceptance:
+            merged = merge_reports(acceptance, args.out / "acceptance", force=args.force, run_id=args.run_id)
+            run = merged.report["run"]
+            print(f"acceptance: {len(acceptance)} reports -> {merged.folder}: "
+                  f"{'PASSED' if run['passed'] else 'FAILED'}, {run['totals']['scenarios']} scenario runs, "
+                  f"{run['totals']['checks']} checks ({run['totals']['checks_failed']} failed)", file=out)
+            for line in [*merged.problems, *run.get("warnings", [])]:
+                print(f"  {line}", file=out)
+            status = max(status, 0 if run["passed"] else 1)
+            tables["acceptance"] = durations(merged.report)
+        if contract:
+            result = merge_compliance(contract, args.out / "contract", force=args.force)
+            print(f"contract: {len(contract)} reports -> {result.folder}: "
+                  f"{'compliant' if result.compliance.ok else 'NOT compliant'}", file=out)
+            for line in [*result.compliance.problems, *result.warnings]:
+                print(f"  {line}", file=out)
+            status = max(status, result.compliance.exit_status)
+            tables["contract"] = load_durations(result.folder / DURATIONS_FILE, "contract")
+    except (MergeRefused, ContractMergeRefused) as refused:
+        print(f"runner.py report merge: refused: {refused}", file=out)
+        return 2
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"runner.py report merge: cannot merge: {exc}", file=out)
+        return 2
+    print(f"durations: {write_durations(args.out / DURATIONS_FILE, tables)}", file=out)
+    return status
+
+
 def summarize(report: dict[str, Any], out: TextIO) -> int:
     """Print scenarios, verdicts and each failed check with its evidence; 0 when the run passed."""
     run = report["run"]
@@ -44,6 +114,13 @@ def summarize(report: dict[str, Any], out: TextIO) -> int:
     print(f"run {run['run_id']}: {'PASSED' if run['passed'] else 'FAILED'} — "
           f"{totals['scenarios']} scenarios ({totals['scenarios_failed']} failed), "
           f"{totals['checks']} checks ({totals['checks_failed']} failed); Codex {run['codex_version']}", file=out)
+    if run.get("shard"):
+        print(f"  shard {run['shard']['index']}/{run['shard']['count']}: {len(run['shard']['cases'])} of "
+              f"{run['shard']['plan_cases']} scenario runs", file=out)
+    if run.get("merged_from"):
+        print(f"  merged from {len(run['merged_from'])} shard reports", file=out)
+    for problem in run.get("problems") or []:
+        print(f"  problem: {problem}", file=out)
     for scenario in report["scenarios"]:
         checks = scenario["checks"]
         failed = [c for c in checks if c["verdict"] != "pass"]

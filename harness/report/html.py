@@ -78,16 +78,24 @@ def _header(report: dict[str, Any], renderer: Renderer | None) -> str:
     run, totals = report["run"], report["run"]["totals"]
     facts = [("Codex", run.get("codex_version")), ("provider", _provider(run.get("provider"))),
              ("started", run.get("started_at")), ("finished", run.get("finished_at"))]
+    capabilities = run.get("codex_capabilities")
+    if capabilities:
+        facts.append(("Codex capabilities", ", ".join(capabilities["enabled"]) or "none"))
+        facts += [(f"not enabled: {name}", why) for name, why in capabilities["not_enabled"].items()]
+    if run.get("suite"):
+        facts.append(("suite", f"{run['suite']['name']} {run['suite']['version']} (scenarios sha256 "
+                               f"{run['suite']['scenarios_sha256'][:12]}…)"))
     if run.get("shard"):
         shard = run["shard"]
         facts.append(("shard", f"{shard['index']} of {shard['count']} ({len(shard['cases'])} of "
-                               f"{shard['plan_cases']} scenario runs)"))
+                               f"{shard['plan_cases']} scenario runs; plan {shard['plan_sha256'][:12]}…)"))
     if run.get("merged_from"):
         facts.append(("merged from", ", ".join(f"shard {m['shard']} ({m['run_id']})" for m in run["merged_from"])))
     diagrams = (f"Sequence diagrams drawn by Mermaid {renderer.version}, embedded (sha256 "
                 f"<code>{renderer.sha256[:16]}…</code>); nothing is loaded from the network."
                 if renderer else "Mermaid is not installed here (<code>npm ci</code>): diagrams are shown as source.")
     problems = "".join(f'<li class="fail">{escape(p)}</li>' for p in run.get("problems") or [])
+    problems += "".join(f'<li class="muted">{escape(w)}</li>' for w in run.get("warnings") or [])
     return f"""<header>
 <h1><span class="badge {_cls(run['passed'])}">{'PASSED' if run['passed'] else 'FAILED'}</span>
 peerwire acceptance report <code>{escape(run['run_id'])}</code></h1>

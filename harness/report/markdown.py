@@ -21,6 +21,7 @@ def render(report: dict[str, Any]) -> str:
         f"- Started {run['started_at']}, finished {run['finished_at']}",
         f"- Codex version: {run['codex_version']}; provider: {_provider(run['provider'])}",
         *_capabilities(run.get("codex_capabilities")),
+        *_shards(run),
         f"- {report['counting']}",
         "",
     ]
@@ -38,6 +39,24 @@ def _capabilities(capabilities: dict[str, Any] | None) -> list[str]:
     missing = "; ".join(f"{name}: {why}" for name, why in capabilities["not_enabled"].items())
     return [f"- Codex capabilities (live probe, artifacts/capabilities/): {', '.join(capabilities['enabled']) or 'none'}"
             + (f" — not enabled: {missing}" if missing else "")]
+
+
+def _shards(run: dict[str, Any]) -> list[str]:
+    out = []
+    if run.get("suite"):
+        out.append(f"- Suite: {run['suite']['name']} {run['suite']['version']}, scenarios sha256 "
+                   f"`{run['suite']['scenarios_sha256']}`")
+    shard = run.get("shard")
+    if shard:
+        out.append(f"- Shard {shard['index']} of {shard['count']}: {len(shard['cases'])} of {shard['plan_cases']} "
+                   f"scenario runs (plan `{shard['plan_sha256'][:16]}…`); merge the shards with "
+                   "`runner.py report merge`")
+    if run.get("merged_from"):
+        out.append("- Merged from " + ", ".join(f"shard {m['shard']} (run `{m['run_id']}`, "
+                                                 f"{'passed' if m['passed'] else 'FAILED'})" for m in run["merged_from"]))
+    out += [f"- **Merge problem:** {_cell(p)}" for p in run.get("problems") or []]
+    out += [f"- Merge warning: {_cell(w)}" for w in run.get("warnings") or []]
+    return out
 
 
 def _provider(provider: Any) -> str:

@@ -23,7 +23,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,9 @@ import jsonschema
 
 from . import html, markdown
 from .artifacts import copy_artifacts, manifest, private_dir, write_private
-from .scenario import ScenarioArtifacts, scenario_section
 from .identity import DEFAULT_PROVIDER, RunIdentity
 from .junit import junit_xml
+from .scenario import ScenarioArtifacts, scenario_section
 from .secrets import Finding, SecretScan
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "contracts" / "report.schema.json"
@@ -93,14 +93,23 @@ def write_report(out_dir: str | Path, run: Mapping[str, Any], artifacts_root: st
     run_id = str(run.get("run_id", ""))
     if not _RUN_ID.match(run_id):
         raise ReportError(f"run id {run_id!r} is not a plain folder name")
-    final = out_dir / run_id
+    scan = secrets if secrets is not None else SecretScan.collect()
+    return staged_report(out_dir / run_id, lambda work: _assemble(work, run, artifacts_root, scan))
+
+
+def staged_report(final: Path, build: Callable[[Path], Any]) -> Path:
+    """Build a report in a hidden sibling of ``final`` (0700) and rename it into place.
+
+    A reader never sees half a report, and a failing ``build`` leaves nothing.
+    Raises ``FileExistsError`` when ``final`` exists: reports are never overwritten.
+    """
     if final.exists():
         raise FileExistsError(f"report {final} already exists")
-    scan = secrets if secrets is not None else SecretScan.collect()
-    private_dir(out_dir)
-    work = Path(tempfile.mkdtemp(prefix=f".{run_id}.", dir=out_dir))
+    private_dir(final.parent)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        _assemble(work, run, artifacts_root, scan)
+        work.chmod(0o700)
+        build(work)
         work.rename(final)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -109,7 +118,6 @@ def write_report(out_dir: str | Path, run: Mapping[str, Any], artifacts_root: st
 
 
 def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: SecretScan) -> None:
-    work.chmod(0o700)
     copied: list[Path] = []
     excluded: list[str] = []
     scenarios_in = list(run.get("scenarios") or [])
@@ -141,18 +149,32 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
             "finished_at": run.get("finished_at"),
             "codex_version": run.get("codex_version"),
             "provider": run.get("provider"),
-            "passed": bool(sections) and all(s["passed"] for s in sections),
+            # An empty shard passes (its share of the plan was nothing); an empty run does not.
+            "passed": (bool(sections) or bool(run.get("shard"))) and all(s["passed"] for s in sections),
             "totals": {"scenarios": len(sections), "scenarios_failed": sum(not s["passed"] for s in sections),
                        "checks": len(checks), "checks_failed": sum(c["verdict"] != "pass" for c in checks)},
             **({"codex_capabilities": run["codex_capabilities"]} if run.get("codex_capabilities") else {}),
+            **{key: run[key] for key in ("suite", "shard") if run.get(key) is not None},
         },
         "counting": COUNTING,
         "scenarios": sections,
         "artifacts": [a.to_json() for a in manifest(work, copied)],
         "excluded": excluded,
     }
+    finish_report(work, report, scan, findings, copied)
+
+
+def finish_report(work: Path, report: dict[str, Any], scan: SecretScan, findings: list[Finding],
+                  copied: list[Path]) -> None:
+    """Redact, validate and write ``report`` (JSON, Markdown, HTML, JUnit) into ``work``, then prove the
+    folder clean: re-scan it, and should a secret turn up anyway, redact it and record it.
+
+    ``findings`` are what redacting the artifacts (``copied``) already found.
+    Raises ``jsonschema.ValidationError`` for a report that breaks its schema.
+    """
     report = scan.redact_value(report, REPORT_JSON, findings)
-    report["secret_scan"] = {"scanned": scan.names, "findings": [f.to_json() for f in findings], "clean": True}
+    report["secret_scan"] = {"scanned": scan.names, "findings": [f.to_json() for f in _merge(findings)],
+                             "clean": True}
     validate_report(report)
     for _ in range(_VERIFY_ROUNDS):
         _write(work, report)

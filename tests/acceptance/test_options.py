@@ -99,3 +99,28 @@ def test_junit_names_a_file_made_absolute(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert parse(["--junit", "out/acceptance.xml"], environ={}).junit == tmp_path / "out" / "acceptance.xml"
     assert parse([], environ={}).junit is None
+
+
+def test_a_shard_is_k_of_n(tmp_path: Path) -> None:
+    options = parse(["--shard", "2/4", "--durations", str(tmp_path / "d.json")], environ={})
+    assert (options.shard.index, options.shard.count, options.durations) == (2, 4, tmp_path / "d.json")
+    assert parse([], environ={}).shard is None
+    for bad in ("0/4", "5/4", "2"):
+        with pytest.raises(UsageError, match="--shard"):
+            parse(["--shard", bad], environ={})
+
+
+@pytest.mark.codex
+def test_a_shard_with_nothing_to_run_still_reports_and_passes(tmp_path: Path) -> None:
+    """One scenario run, two shards: shard 2 is empty. It starts no agent, yet writes its report, so a
+    merge can tell a shard with nothing to do from a missing one."""
+    err = io.StringIO()
+    status = main(["--scenario", "negative", "--shard", "2/2", "--runs-root", str(tmp_path / "runs"),
+                   "--report-dir", str(tmp_path / "reports")], stderr=err)
+    assert status == 0, err.getvalue()
+    assert "shard 2/2: 0 of 1 scenario runs" in err.getvalue()
+    (folder,) = (tmp_path / "reports").iterdir()
+    run = json.loads((folder / "report.json").read_text())["run"]
+    assert run["passed"] is True and run["totals"]["scenarios"] == 0
+    assert (run["shard"]["index"], run["shard"]["cases"], run["shard"]["plan"]) == (2, [], {"negative.attached": 1})
+    assert run["suite"]["name"] == "peerwire acceptance" and len(run["suite"]["scenarios_sha256"]) == 64

@@ -1,0 +1,182 @@
+"""Merging contract-suite shard reports into one compliance verdict.
+
+A shard (``runner.py contract --shard K/N``) writes ``compliance.json`` with its
+place in the plan (``shard``) and every vote its items cast (``votes``): alone it
+can only say whether a MUST failed in it, since the other shards test the rest.
+The merge judges all shards' votes together with the same manifest, selection
+and baseline (:func:`harness.contract.compliance.judge`), so "not tested" and
+stale baseline entries are decided over the whole run, and writes
+``compliance.json``, ``compliance.md``, ``junit.xml`` (every shard's test suites
+in one file) and the union of the shards' ``durations.json``.
+
+Refused unless forced: shards of different suite versions, targets,
+selections, baselines, shard counts or plans. Flagged, failing the merged
+verdict: a missing or duplicated shard, a test in two shards or in none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.shards import DURATIONS_FILE, disagreements, load_durations, write_durations
+
+from .baseline import Baseline, BaselineEntry
+from .cases import CaseError, all_cases
+from .compliance import Compliance, judge
+from .manifest import Level, Selection, manifest
+from .report import JSON_NAME, JUNIT_NAME, write_reports
+from .verdicts import Vote
+
+SUITE = "contract"
+
+
+class ContractMergeRefused(ValueError):
+    """The shard reports cannot be one run's (different suite, target, selection, baseline or plan)."""
+
+
+@dataclass
+class ContractShard:
+    folder: Path
+    document: dict[str, Any]
+
+    @property
+    def shard(self) -> dict[str, Any] | None:
+        return self.document.get("shard")
+
+    @property
+    def label(self) -> str:
+        shard = self.shard
+        return f"contract shard {shard['index']}/{shard['count']}" if shard else f"contract report {self.folder.name}"
+
+
+@dataclass
+class MergedCompliance:
+    folder: Path
+    compliance: Compliance
+    problems: list[str]
+    warnings: list[str]
+
+
+def find_compliance(paths: Sequence[Path]) -> list[Path]:
+    """The contract report folders named by ``paths`` (holding ``compliance.json``, or below them)."""
+    found: list[Path] = []
+    for path in paths:
+        if (path / JSON_NAME).is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(p.parent for p in path.rglob(JSON_NAME))
+    return list(dict.fromkeys(found))
+
+
+def merge_compliance(folders: Sequence[Path], out: Path, *, force: bool = False) -> MergedCompliance:
+    """Judge the shards in ``folders`` as one run and write the merged reports into ``out`` (new).
+
+    Raises :class:`ContractMergeRefused` for incompatible shards unless ``force``,
+    ``ValueError`` for a report that is not a shard's (it carries no votes) and
+    ``FileExistsError`` when ``out`` exists.
+    """
+    shards = [ContractShard(f, json.loads((f / JSON_NAME).read_text(encoding="utf-8"))) for f in folders]
+    for shard in shards:
+        if shard.shard is None or "votes" not in shard.document:
+            raise ValueError(f"{shard.folder}: not a shard report (run the suite with --shard K/N to merge it)")
+    warnings = _compatibility(shards)
+    if warnings and not force:
+        raise ContractMergeRefused("; ".join(warnings) + " (--force merges them anyway)")
+    chosen, problems = _choose(shards)
+    votes = [Vote.from_json(v) for shard in chosen for v in shard.document["votes"]]
+    first = chosen[0].document
+    try:
+        known_cases = [c.id for c in all_cases()]
+    except CaseError:
+        known_cases = []
+    compliance = judge(manifest(), votes, _selection(first["selection"]), _baseline(first["baseline"]), known_cases)
+    compliance = dataclasses.replace(compliance, problems=(*compliance.problems, *problems))
+    tests: dict[str, int] = {}
+    for shard in chosen:
+        for outcome, n in (shard.document.get("tests") or {}).items():
+            tests[outcome] = tests.get(outcome, 0) + n
+    if out.exists():
+        raise FileExistsError(f"{out} already exists")
+    write_reports(out, compliance, target=first["target"], tests=tests,
+                  extra={"merge": {"shards": [{"index": s.shard["index"], "count": s.shard["count"],
+                                               "cases": len(s.shard["cases"])} for s in chosen],
+                                   "problems": problems, "warnings": warnings}})
+    _merge_junit([s.folder / JUNIT_NAME for s in chosen], out / JUNIT_NAME)
+    merged_durations: dict[str, float] = {}
+    for shard in chosen:
+        merged_durations.update(load_durations(shard.folder / DURATIONS_FILE, SUITE))
+    write_durations(out / DURATIONS_FILE, {SUITE: merged_durations})
+    return MergedCompliance(out, compliance, problems, warnings)
+
+
+def _compatibility(shards: list[ContractShard]) -> list[str]:
+    return disagreements("contract shards", [(s.label, s.document) for s in shards], [
+        ("suite version", lambda d: d.get("suite_version")), ("target", lambda d: d.get("target")),
+        ("selection", lambda d: d.get("selection")), ("baseline", lambda d: (d.get("baseline") or {}).get("entries")),
+        ("shard count", lambda d: (d.get("shard") or {}).get("count")),
+        ("shard plan", lambda d: (d.get("shard") or {}).get("plan_sha256"))])
+
+
+def _choose(shards: list[ContractShard]) -> tuple[list[ContractShard], list[str]]:
+    problems: list[str] = []
+    by_index: dict[int, ContractShard] = {}
+    for shard in shards:
+        index = shard.shard["index"]
+        if index in by_index:
+            problems.append(f"contract shard {index} is given twice ({by_index[index].folder.name} and "
+                            f"{shard.folder.name}); the first is kept")
+            continue
+        by_index[index] = shard
+    chosen = [by_index[k] for k in sorted(by_index)]
+    count = chosen[0].shard["count"]
+    missing = [k for k in range(1, count + 1) if k not in by_index]
+    if missing:
+        problems.append(f"contract shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {count} "
+                        "missing: their tests are not in this verdict")
+    ran: dict[str, int] = {}
+    for shard in chosen:
+        for case in shard.shard["cases"]:
+            if case in ran:
+                problems.append(f"test {case} ran in contract shards {ran[case]} and {shard.shard['index']}")
+            ran.setdefault(case, shard.shard["index"])
+    planned = chosen[0].shard.get("plan") or {}
+    for case, index in sorted(planned.items()):
+        if case not in ran and index in by_index:
+            problems.append(f"test {case} (planned for contract shard {index}) ran in no shard")
+    return chosen, problems
+
+
+def _selection(data: dict[str, Any]) -> Selection:
+    return Selection(level=Level.parse(str(data["level"]).lower()), patterns=tuple(data.get("patterns") or ()),
+                     profiles=tuple(data.get("profiles") or ()))
+
+
+def _baseline(data: dict[str, Any]) -> Baseline:
+    entries = {e["key"]: BaselineEntry(e["key"], e["comment"], line) for line, e in
+               enumerate(data.get("entries") or [], start=1)}
+    return Baseline(entries, data.get("path"))
+
+
+def _merge_junit(paths: list[Path], out: Path) -> None:
+    """Every shard's ``<testsuite>`` elements under one ``<testsuites>``, with summed counts."""
+    root = ET.Element("testsuites", name="peerwire contract suite")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for path in paths:
+        if not path.is_file():
+            continue
+        tree = ET.parse(path).getroot()
+        suites = [tree] if tree.tag == "testsuite" else list(tree.iter("testsuite"))
+        for suite in suites:
+            root.append(suite)
+            for key in totals:
+                totals[key] += int(suite.get(key, "0"))
+    for key, value in totals.items():
+        root.set(key, str(value))
+    out.write_text('<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n",
+                   encoding="utf-8")
