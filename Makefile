@@ -8,8 +8,14 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.package-lock.json
 PYTEST_ARGS ?= -n 2
+# Sharded runs (CI): `make accept SHARD=2/4 REPORT_DIR=out`, `make contract SHARD=2/4 REPORT_DIR=out`,
+# then `make merge SHARDS=out-of-every-shard OUT=merged`.
+SHARD ?=
+REPORT_DIR ?=
+SHARDS ?= shards
+OUT ?= reports/merged
 
-.PHONY: setup chromium test accept contract bench drift clean
+.PHONY: setup chromium test accept contract merge bench drift clean
 
 setup: $(PY_STAMP) $(NODE_STAMP) chromium
 
@@ -30,10 +36,14 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 accept: setup
-	$(PY) runner.py
+	$(PY) runner.py $(if $(SHARD),--shard $(SHARD)) \
+		$(if $(REPORT_DIR),--report-dir $(REPORT_DIR)/acceptance --junit $(REPORT_DIR)/acceptance-junit.xml)
 
 contract: setup
-	$(PY) runner.py contract
+	$(PY) runner.py contract $(if $(SHARD),--shard $(SHARD)) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)/contract)
+
+merge: setup
+	$(PY) runner.py report merge $(SHARDS) --out $(OUT)
 
 bench: setup
 	$(PY) -m peerwire.bench
