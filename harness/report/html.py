@@ -477,8 +477,8 @@ th { background: var(--bg); font-weight: 600; }
 a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
 .badge { display: inline-block; border-radius: 999px; padding: 1px 10px; font-size: 12px; font-weight: 700;
          color: #fff; vertical-align: middle; }
-.badge.pass { background: var(--pass); } .badge.fail { background: var(--fail); }
 tr.fail > td:first-child { border-left: 4px solid var(--fail); } .fail { color: var(--fail); }
+.badge.pass { background: var(--pass); color: #fff; } .badge.fail { background: var(--fail); color: #fff; }
 li.pass { color: var(--pass); } .muted, .note { color: var(--muted); }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 8px 0; }
 dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }

@@ -82,6 +82,9 @@ def test_report_html_renders_offline_with_diagrams_checks_and_transcripts(real_r
         lifecycle = next(s for s in report["scenarios"] if s["name"] == "lifecycle")
         assert any(b["origin"] == "runner" for b in lifecycle["bindings"])
         assert "the runner's own tool step" in page.evaluate("document.body.innerText")
+        # Verdict badges stay legible: their text is not drawn in their own background colour.
+        assert page.evaluate("Array.from(document.querySelectorAll('.badge')).filter(b => "
+                             "getComputedStyle(b).color === getComputedStyle(b).backgroundColor).length") == 0
         shot = page.screenshot(tmp_path / "report.png", height=1600)
         assert shot.stat().st_size > 10_000
         if os.environ.get("PEERWIRE_SCREENSHOTS"):
