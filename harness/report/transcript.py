@@ -133,6 +133,10 @@ def _tool_call(index: RolloutIndex, line: RolloutLine) -> dict[str, Any]:
         error = f"{failure.get('code')}: {failure.get('message')}"
     elif status == "failed":
         error = "the call failed"
+    elif namespace and str(namespace).startswith("mcp__") and call is not None and call.mcp_completed is None \
+            and output is not None:
+        # Codex answered the model itself, without running the MCP call (e.g. a tool it did not have yet).
+        error = f"Codex did not run the call: {_clip(_output_text(output) or '')}"
     duration = None
     if output_at is not None:
         began, ended = parse_time(line.timestamp), index.timestamp(output_at)

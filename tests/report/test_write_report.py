@@ -256,3 +256,20 @@ def test_report_md_shows_every_body_and_tells_two_modes_apart(tmp_path):
     # Both agents of both runs saw one tool list: it is shown whole, once, naming who saw it.
     assert '"name": "followup_task"' in schema and len(re.findall(r"sha256 `[0-9a-f]{64}`", schema)) == 1
     assert schema.count("scripted / ") == 4
+
+
+def test_a_tool_call_codex_never_ran_is_an_error_in_the_transcript(tmp_path):
+    """Codex answers a call to a tool it does not have itself: no MCP completion, only its own output."""
+    exchange = task_exchange()
+    for line in exchange.rollout_a.lines:
+        payload = line["payload"]
+        if payload.get("type") == "item_completed" and payload["item"].get("id") == CALL_TASK:
+            payload["item"]["id"] = "call_unrelated"
+        if payload.get("type") == "function_call_output" and payload.get("call_id") == CALL_TASK:
+            payload["output"] = "unsupported call: mcp__peerwirefollowup_task"
+    exchange.write(tmp_path / "artifacts" / "task")
+    (scenario,) = load_report(write(tmp_path, tmp_path / "artifacts"))["scenarios"]
+    (call,) = [e for e in scenario["transcripts"]["A"] if e.get("call_id") == CALL_TASK]
+    assert call["error"] == "Codex did not run the call: unsupported call: mcp__peerwirefollowup_task"
+    others = [e for e in scenario["transcripts"]["A"] if e["kind"] == "tool_call" and e["call_id"] != CALL_TASK]
+    assert others and all(e["error"] is None for e in others), "calls Codex ran and answered are no errors"
