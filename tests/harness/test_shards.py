@@ -3,38 +3,61 @@
 from __future__ import annotations
 
 import json
-import random
+import statistics
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.shards import Shard, ShardError, load_durations, plan, write_durations
+from harness.shards import UNKNOWN_S, Shard, ShardError, load_durations, plan, write_durations
 
-CASES = st.lists(st.text(alphabet="abcdefgh.-_/[]:", min_size=1, max_size=12), unique=True, max_size=40)
-DURATIONS = st.dictionaries(st.text(alphabet="abcdefgh.-_/[]:", min_size=1, max_size=12),
-                            st.floats(min_value=0, max_value=600, allow_nan=False), max_size=40)
-
-
-@given(cases=CASES, count=st.integers(min_value=1, max_value=9), durations=DURATIONS, seed=st.integers())
-def test_every_case_runs_in_exactly_one_shard_whatever_the_order(cases, count, durations, seed):
-    split = plan(cases, count, durations)
-    shards = [split.cases(index) for index in range(1, count + 1)]
-    assert sorted(case for shard in shards for case in shard) == sorted(cases), "each case once, none lost"
-    shuffled = list(cases)
-    random.Random(seed).shuffle(shuffled)
-    again = plan(shuffled, count, dict(reversed(list(durations.items()))))
-    assert again.assignment == split.assignment and again.digest == split.digest
+NAME = st.text(alphabet="abcdefgh.-_/[]:", min_size=1, max_size=12)
+CASES = st.lists(NAME, unique=True, max_size=40)
+SECONDS = st.floats(min_value=0, max_value=600, allow_nan=False)
 
 
-@given(cases=CASES, count=st.integers(min_value=1, max_value=9), durations=DURATIONS)
-def test_no_shard_carries_more_than_its_share_plus_one_case(cases, count, durations):
-    split = plan(cases, count, durations)
+@st.composite
+def recorded(draw, cases):
+    """Durations as a file holds them: some of the cases (not all), and cases no longer selected."""
+    known = draw(st.lists(st.sampled_from(cases), unique=True)) if cases else []
+    stale = draw(st.dictionaries(NAME, SECONDS, max_size=5))
+    return {**stale, **{case: draw(SECONDS) for case in known}}
+
+
+@given(data=st.data(), cases=CASES, count=st.integers(min_value=1, max_value=9))
+def test_every_case_runs_in_exactly_one_shard_whatever_the_order(data, cases, count):
+    durations = data.draw(recorded(cases))
+    # Each shard is computed on its own, as N machines do: the selection in another order, the
+    # durations file's entries in another order; together the shards hold every case once.
+    shards = []
+    for index in range(1, count + 1):
+        order = data.draw(st.permutations(cases))
+        entries = data.draw(st.permutations(list(durations.items())))
+        shards.append(plan(order, count, dict(entries)).cases(index, order))
+    ran = [case for shard in shards for case in shard]
+    assert sorted(ran) == sorted(cases) and len(ran) == len(set(ran)), "each case once, none lost"
+    assert len({plan(data.draw(st.permutations(cases)), count, durations).digest for _ in range(2)}) == 1
+
+
+@given(data=st.data(), cases=CASES, count=st.integers(min_value=1, max_value=9))
+def test_no_shard_carries_more_than_its_share_plus_one_case(data, cases, count):
+    split = plan(cases, count, data.draw(recorded(cases)))
     loads = split.loads()
-    if cases:
-        # Greedy longest-first: the heaviest shard exceeds the mean by less than the longest case.
-        assert max(loads) <= sum(loads) / count + max(split.estimates.values()) + 1e-6
     assert len(loads) == count
+    if cases:
+        # Greedy longest-first: the heaviest shard exceeds the mean by at most the longest case.
+        assert max(loads) <= sum(loads) / count + max(split.estimates.values()) + 1e-6
+
+
+@given(data=st.data(), cases=st.lists(NAME, unique=True, min_size=2, max_size=30))
+def test_recorded_durations_are_used_where_known_and_the_median_elsewhere(data, cases):
+    durations = data.draw(recorded(cases))
+    split = plan(cases, 3, durations)
+    known = [durations[c] for c in cases if c in durations]
+    assert split.known == len(known)
+    for case in cases:
+        expected = durations[case] if case in durations else (statistics.median(known) if known else UNKNOWN_S)
+        assert split.estimates[case] == expected
 
 
 def test_recorded_durations_decide_the_split_and_unknown_cases_count_as_the_median():
