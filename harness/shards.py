@@ -26,7 +26,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_DURATIONS = Path(__file__).resolve().parents[1] / ".ci" / "durations.json"
 """The durations kept in the repository; the default for ``--durations``."""
@@ -142,6 +144,42 @@ def disagreements(what: str, shards: Sequence[tuple[str, Any]],
             out.append(f"the {what} differ in {name}: " + "; ".join(
                 f"{value} in {', '.join(labels)}" for value, labels in values.items()))
     return out
+
+
+def find_folders(paths: Sequence[Path], name: str) -> list[Path]:
+    """The folders named by ``paths`` that hold a file ``name``: each path that does, else every folder
+    below it that does (downloaded CI artifacts nest them), in path order, each once."""
+    found: list[Path] = []
+    for path in paths:
+        if (path / name).is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(p.parent for p in path.rglob(name))
+    return list(dict.fromkeys(found))
+
+
+def one_per_shard(reports: Sequence[T], place: Callable[[T], Mapping[str, Any]], label: Callable[[T], str],
+                  what: str) -> tuple[dict[int, T], list[str]]:
+    """The first report given for each shard index, and a problem for each index given twice or missing.
+
+    ``place`` reads a report's ``{"index", "count", ...}``; ``what`` names the shards' runs in the
+    problems (they are shown to people, so say what is lost: "scenario runs", "tests").
+    """
+    problems: list[str] = []
+    by_index: dict[int, T] = {}
+    for report in reports:
+        index = place(report)["index"]
+        if index in by_index:
+            problems.append(f"shard {index} is given twice: {label(by_index[index])} and {label(report)}; "
+                            "the first is kept")
+            continue
+        by_index[index] = report
+    for count in sorted({place(r)["count"] for r in reports}):
+        missing = [k for k in range(1, count + 1) if k not in by_index]
+        if missing:
+            problems.append(f"shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {count} "
+                            f"missing: their {what} are not in this report")
+    return dict(sorted(by_index.items())), problems
 
 
 def load_durations(path: str | Path | None, suite: str) -> dict[str, float]:

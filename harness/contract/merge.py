@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.shards import DURATIONS_FILE, disagreements, load_durations, write_durations
+from harness.shards import (
+    DURATIONS_FILE,
+    disagreements,
+    find_folders,
+    load_durations,
+    one_per_shard,
+    write_durations,
+)
 
 from .baseline import Baseline, BaselineEntry
 from .cases import CaseError, all_cases
@@ -65,13 +72,7 @@ class MergedCompliance:
 
 def find_compliance(paths: Sequence[Path]) -> list[Path]:
     """The contract report folders named by ``paths`` (holding ``compliance.json``, or below them)."""
-    found: list[Path] = []
-    for path in paths:
-        if (path / JSON_NAME).is_file():
-            found.append(path)
-        elif path.is_dir():
-            found += sorted(p.parent for p in path.rglob(JSON_NAME))
-    return list(dict.fromkeys(found))
+    return find_folders(paths, JSON_NAME)
 
 
 def merge_compliance(folders: Sequence[Path], out: Path, *, force: bool = False) -> MergedCompliance:
@@ -124,21 +125,9 @@ def _compatibility(shards: list[ContractShard]) -> list[str]:
 
 
 def _choose(shards: list[ContractShard]) -> tuple[list[ContractShard], list[str]]:
-    problems: list[str] = []
-    by_index: dict[int, ContractShard] = {}
-    for shard in shards:
-        index = shard.shard["index"]
-        if index in by_index:
-            problems.append(f"contract shard {index} is given twice ({by_index[index].folder.name} and "
-                            f"{shard.folder.name}); the first is kept")
-            continue
-        by_index[index] = shard
-    chosen = [by_index[k] for k in sorted(by_index)]
-    count = chosen[0].shard["count"]
-    missing = [k for k in range(1, count + 1) if k not in by_index]
-    if missing:
-        problems.append(f"contract shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {count} "
-                        "missing: their tests are not in this verdict")
+    by_index, flagged = one_per_shard(shards, lambda s: s.shard, lambda s: s.folder.name, "tests")
+    problems = [f"contract {problem}" for problem in flagged]
+    chosen = list(by_index.values())
     ran: dict[str, int] = {}
     for shard in chosen:
         for case in shard.shard["cases"]:

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.shards import disagreements
+from harness.shards import disagreements, find_folders, one_per_shard
 
 from .artifacts import copy_artifacts, manifest
 from .identity import RunIdentity
@@ -61,15 +61,8 @@ class Merged:
 
 
 def find_reports(paths: Sequence[Path]) -> list[Path]:
-    """The report folders named by ``paths``: each one that holds ``report.json``, or every folder below it
-    that does (downloaded CI artifacts nest them), in path order."""
-    found: list[Path] = []
-    for path in paths:
-        if (path / REPORT_JSON).is_file():
-            found.append(path)
-        elif path.is_dir():
-            found += sorted(p.parent for p in path.rglob(REPORT_JSON))
-    return list(dict.fromkeys(found))
+    """The acceptance report folders named by ``paths`` (holding ``report.json``, or below them)."""
+    return find_folders(paths, REPORT_JSON)
 
 
 def merge_reports(folders: Sequence[Path], out: Path, *, force: bool = False, run_id: str | None = None,
@@ -141,25 +134,11 @@ def _compatibility(shards: list[ShardReport]) -> list[str]:
 
 def _choose(shards: list[ShardReport]) -> tuple[list[ShardReport], list[str]]:
     """One report per shard index (the first given); problems name the missing and duplicated ones."""
-    problems: list[str] = []
     unsharded = [s for s in shards if s.shard is None]
-    for shard in unsharded:
-        problems.append(f"{shard.label} is not a shard report (it has no run.shard); merged as it is")
-    by_index: dict[int, ShardReport] = {}
-    for shard in (s for s in shards if s.shard is not None):
-        index = shard.shard["index"]
-        if index in by_index:
-            problems.append(f"shard {index} is given twice: {by_index[index].label} and {shard.label}; "
-                            "the first is kept")
-            continue
-        by_index[index] = shard
-    counts = {s.shard["count"] for s in shards if s.shard is not None}
-    for count in counts:
-        missing = [k for k in range(1, count + 1) if k not in by_index]
-        if missing:
-            problems.append(f"shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {count} "
-                            "missing: their scenario runs are not in this report")
-    return [by_index[k] for k in sorted(by_index)] + unsharded, problems
+    problems = [f"{shard.label} is not a shard report (it has no run.shard); merged as it is" for shard in unsharded]
+    by_index, flagged = one_per_shard([s for s in shards if s.shard is not None], lambda s: s.shard,
+                                      lambda s: s.label, "scenario runs")
+    return [*by_index.values(), *unsharded], problems + flagged
 
 
 def _move_artifacts(shard: ShardReport, section: dict[str, Any], dest: Path) -> tuple[list[Path], list[str]]:

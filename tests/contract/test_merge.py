@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -66,8 +67,20 @@ def test_the_merged_verdict_is_the_verdict_of_all_votes_together(tmp_path):
 def test_a_missing_shard_leaves_its_tests_untested_and_fails_the_merge(tmp_path):
     first, _second = shards(tmp_path)
     merged = merge_compliance([first], tmp_path / "merged")
-    assert "contract shard 2 of 2 missing: their tests are not in this verdict" in merged.problems
+    assert "contract shard 2 of 2 missing: their tests are not in this report" in merged.problems
     assert not merged.compliance.ok
+
+
+def test_a_shard_given_twice_is_flagged_and_its_votes_counted_once(tmp_path):
+    first, second = shards(tmp_path)
+    again = tmp_path / "shard-1-again"
+    shutil.copytree(first, again)
+    merged = merge_compliance([first, second, again], tmp_path / "merged")
+    assert merged.problems == ["contract shard 1 is given twice: shard-1 and shard-1-again; the first is kept"]
+    assert not merged.compliance.ok
+    whole = judge(manifest(), votes(ITEMS), SELECTION, Baseline(), [])
+    counted = [(v.requirement.id, v.passes, len(v.failures), v.items) for v in merged.compliance.verdicts]
+    assert counted == [(v.requirement.id, v.passes, len(v.failures), v.items) for v in whole.verdicts]
 
 
 def test_a_test_in_two_shards_is_flagged(tmp_path):
