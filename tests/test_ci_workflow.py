@@ -1,32 +1,80 @@
-"""The GitHub Actions workflow shards as the Makefile and runner understand it (read as text: no YAML parser)."""
+"""The GitHub Actions workflow: valid YAML, a matrix over every shard once, and make targets that run the
+sharded commands the shard-and-merge test proves (``tests/report/test_shard_merge.py``)."""
 
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
+import pytest
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW = (ROOT / ".github" / "workflows" / "acceptance.yml").read_text(encoding="utf-8")
-MAKEFILE = (ROOT / "Makefile").read_text(encoding="utf-8")
+WORKFLOW_PATH = ROOT / ".github" / "workflows" / "acceptance.yml"
 
 
-def test_the_matrix_covers_every_shard_of_the_count_once():
-    count = int(re.search(r"^\s*SHARD_COUNT: (\d+)$", WORKFLOW, re.M).group(1))
-    shards = [int(n) for n in re.search(r"^\s*shard: \[([\d, ]+)\]$", WORKFLOW, re.M).group(1).split(",")]
-    assert shards == list(range(1, count + 1))
-    assert "SHARD=${{ matrix.shard }}/${{ env.SHARD_COUNT }}" in WORKFLOW
+@pytest.fixture(scope="module")
+def workflow() -> dict:
+    document = yaml.safe_load(WORKFLOW_PATH.read_text(encoding="utf-8"))
+    assert isinstance(document, dict), "the workflow is not a YAML mapping"
+    # YAML 1.1 reads the bare key `on` as true; GitHub reads it as the trigger list.
+    assert document.get(True) or document.get("on"), "the workflow has no trigger"
+    return document
+
+
+def runs(job: dict) -> list[str]:
+    return [step["run"] for step in job["steps"] if "run" in step]
+
+
+def make_commands(job: dict) -> list[str]:
+    return [line.strip() for script in runs(job) for line in script.splitlines() if line.strip().startswith("make ")]
+
+
+def dry_run(command: str) -> list[list[str]]:
+    """What ``make`` would run for ``command`` (its own recipe lines, not the set-up's)."""
+    target_args = shlex.split(command)[1:]
+    out = subprocess.run(["make", "-n", "-o", "setup", *target_args], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return [shlex.split(line) for line in out.replace("\\\n", " ").splitlines() if "runner.py" in line]
+
+
+def test_the_matrix_covers_every_shard_of_the_count_once(workflow):
+    shard_job = workflow["jobs"]["shard"]
+    count = int(workflow["env"]["SHARD_COUNT"])
+    assert shard_job["strategy"]["matrix"]["shard"] == list(range(1, count + 1))
+    assert shard_job["strategy"].get("fail-fast") is False, "one failing shard must not cancel the others"
+    shard_steps = make_commands(shard_job)
+    assert "make accept SHARD=${{ matrix.shard }}/${{ env.SHARD_COUNT }} REPORT_DIR=out" in shard_steps
+    assert "make contract SHARD=${{ matrix.shard }}/${{ env.SHARD_COUNT }} REPORT_DIR=out" in shard_steps
+
+
+def test_every_shard_uploads_what_the_merge_job_downloads_and_merges(workflow):
+    shard_job, merge_job = workflow["jobs"]["shard"], workflow["jobs"]["merge"]
+    upload = next(s for s in shard_job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    assert upload["with"]["path"].rstrip("/") == "out" and upload.get("if") == "${{ !cancelled() }}"
+    assert upload["with"]["name"] == "shard-${{ matrix.shard }}"
+    assert merge_job["needs"] == "shard" and merge_job.get("if") == "${{ !cancelled() }}"
+    download = next(s for s in merge_job["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact"))
+    assert re.fullmatch(download["with"]["pattern"].replace("*", r"\d+"), "shard-3")
+    assert f"make merge SHARDS={download['with']['path']} OUT=merged" in make_commands(merge_job)
 
 
 def test_every_make_target_the_workflow_runs_exists():
-    targets = set(re.findall(r"\bmake (\w+)", WORKFLOW))
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    workflow_text = WORKFLOW_PATH.read_text(encoding="utf-8")
+    targets = set(re.findall(r"\bmake (\w+)", workflow_text))
     assert targets == {"setup", "accept", "contract", "merge"}
-    defined = set(re.findall(r"^([a-z]+):", MAKEFILE, re.M))
-    assert targets <= defined
+    assert targets <= set(re.findall(r"^([a-z]+):", makefile, re.M))
 
 
-def test_shard_reports_are_uploaded_and_merged_even_after_a_failing_shard():
-    merge = WORKFLOW[WORKFLOW.index("\n  merge:"):]
-    assert "needs: shard" in merge and "if: ${{ !cancelled() }}" in merge
-    assert "pattern: shard-*" in merge and "make merge SHARDS=shards OUT=merged" in merge
-    upload = WORKFLOW[WORKFLOW.index("Upload this shard's reports"):WORKFLOW.index("\n  merge:")]
-    assert "if: ${{ !cancelled() }}" in upload and "path: out/" in upload
+def test_the_make_targets_run_the_sharded_commands():
+    accept = dry_run("make accept SHARD=2/4 REPORT_DIR=out")
+    assert accept == [[".venv/bin/python", "runner.py", "--shard", "2/4", "--report-dir", "out/acceptance",
+                       "--junit", "out/acceptance-junit.xml"]]
+    contract = dry_run("make contract SHARD=2/4 REPORT_DIR=out")
+    assert contract == [[".venv/bin/python", "runner.py", "contract", "--shard", "2/4", "--report-dir", "out/contract"]]
+    assert dry_run("make merge SHARDS=shards OUT=merged") == [
+        [".venv/bin/python", "runner.py", "report", "merge", "shards", "--out", "merged"]]
+    assert dry_run("make accept") == [[".venv/bin/python", "runner.py"]], "unsharded by default"
