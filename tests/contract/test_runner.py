@@ -222,7 +222,8 @@ def test_the_suite_leaves_nothing_in_the_directory_it_runs_from(tmp_path):
     run = run_contract(tmp_path, *selected, "--report-dir", str(scratch / "out"), cwd=scratch)
     assert run.returncode == 0, run.output[-3000:]
     assert sorted(p.name for p in scratch.iterdir()) == ["out"], "the runner wrote into its working directory"
-    assert sorted(p.name for p in (scratch / "out").iterdir()) == ["compliance.json", "compliance.md", "junit.xml"]
+    assert sorted(p.name for p in (scratch / "out").iterdir()) == [
+        "compliance.json", "compliance.md", "durations.json", "junit.xml"]
     plugin = run_contract(tmp_path, command=[
         sys.executable, "-m", "pytest", "-p", "harness.contract.plugin",
         "--rootdir", str(scratch), *selected, "--report-dir", str(report)], cwd=scratch)
