@@ -16,6 +16,7 @@ from . import collab
 from .envelope import MESSAGE_TYPES
 from .delivery import Delivery
 from .errors import Code, PeerwireError
+from .hub import require_present
 from .receipts import tool_receipt
 from .registry import AgentRow
 from .store import Store
@@ -27,24 +28,23 @@ class CollabOperations:
 
     def handlers(self) -> dict[str, Any]:
         return {
-            "collab.spawn_agent": self.spawn_agent,
-            "collab.send_message": self.send_message,
-            "collab.followup_task": self.followup_task,
-            "collab.wait_agent": self.wait_agent,
-            "collab.list_agents": self.list_agents,
-            "collab.interrupt_agent": self.interrupt_agent,
+            "spawn_agent": self.spawn_agent,
+            "send_message": self.send_message,
+            "followup_task": self.followup_task,
+            "wait_agent": self.wait_agent,
+            "list_agents": self.list_agents,
+            "interrupt_agent": self.interrupt_agent,
         }
 
     # -- identity ---------------------------------------------------------------------
 
-    def caller(self, token: str | None, meta: dict | None) -> AgentRow:
-        """The calling session: the token's agent, or the descendant whose thread made the call.
+    def caller(self, holder: AgentRow, meta: dict | None) -> AgentRow:
+        """The calling session: the token holder, or the descendant whose thread made the call.
 
         Children run as threads of their root's app-server, so they share its MCP
         server and token; Codex's turn metadata names the exact thread. Only a
         descendant of the token's own agent can be selected this way.
         """
-        holder = self.store.caller(token)
         if not holder.path:
             raise PeerwireError(Code.NOT_AUTHORIZED,
                                 f"{holder.name} is not in a collaboration tree; register the root with "
@@ -102,6 +102,7 @@ class CollabOperations:
         deadline = time.monotonic() + timeout_ms / 1000
         with self.delivery.hub.subscribe(caller.agent_id) as sub:
             while True:
+                require_present()  # a caller that has left takes nothing
                 arrived = self._take_arrivals(caller)
                 if arrived:
                     return {"message": arrived, "timed_out": False}

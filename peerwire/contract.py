@@ -13,16 +13,17 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
-from referencing import Registry, Resource
+from typing import TYPE_CHECKING, Any
 
 from .errors import Code, PeerwireError
+from .jsonrpc import lone_surrogate_at
 from .limits import MAX_BODY_BYTES
 from .profiles import COLLAB, MESSAGING
 from .registry import is_broadcast
+
+if TYPE_CHECKING:  # jsonschema loads on the first validation, not on import (the MCP server never needs it)
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 TOOL_ORDER = (
     "send_message",
@@ -64,13 +65,16 @@ def _document(name: str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def document_validator(name: str) -> Draft202012Validator:
+def document_validator(name: str) -> "Draft202012Validator":
     """A validator for a document schema in ``contracts/`` (e.g. ``export.schema.json``).
 
     The schema's references into ``definitions.json`` resolve to that file, so
     each shared shape keeps its one definition.
     """
     shared = _document("definitions.json")
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
     registry = Registry().with_resource(shared["$id"], Resource.from_contents(shared))
     return Draft202012Validator(_document(name), registry=registry)
 
@@ -148,26 +152,43 @@ def tool(name: str, profile: str = MESSAGING) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def _validator(name: str, which: str, profile: str = MESSAGING) -> Draft202012Validator:
+def _validator(name: str, which: str, profile: str = MESSAGING) -> "Draft202012Validator":
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(tool(name, profile)[which])
 
 
 @lru_cache(maxsize=None)
-def definition_validator(name: str) -> Draft202012Validator:
+def definition_validator(name: str) -> "Draft202012Validator":
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(bundle({"$ref": _EXTERNAL + name}))
+
+
+@lru_cache(maxsize=None)
+def _defaults(name: str, profile: str) -> tuple[tuple[str, Any], ...]:
+    """The ``default`` of each argument of a tool's input schema that declares one."""
+    properties = tool(name, profile)["inputSchema"].get("properties", {})
+    return tuple((key, spec["default"]) for key, spec in properties.items() if "default" in spec)
 
 
 def validate_arguments(name: str, arguments: Any, profile: str = MESSAGING) -> dict[str, Any]:
     """Check a tool call's arguments; raise a specific, actionable error otherwise.
 
-    Order matters for the error a caller sees: a broadcast target is named as
-    such before schema validation, and an oversize body is ``message_too_large``
-    rather than a generic schema error.
+    Order matters for the error a caller sees: text that is not Unicode (a lone
+    surrogate) is named first, a broadcast target is named as such before
+    schema validation, and an oversize body is ``message_too_large`` rather
+    than a generic schema error. Returns the arguments with the schema's
+    defaults filled in and integral numbers (``5.0``) as integers.
     """
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         raise PeerwireError(Code.INVALID_ARGUMENT, f"{name}: arguments must be an object")
+    where = lone_surrogate_at(arguments)
+    if where is not None:
+        raise PeerwireError(Code.INVALID_ARGUMENT,
+                            f"{name}: {where} holds a lone surrogate, which is not Unicode text", {"argument": where})
     if "target" in arguments and is_broadcast(arguments["target"]):
         target = arguments["target"]
         raise PeerwireError(
@@ -188,11 +209,11 @@ def validate_arguments(name: str, arguments: Any, profile: str = MESSAGING) -> d
                 f"message is {size} bytes; the limit is {MAX_BODY_BYTES} UTF-8 bytes: shorten it or split it",
                 {"bytes": size, "limit": MAX_BODY_BYTES},
             )
-        try:
-            message.encode("utf-8")
-        except UnicodeEncodeError:
-            raise PeerwireError(Code.INVALID_ARGUMENT, "message is not valid Unicode (lone surrogate)") from None
-    return arguments
+    filled = {key: value for key, value in _defaults(name, profile) if key not in arguments}
+    for key, value in arguments.items():
+        # JSON has one number type: 5.0 is the integer 5 to the schema, and to us.
+        filled[key] = int(value) if isinstance(value, float) and value.is_integer() else value
+    return filled
 
 
 def validate_output(name: str, result: Any, profile: str = MESSAGING) -> list[str]:
@@ -200,7 +221,7 @@ def validate_output(name: str, result: Any, profile: str = MESSAGING) -> list[st
     return [_describe(e) for e in _validator(name, "outputSchema", profile).iter_errors(result)]
 
 
-def _describe(error: ValidationError) -> str:
+def _describe(error: "ValidationError") -> str:
     where = ".".join(str(p) for p in error.absolute_path)
     if error.validator == "additionalProperties":
         return f"{error.message} (this tool takes no such argument; the sender is always the calling session)"

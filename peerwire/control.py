@@ -1,16 +1,28 @@
 """The control socket protocol: one JSON object a line, in both directions.
 
-Request:  ``{"id": 1, "op": "send_message", "token": "...", "args": {...}, "meta": {...}}``
-Response: ``{"id": 1, "ok": true, "result": {...}}`` or
-          ``{"id": 1, "ok": false, "error": {"code": "...", "message": "...", "details": {...}}}``
+Request:  ``{"id": 1, "op": "tool", "profile": "messaging", "tool": "send_message", "args": {...}, "meta": {...}}``
+          (operator ops: ``{"id": 2, "op": "status", "args": {...}}``)
+Response: ``{"id": 1, "ok": true, "result": {...}}``,
+          ``{"id": 1, "ok": false, "error": {"code": "...", "message": "...", "details": {...}}}``, or
+          ``{"id": 1, "cancelled": true}`` (the caller left first; the operation claimed nothing)
+Cancel:   ``{"op": "cancel", "target": 1}`` (no response)
 
-:class:`ControlClient` opens one connection per call, so a slow call (a wait)
-never holds up another, and a client that gives up closes only its own call.
-Giving up cancels nothing the app has admitted.
+A request may carry ``"token"``, the caller's session credential. The first
+token a connection presents is its caller for the rest of the connection; the
+app checks it once, not per call. Answers come in any order: each carries its
+request's id.
+
+:class:`ControlChannel` is the MCP server's: one persistent connection per
+session, many calls in flight on it, reconnecting after the app restarts (a
+call whose connection breaks fails with ``app_unavailable``; the next call
+connects again). A call cancelled by its caller sends ``cancel``: its waits end
+and it claims nothing, but what it already admitted stays admitted.
+:class:`ControlClient` is the CLI's: one connection per call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import itertools
 import json
@@ -25,11 +37,150 @@ _ids = itertools.count(1)
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    return json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _unavailable(home: Home, why: str) -> PeerwireError:
+    return PeerwireError(
+        Code.APP_UNAVAILABLE,
+        f"{why}: start it with `peerwire app --home {home.path}`",
+        {"home": str(home.path)},
+    )
+
+
+def _connect_failure(home: Home, exc: OSError) -> PeerwireError:
+    if exc.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR):
+        return _unavailable(home, "no app is running for this home")
+    if exc.errno == errno.EACCES:
+        return PeerwireError(Code.NOT_AUTHORIZED, f"no permission to reach the app's socket in {home.path}")
+    return _unavailable(home, f"cannot reach the app ({exc.strerror or exc})")
+
+
+def _require_home(home: Home) -> None:
+    if not home.require_reachable():
+        raise PeerwireError(
+            Code.APP_UNAVAILABLE,
+            f"home {home.path} does not exist; start `peerwire app --home {home.path}`",
+            {"home": str(home.path)},
+        )
+
+
+class CallCancelled(Exception):
+    """The app stopped the call because its caller cancelled it or left; it claimed nothing."""
+
+
+def _outcome(response: dict[str, Any]) -> dict[str, Any]:
+    if response.get("ok"):
+        return response["result"]
+    if response.get("cancelled"):
+        raise CallCancelled()
+    raise PeerwireError.from_dict(response.get("error") or {})
+
+
+class ControlChannel:
+    """One persistent, multiplexed control connection (an MCP server session's) to the app for ``home``."""
+
+    def __init__(self, home: Home, token: str | None):
+        self.home = home
+        self.token = token
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future] = {}
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
+        self._connecting: asyncio.Lock | None = None
+        self._fresh = False
+
+    async def call_tool(self, profile: str, tool: str, args: Any, meta: dict[str, Any]) -> dict[str, Any]:
+        """One tool call, validated and run by the app; raises :class:`PeerwireError` on a tool error.
+
+        Cancelling the awaiting task cancels the call in the app (its waits end, it claims nothing).
+        """
+        return await self.request({"op": "tool", "profile": profile, "tool": tool, "args": args, "meta": meta})
+
+    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        writer = await self._connected()
+        request_id = next(self._ids)
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        message = {"id": request_id, **message}
+        if self._fresh:
+            self._fresh = False
+            if self.token:
+                message["token"] = self.token
+        try:
+            writer.write(encode(message))
+            return _outcome(await future)
+        except asyncio.CancelledError:
+            if self._pending.pop(request_id, None) is not None and not writer.is_closing():
+                writer.write(encode({"op": "cancel", "target": request_id}))
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def warm(self) -> None:
+        """Connect ahead of the first call; failing here is silent (the first call reports it)."""
+        try:
+            await self._connected()
+        except PeerwireError:
+            pass
+
+    async def _connected(self) -> asyncio.StreamWriter:
+        if self._writer is not None and not self._writer.is_closing():
+            return self._writer
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._writer is not None and not self._writer.is_closing():
+                return self._writer
+            _require_home(self.home)
+            try:
+                with self.home.socket_address() as address:
+                    reader, writer = await asyncio.open_unix_connection(address, limit=CONTROL_LINE_BYTES * 64)
+            except OSError as exc:
+                raise _connect_failure(self.home, exc) from None
+            self._writer = writer
+            self._fresh = True
+            self._reader_task = asyncio.create_task(self._read(reader, writer))
+            return writer
+
+    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        why = "the app closed the connection; it may be stopping or restarting"
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    break
+                response = json.loads(line)
+                future = self._pending.pop(response.get("id"), None)
+                if future is not None and not future.done():  # else: a call its caller cancelled
+                    future.set_result(response)
+        except (OSError, ValueError) as exc:
+            why = f"the connection to the app broke ({exc})"
+        finally:
+            writer.close()
+            if self._writer is writer:
+                self._writer = None
+            failed, self._pending = self._pending, {}
+            for future in failed.values():
+                if not future.done():
+                    future.set_exception(_unavailable(self.home, why))
+
+    def release_all(self) -> None:
+        """The caller is gone: cancel every call in flight in the app, but still take their answers."""
+        if self._writer is None or self._writer.is_closing():
+            return
+        for request_id in list(self._pending):
+            self._writer.write(encode({"op": "cancel", "target": request_id}))
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if self._reader_task is not None:
+            await asyncio.gather(self._reader_task, return_exceptions=True)
 
 
 class ControlClient:
-    """Calls the app that owns ``home`` as the caller holding ``token``."""
+    """Calls the app that owns ``home`` as the caller holding ``token``, one connection per call."""
 
     def __init__(self, home: Home, token: str | None = None):
         self.home = home
@@ -53,40 +204,21 @@ class ControlClient:
                     "anything it admitted stays admitted",
                 ) from None
             except OSError as exc:
-                raise self._unavailable(f"the connection to the app broke during {op} ({exc.strerror})") from None
+                raise _unavailable(self.home, f"the connection to the app broke during {op} ({exc.strerror})") from None
         if not line:
-            raise self._unavailable(f"the app closed the connection during {op}; it may be stopping")
-        response = json.loads(line)
-        if response.get("ok"):
-            return response["result"]
-        raise PeerwireError.from_dict(response.get("error") or {})
+            raise _unavailable(self.home, f"the app closed the connection during {op}; it may be stopping")
+        return _outcome(json.loads(line))
 
     def _connect(self) -> socket.socket:
-        if not self.home.require_reachable():
-            raise PeerwireError(
-                Code.APP_UNAVAILABLE,
-                f"home {self.home.path} does not exist; start `peerwire app --home {self.home.path}`",
-                {"home": str(self.home.path)},
-            )
+        _require_home(self.home)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             with self.home.socket_address() as address:
                 sock.connect(address)
         except OSError as exc:
             sock.close()
-            if exc.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR):
-                raise self._unavailable("no app is running for this home") from None
-            if exc.errno == errno.EACCES:
-                raise PeerwireError(Code.NOT_AUTHORIZED, f"no permission to reach the app's socket in {self.home.path}") from None
-            raise self._unavailable(f"cannot reach the app ({exc.strerror})") from None
+            raise _connect_failure(self.home, exc) from None
         return sock
-
-    def _unavailable(self, why: str) -> PeerwireError:
-        return PeerwireError(
-            Code.APP_UNAVAILABLE,
-            f"{why}: start it with `peerwire app --home {self.home.path}`",
-            {"home": str(self.home.path)},
-        )
 
 
 def _read_line(sock: socket.socket) -> bytes:
@@ -98,7 +230,7 @@ def _read_line(sock: socket.socket) -> bytes:
             return b"".join(chunks)
         chunks.append(chunk)
         size += len(chunk)
-        if chunk.endswith(b"\n") or b"\n" in chunk:
+        if b"\n" in chunk:
             data = b"".join(chunks)
             return data[: data.index(b"\n")]
         if size > CONTROL_LINE_BYTES * 64:

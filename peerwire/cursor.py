@@ -47,7 +47,8 @@ def decode(secret: bytes, agent_id: str, cursor: str) -> int:
         payload = _unb64(body)
     except (ValueError, TypeError):
         raise invalid from None
-    if not hmac.compare_digest(mac, _mac(secret, payload)):
+    # Bytes, not str: compare_digest refuses non-ASCII text, and a cursor is whatever the caller sent.
+    if not hmac.compare_digest(mac.encode("utf-8", "surrogatepass"), _mac(secret, payload).encode()):
         raise invalid
     data = json.loads(payload)
     if data.get("a") != agent_id:

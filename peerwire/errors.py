@@ -29,6 +29,8 @@ class Code(StrEnum):
     NOT_ACTIVE = "not_active"
     UNSUPPORTED = "unsupported"
     LIMIT_EXCEEDED = "limit_exceeded"
+    TOO_MANY_WAITERS = "too_many_waiters"
+    TOO_MANY_CONNECTIONS = "too_many_connections"
     HOME_LOCKED = "home_locked"
     HOME_MISSING = "home_missing"
     HOME_INVALID = "home_invalid"

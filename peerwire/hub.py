@@ -1,14 +1,64 @@
-"""Mailbox signals inside the app: who is waiting for which recipient.
+"""Mailbox signals inside the app: who is waiting for which recipient, and whether they still are.
 
 A waiter subscribes *before* it reads durable state, so a commit that lands
 between the read and the wait still wakes it. Waking is a signal only: the
 waiter reads the store again to see what arrived.
+
+Every operation runs on behalf of a caller who may leave: its control
+connection closes, or its MCP client cancels the request. The app gives each
+operation a :class:`Presence` (in the context variable :data:`presence`); when
+the caller leaves, every wait of that operation ends at once with
+:class:`CallerGone`, and :func:`require_present` stops it before it claims
+anything. Operations run outside any connection (in-process tests) have no
+presence and are always considered there.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from contextvars import ContextVar
+
+from .errors import Code, PeerwireError
+from .limits import MAX_WAITERS_PER_CALLER
+
+
+class CallerGone(Exception):
+    """The caller of the running operation cancelled it or disconnected: stop, claim nothing."""
+
+
+class Presence:
+    """Whether the caller of one operation is still there to take its answer."""
+
+    __slots__ = ("_gone", "_subs", "reason")
+
+    def __init__(self) -> None:
+        self._gone = False
+        self._subs: set[Subscription] = set()
+        self.reason: str | None = None
+
+    @property
+    def gone(self) -> bool:
+        return self._gone
+
+    def leave(self, reason: str) -> None:
+        """The caller is gone: wake the operation's waits so they end now, not at their timeout."""
+        if self._gone:
+            return
+        self._gone = True
+        self.reason = reason
+        for sub in list(self._subs):
+            sub.wake("caller_gone")
+
+
+presence: ContextVar[Presence | None] = ContextVar("peerwire_presence", default=None)
+
+
+def require_present() -> None:
+    """Raise :class:`CallerGone` when the current operation's caller has left."""
+    current = presence.get()
+    if current is not None and current.gone:
+        raise CallerGone(current.reason)
 
 
 class Subscription:
@@ -17,6 +67,9 @@ class Subscription:
         self.agent_id = agent_id
         self._event = asyncio.Event()
         self.reason: str | None = None
+        self._presence = presence.get()
+        if self._presence is not None:
+            self._presence._subs.add(self)
 
     def wake(self, reason: str) -> None:
         if self.reason is None:
@@ -24,7 +77,8 @@ class Subscription:
         self._event.set()
 
     async def wait(self, timeout_s: float) -> bool:
-        """True when woken, False when ``timeout_s`` passed first."""
+        """True when woken, False when ``timeout_s`` passed first; :class:`CallerGone` when the caller left."""
+        require_present()
         if self._event.is_set():
             return True
         if timeout_s <= 0:
@@ -33,6 +87,7 @@ class Subscription:
             await asyncio.wait_for(self._event.wait(), timeout_s)
         except TimeoutError:
             return False
+        require_present()
         return True
 
     def rearm(self) -> None:
@@ -44,20 +99,34 @@ class Subscription:
 
     def __exit__(self, *exc: object) -> None:
         self._hub._drop(self)
+        if self._presence is not None:
+            self._presence._subs.discard(self)
 
 
 class WakeHub:
-    def __init__(self) -> None:
+    def __init__(self, max_waiters: int = MAX_WAITERS_PER_CALLER) -> None:
         self._waiters: dict[str, set[Subscription]] = defaultdict(set)
+        self.max_waiters = max_waiters
 
     def subscribe(self, agent_id: str) -> Subscription:
+        """A new subscription; ``too_many_waiters`` when the caller already holds the maximum."""
+        held = self._waiters.get(agent_id)
+        if held is not None and len(held) >= self.max_waiters:
+            raise PeerwireError(
+                Code.TOO_MANY_WAITERS,
+                f"this caller already has {len(held)} waits pending (the limit is {self.max_waiters}); "
+                "let one finish or cancel it, then wait again",
+                {"limit": self.max_waiters},
+            )
         sub = Subscription(self, agent_id)
         self._waiters[agent_id].add(sub)
         return sub
 
     def notify(self, agent_id: str, reason: str = "mailbox_activity") -> int:
-        subs = list(self._waiters.get(agent_id, ()))
-        for sub in subs:
+        subs = self._waiters.get(agent_id)
+        if not subs:
+            return 0
+        for sub in list(subs):
             sub.wake(reason)
         return len(subs)
 

@@ -25,6 +25,21 @@ CONTROL_LINE_BYTES = 1024 * 1024
 CONTROL_GRACE_S = 10.0
 """How much longer than a requested wait a control client waits for the app."""
 
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects a JSON-RPC or control message may have."""
+
+MAX_WAITERS_PER_CALLER = 64
+"""Concurrent ``wait_agent``/``receive_messages`` waits one caller may hold in the app."""
+
+MAX_CONTROL_CONNECTIONS = 512
+"""Open control connections the app serves at once (lowered to fit the process's file limit)."""
+
+CONTROL_BACKLOG = 512
+"""Connections the kernel queues for the app before it accepts them (a burst of callers must not see EAGAIN)."""
+
+CONTROL_FD_RESERVE = 64
+"""File descriptors the app keeps free for its store, logs and providers when bounding connections."""
+
 TOKEN_BYTES = 32
 """Random bytes in a session credential (256 bits)."""
 

@@ -1,46 +1,67 @@
 """``peerwire mcp serve``: the MCP server a Codex agent launches.
 
-Newline-delimited JSON-RPC 2.0 on stdio. Framing and protocol errors are
-handled here; every tool call is validated against the contract and forwarded
-to the app named by ``PEERWIRE_HOME`` as the caller named by
-``PEERWIRE_SESSION_ID``. Only JSON-RPC lines ever reach stdout; logs go to
-stderr. ``initialize`` and ``tools/list`` need no home and no app.
+It only frames. Newline-delimited JSON-RPC 2.0 on stdio (:mod:`peerwire.jsonrpc`)
+comes in; each ``tools/call`` goes to the app named by ``PEERWIRE_HOME`` as
+``(profile, tool, arguments, meta)`` over one persistent control connection
+(:class:`~peerwire.control.ControlChannel`), as the caller named by
+``PEERWIRE_SESSION_ID``; the app validates the arguments, applies defaults and
+runs the tool. Only JSON-RPC lines ever reach stdout; logs go to stderr.
+``initialize``, ``server/discover`` and ``tools/list`` need no home and no app:
+the tool schemas come straight from ``contracts/``.
+
+One asyncio task per request, so a long wait never holds up another call.
+``notifications/cancelled`` cancels its call (its waits end, it claims nothing,
+and it gets no answer); closing stdin does the same for every call still in
+flight, answers those that finish, and exits.
+
+Protocol revisions (:data:`REVISIONS`): the ``initialize`` handshake for
+2024-11-05 to 2025-11-25 (batches only under 2025-03-26, the one revision that
+has them), and the stateless 2026-07-28 revision: ``server/discover`` and
+requests that carry their revision in ``params._meta``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+import stat
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any
+from typing import Any, Callable
 
-from . import __version__, collab, contract
-from .control import ControlClient
+from . import __version__, contract, jsonrpc
+from .control import CallCancelled, ControlChannel
 from .errors import Code, PeerwireError
 from .home import HOME_ENV, SESSION_ENV, Home
+from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Batch, Notification, Rejected, Request
+from .limits import CONTROL_GRACE_S
 
 log = logging.getLogger("peerwire.mcp")
 
-PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+HANDSHAKE_REVISIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+"""Revisions negotiated by ``initialize``, newest first."""
+STATELESS_REVISIONS = ("2026-07-28",)
+"""Revisions where each request carries its revision and capabilities in ``params._meta``."""
+REVISIONS = STATELESS_REVISIONS + HANDSHAKE_REVISIONS
+BATCH_REVISIONS = ("2025-03-26",)
+"""The revisions that allow JSON-RPC batches (added in 2025-03-26, removed in 2025-06-18)."""
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 
-_WAITING_TOOLS = ("receive_messages", "wait_agent")
-
-
-class ProtocolError(Exception):
-    def __init__(self, code: int, message: str, data: Any = None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
+SERVER_INFO = {"name": "peerwire", "title": "peerwire messaging", "version": __version__}
+INSTRUCTIONS = (
+    "Peer messaging between agents. send_message shares information; followup_task assigns "
+    "work and returns a request_id; the assignee answers with reply; wait_agent and "
+    "receive_messages collect what arrives."
+)
+CAPABILITIES = {"tools": {"listChanged": False}}
+READ_CHUNK = 65536
+MAX_LINE_BYTES = 8 * 1024 * 1024
+"""Longest input line read as a message; a longer one is refused and skipped to its end."""
 
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:
@@ -72,159 +93,223 @@ def call_meta(params: dict[str, Any]) -> dict[str, Any]:
     turn = meta.get("x-codex-turn-metadata")
     if isinstance(turn, str):
         try:
-            turn = json.loads(turn)
-        except ValueError:
+            turn = json.loads(turn, parse_constant=lambda name: None)
+        except (ValueError, RecursionError):
             turn = None
     if isinstance(turn, dict):
-        out["turn"] = {k: v for k, v in turn.items() if isinstance(v, (str, int, float))}
+        out["turn"] = {k: v for k, v in turn.items() if isinstance(v, (str, int))}
     return out
 
 
-class McpServer:
-    """One MCP session on a pair of byte streams."""
+class ProtocolError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
 
-    def __init__(self, stdin: IO[bytes], stdout: IO[bytes], env: dict[str, str] | None = None,
-                 profile: str = "messaging"):
+
+class McpSession:
+    """One MCP session: requests in, one answer line per request out (``write``)."""
+
+    def __init__(self, write: Callable[[bytes], None], env: dict[str, str], profile: str = "messaging"):
         self.profile = profile
-        self.order = contract.PROFILES[profile][1]
-        self.stdin = stdin
-        self.stdout = stdout
-        self.env = dict(os.environ if env is None else env)
-        self._write_lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="tool")
+        self.tool_names = contract.PROFILES[profile][1]
+        self.env = env
+        self._write = write
+        self.revision: str | None = None
+        self._calls: dict[str, asyncio.Task] = {}
+        self._cancelled: set[str] = set()
+        self._channel: ControlChannel | None = None
+        self._warming: asyncio.Future | None = None
 
-    # -- framing --------------------------------------------------------------
+    # -- input ----------------------------------------------------------------------
 
-    def serve(self) -> int:
-        try:
-            for raw in self.stdin:
-                self.handle_line(raw)
-        finally:
-            self._pool.shutdown(wait=True)
-        return 0
-
-    def handle_line(self, raw: bytes) -> None:
-        line = raw.strip()
-        if not line:
+    def receive(self, raw: bytes) -> None:
+        """Handle one input line: answer at once or start a task that will."""
+        message = jsonrpc.read_line(raw, batches=self.revision in BATCH_REVISIONS)
+        if message is None:
             return
-        try:
-            message = json.loads(line)
-        except (ValueError, UnicodeDecodeError) as exc:
-            self._error(None, PARSE_ERROR, f"Parse error: {exc}")
-            return
-        except RecursionError:  # deeply nested input must not take the server down
-            self._error(None, PARSE_ERROR, "Parse error: nested too deeply")
-            return
-        if isinstance(message, list):
-            self._error(None, INVALID_REQUEST, "Invalid Request: batches are not supported")
-            return
-        if not isinstance(message, dict):
-            self._error(None, INVALID_REQUEST, "Invalid Request: a message is a JSON object")
-            return
-        if "method" not in message and ("result" in message or "error" in message):
-            return  # a response to a request we never send; nothing to answer
-        is_notification = "id" not in message
-        msg_id = message.get("id")
-        if not is_notification and (isinstance(msg_id, bool) or not isinstance(msg_id, (str, int))):
-            self._error(None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
-            return
-        if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
-            if not is_notification:
-                self._error(msg_id, INVALID_REQUEST, 'Invalid Request: needs "jsonrpc": "2.0" and a method')
-            return
-        if is_notification:
-            return  # notifications/initialized, notifications/cancelled, ...: nothing to answer
-        method = message["method"]
-        params = message.get("params", {})
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            self._error(msg_id, INVALID_PARAMS, "Invalid params: params must be an object")
-            return
-        if method == "tools/call":
-            # Tool calls may wait up to a minute; serve them off the reading thread.
-            self._pool.submit(self._answer, msg_id, method, params)
+        if isinstance(message, Batch):
+            self._start(self._batch(message), None)
+        elif isinstance(message, Rejected):
+            self._send(jsonrpc.error(message.id, message.code, message.message))
+        elif isinstance(message, Notification):
+            self._notified(message)
+        elif message.method == "tools/call":
+            self._start(self._answered(message), message.id)
         else:
-            self._answer(msg_id, method, params)
+            self._send(self._answer_now(message))
 
-    def _answer(self, msg_id: Any, method: str, params: dict[str, Any]) -> None:
+    def _start(self, work: Any, msg_id: Any) -> None:
+        task = asyncio.ensure_future(work)
+        key = json.dumps(msg_id) if msg_id is not None else f"batch-{id(task)}"
+        self._calls[key] = task
+        task.add_done_callback(lambda _: self._calls.pop(key, None))
+
+    def _notified(self, note: Notification) -> None:
+        if note.method != "notifications/cancelled" or not isinstance(note.params, dict):
+            return  # initialized, progress, unknown: nothing to do, nothing to answer
+        target = note.params.get("requestId")
+        if isinstance(target, bool) or not isinstance(target, (str, int)):
+            return
+        key = json.dumps(target)
+        task = self._calls.get(key)
+        if task is not None:
+            self._cancelled.add(key)  # MCP: a cancelled request gets no answer
+            task.cancel()
+
+    async def closed(self, grace: float = CONTROL_GRACE_S) -> None:
+        """stdin closed: the client is gone. Release every call's waits, answer what finishes, stop."""
+        if self._channel is not None:
+            self._channel.release_all()
+        if self._calls:
+            await asyncio.wait(list(self._calls.values()), timeout=grace)
+        for task in list(self._calls.values()):
+            task.cancel()
+        if self._channel is not None:
+            await self._channel.close()
+
+    # -- answers ------------------------------------------------------------------------
+
+    def _send(self, message: dict[str, Any] | list | None) -> None:
+        if message is None:
+            return
         try:
-            result = self.dispatch(method, params)
+            line = jsonrpc.encode(message)
+        except ValueError:  # NaN or Infinity in our own answer: a bug, never written
+            log.exception("an answer could not be encoded as JSON")
+            msg_id = message.get("id") if isinstance(message, dict) else None
+            line = jsonrpc.encode(jsonrpc.error(msg_id, INTERNAL_ERROR, "Internal error: unencodable result"))
+        self._write(line)
+
+    async def _answered(self, request: Request) -> None:
+        response = await self._answer(request)
+        if json.dumps(request.id) not in self._cancelled:
+            self._send(response)
+        self._cancelled.discard(json.dumps(request.id))
+
+    async def _answer(self, request: Request) -> dict[str, Any] | None:
+        """The response to ``request``, or ``None`` when it was cancelled. Never raises."""
+        try:
+            if request.method == "tools/call":
+                result = await self.call_tool(request.params)
+            else:
+                return self._answer_now(request)
         except ProtocolError as exc:
-            self._error(msg_id, exc.code, exc.message, exc.data)
-            return
-        except Exception as exc:  # never let one call take the server down
-            log.exception("internal error in %s", method)
-            self._error(msg_id, INTERNAL_ERROR, f"Internal error: {type(exc).__name__}")
-            return
-        self._send({"jsonrpc": "2.0", "id": msg_id, "result": result})
+            return _error(request.id, exc)
+        except (asyncio.CancelledError, CallCancelled):
+            return None
+        except Exception as exc:  # a bug of ours: the call still gets an answer
+            log.exception("internal error in %s", request.method)
+            return jsonrpc.error(request.id, INTERNAL_ERROR, f"Internal error: {type(exc).__name__}")
+        return {"jsonrpc": "2.0", "id": request.id, "result": self._stamped(request, result)}
 
-    def _send(self, message: dict[str, Any]) -> None:
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
-        with self._write_lock:
-            self.stdout.write(data)
-            self.stdout.flush()
+    def _answer_now(self, request: Request) -> dict[str, Any]:
+        try:
+            result = self.dispatch(request)
+        except ProtocolError as exc:
+            return _error(request.id, exc)
+        except Exception as exc:
+            log.exception("internal error in %s", request.method)
+            return jsonrpc.error(request.id, INTERNAL_ERROR, f"Internal error: {type(exc).__name__}")
+        return {"jsonrpc": "2.0", "id": request.id, "result": self._stamped(request, result)}
 
-    def _error(self, msg_id: Any, code: int, message: str, data: Any = None) -> None:
-        error: dict[str, Any] = {"code": code, "message": message}
-        if data is not None:
-            error["data"] = data
-        self._send({"jsonrpc": "2.0", "id": msg_id, "error": error})
+    async def _batch(self, batch: Batch) -> None:
+        answers = []
+        for item in batch.items:
+            if isinstance(item, Rejected):
+                answers.append(asyncio.sleep(0, jsonrpc.error(item.id, item.code, item.message)))
+            elif isinstance(item, Request):
+                answers.append(self._answer(item))
+        responses = [r for r in await asyncio.gather(*answers) if r is not None]
+        if responses:
+            self._send(responses)
 
-    # -- methods ----------------------------------------------------------------
+    # -- methods ----------------------------------------------------------------------
 
-    def dispatch(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def dispatch(self, request: Request) -> dict[str, Any]:
+        method, params = request.method, request.params
         if method == "initialize":
             return self.initialize(params)
+        if method == "server/discover":
+            return self.discover(params)
+        self._stateless_revision(params)
         if method == "ping":
             return {}
         if method == "tools/list":
             return {"tools": list(contract.tools(self.profile))}
-        if method == "tools/call":
-            return self.call_tool(params)
-        raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        raise ProtocolError(METHOD_NOT_FOUND, f"Method not found: {jsonrpc.shown(method)}")
 
     def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         requested = params.get("protocolVersion")
-        version = requested if requested in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
-        return {
-            "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
-            "serverInfo": {"name": "peerwire", "title": "peerwire messaging", "version": __version__},
-            "instructions": (
-                "Peer messaging between agents. send_message shares information; followup_task assigns "
-                "work and returns a request_id; the assignee answers with reply; wait_agent and "
-                "receive_messages collect what arrives."
-            ),
-        }
+        self.revision = requested if requested in HANDSHAKE_REVISIONS else HANDSHAKE_REVISIONS[0]
+        return {"protocolVersion": self.revision, "capabilities": CAPABILITIES, "serverInfo": SERVER_INFO,
+                "instructions": INSTRUCTIONS}
 
-    def call_tool(self, params: dict[str, Any]) -> dict[str, Any]:
+    def discover(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``server/discover`` (2026-07-28): the stateless revisions, capabilities and identity."""
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and VERSION_KEY in meta:
+            self._stateless_revision(params)
+        return {"supportedVersions": list(STATELESS_REVISIONS), "capabilities": CAPABILITIES,
+                "instructions": INSTRUCTIONS, "ttlMs": 0, "cacheScope": "public"}
+
+    @staticmethod
+    def _stateless_revision(params: dict[str, Any]) -> str | None:
+        """The revision a stateless request names in ``_meta`` (checked), or ``None`` for a handshake request."""
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or VERSION_KEY not in meta:
+            return None
+        version = meta[VERSION_KEY]
+        if not isinstance(version, str):
+            raise ProtocolError(INVALID_PARAMS, f"Invalid params: _meta {VERSION_KEY} must be a string")
+        if version not in STATELESS_REVISIONS:
+            raise ProtocolError(UNSUPPORTED_PROTOCOL_VERSION, f"Unsupported protocol version {jsonrpc.shown(version)}",
+                                {"supported": list(STATELESS_REVISIONS), "requested": version})
+        if not isinstance(meta.get(CAPABILITIES_KEY), dict):
+            raise ProtocolError(INVALID_PARAMS, f"Invalid params: _meta needs the object {CAPABILITIES_KEY}")
+        return version
+
+    def _stamped(self, request: Request, result: dict[str, Any]) -> dict[str, Any]:
+        """A stateless request's result carries resultType, cache hints for lists, and the server's identity."""
+        meta = request.params.get("_meta")
+        if request.method != "server/discover" and not (isinstance(meta, dict) and VERSION_KEY in meta):
+            return result
+        stamped = {**result, "resultType": "complete", "_meta": {SERVER_INFO_KEY: SERVER_INFO}}
+        if request.method == "tools/list":
+            stamped.update(ttlMs=0, cacheScope="public")
+        return stamped
+
+    async def call_tool(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._stateless_revision(params)
         name = params.get("name")
         if not isinstance(name, str):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: tools/call needs a tool name")
-        if name not in self.order:
-            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
-        arguments = params.get("arguments", {})
+        if name not in self.tool_names:
+            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {jsonrpc.shown(name)}")
+        arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: arguments must be an object")
         try:
-            contract.validate_arguments(name, arguments, self.profile)
-            client = self._client()
-            if self.profile == "collab":
-                wait_s = collab.wait_timeout_ms(arguments.get("timeout_ms")) / 1000 if name == "wait_agent" else 0.0
-                op = f"collab.{name}"
-            else:
-                wait_s = arguments.get("timeout_ms", 60_000 if name == "wait_agent" else 0) / 1000 \
-                    if name in _WAITING_TOOLS else 0.0
-                op = name
-            result = client.call(op, arguments, meta=call_meta(params), wait_s=wait_s)
+            result = await self._control().call_tool(self.profile, name, arguments, call_meta(params))
         except PeerwireError as exc:
             return tool_error(exc)
         return tool_result(result)
 
-    def _client(self) -> ControlClient:
+    def warm(self) -> None:
+        """Open the control connection in the background, so the first tool call finds it ready."""
+        try:
+            channel = self._control()
+        except PeerwireError:
+            return  # no home or no caller: each tool call says so
+        self._warming = asyncio.ensure_future(channel.warm())
+
+    def _control(self) -> ControlChannel:
+        if self._channel is not None:
+            return self._channel
         home = self.env.get(HOME_ENV)
         if not home:
             raise PeerwireError(
@@ -238,10 +323,121 @@ class McpServer:
                 Code.UNKNOWN_CALLER,
                 f"{SESSION_ENV} is not set: give this MCP server the session token of a registered agent",
             )
-        return ControlClient(Home.from_env(home), token)
+        self._channel = ControlChannel(Home.from_env(home), token)
+        return self._channel
+
+
+def _error(msg_id: Any, exc: ProtocolError) -> dict[str, Any]:
+    response = jsonrpc.error(msg_id, exc.code, exc.message)
+    if exc.data is not None:
+        response["error"]["data"] = exc.data
+    return response
+
+
+# -- stdio ------------------------------------------------------------------------------
+
+
+class Lines:
+    """Splits a byte stream into lines; a line longer than ``limit`` becomes one ``None`` and is skipped."""
+
+    def __init__(self, limit: int = MAX_LINE_BYTES):
+        self.limit = limit
+        self._partial = bytearray()
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                break
+            if self._skipping:
+                self._skipping = False
+            elif len(self._partial) + end - start > self.limit:
+                out.append(None)
+            elif self._partial:
+                self._partial += chunk[start:end]
+                out.append(bytes(self._partial))
+            else:
+                out.append(chunk[start:end])
+            self._partial.clear()
+            start = end + 1
+        if not self._skipping:
+            self._partial += chunk[start:]
+            if len(self._partial) > self.limit:
+                self._partial.clear()
+                self._skipping = True
+                out.append(None)
+        return out
+
+    def rest(self) -> bytes:
+        return b"" if self._skipping else bytes(self._partial)
+
+
+def _pollable(fd: int) -> bool:
+    """Pipes and sockets can be driven by the event loop; files and devices (/dev/null) cannot."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+async def _input(fd: int) -> asyncio.StreamReader:
+    """stdin as a stream: a pipe transport when possible, else a reading thread."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=READ_CHUNK * 4)
+    if _pollable(fd):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0, closefd=False))
+    else:
+        def pump() -> None:
+            while chunk := os.read(fd, READ_CHUNK):
+                loop.call_soon_threadsafe(reader.feed_data, chunk)
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+        loop.run_in_executor(None, pump)
+    return reader
+
+
+async def _output(fd: int) -> Callable[[bytes], None]:
+    """A non-blocking writer of whole lines to stdout (a pipe transport when possible)."""
+    loop = asyncio.get_running_loop()
+    if not _pollable(fd):
+        def write_all(data: bytes) -> None:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        return write_all
+
+    transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(fd, "wb", 0, closefd=False))
+
+    def write(data: bytes) -> None:
+        if not transport.is_closing():
+            transport.write(data)
+    return write
+
+
+async def serve(profile: str = "messaging", stdin_fd: int = 0, stdout_fd: int = 1,
+                env: dict[str, str] | None = None) -> int:
+    reader = await _input(stdin_fd)
+    session = McpSession(await _output(stdout_fd), dict(os.environ if env is None else env), profile)
+    session.warm()
+    lines = Lines()
+    too_long = jsonrpc.error(None, jsonrpc.INVALID_REQUEST, f"Invalid Request: line longer than {MAX_LINE_BYTES} bytes")
+    while chunk := await reader.read(READ_CHUNK):
+        for line in lines.feed(chunk):
+            if line is None:
+                session._send(too_long)
+            else:
+                session.receive(line)
+    if rest := lines.rest():
+        session.receive(rest)
+    await session.closed()
+    return 0
 
 
 def serve_stdio(profile: str = "messaging") -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="peerwire mcp: %(levelname)s %(message)s")
-    return McpServer(sys.stdin.buffer, sys.stdout.buffer, profile=profile).serve()
+    try:
+        return asyncio.run(serve(profile))
+    except KeyboardInterrupt:
+        return 0

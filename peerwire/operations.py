@@ -17,6 +17,7 @@ from . import contract, export
 from .collab_ops import CollabOperations
 from .delivery import Delivery
 from .errors import Code, PeerwireError
+from .hub import require_present
 from .limits import DEFAULT_RECEIVE_LIMIT, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS
 from .providers import RuntimeOwner, require_known
 from .receipts import tool_receipt
@@ -60,28 +61,54 @@ class Operations:
             "await_change": self.await_change,
             "export": self.export,
         }
+        self.sessions_epoch = 0
+        """Incremented whenever session credentials are revoked: connections then check their caller again."""
         self._changed = asyncio.Event()
         store.on_commit.append(self._committed)
         self.collab = CollabOperations(store, delivery)
         self._collab = self.collab.handlers()
 
     async def call(self, op: str, args: dict[str, Any] | None, token: str | None, meta: dict | None) -> dict:
-        """Run one control operation. A request to the send pipeline enters it before anything is
-        checked: admitted, its record's first stage is ``entered``; refused, it is recorded as a
-        rejected request whose ``entry_id`` the error's details carry, so ``trace`` explains it."""
+        """A one-shot control operation: a tool by name (``collab.NAME`` for the collab profile) or an operator op."""
+        profile, _, tool = op.rpartition(".") if op.startswith("collab.") else ("messaging", "", op)
+        if tool in (self._collab if profile == "collab" else self._tools):
+            return await self.call_tool(profile, tool, args, meta, caller=lambda: self.store.caller(token))
+        if op in self._admin:
+            return await self._admin[op](args or {}, token)
+        raise PeerwireError(Code.INVALID_ARGUMENT, f"unknown operation {op!r}")
+
+    async def call_tool(self, profile: str, tool: Any, args: Any, meta: dict | None, *,
+                        caller: Callable[[], AgentRow]) -> dict:
+        """One tool call of ``profile`` by the session ``caller()`` names: arguments validated, defaults applied, run.
+
+        A request to the send pipeline enters it before anything is checked (the
+        caller included): admitted, its record's first stage is ``entered``;
+        refused, it is recorded as a rejected request whose ``entry_id`` the
+        error's details carry, so ``trace`` explains it.
+        """
+        handlers = self._collab if profile == "collab" else self._tools if profile == "messaging" else None
+        if handlers is None or not isinstance(tool, str) or tool not in handlers:
+            raise PeerwireError(Code.INVALID_ARGUMENT, f"no tool {tool!r} in profile {profile!r}")
+        op = f"collab.{tool}" if profile == "collab" else tool
         if op not in SEND_PIPELINE:
-            return await self._dispatch(op, args, token, meta or {})
+            return await self._run_tool(profile, tool, args, meta or {}, caller)
         entry = Entry.begin(op, meta)
         try:
-            return await self._dispatch(op, args, token, {**(meta or {}), "entry": entry})
+            return await self._run_tool(profile, tool, args, {**(meta or {}), "entry": entry}, caller)
         except PeerwireError as error:
             if error.code is not Code.STORAGE_UNAVAILABLE:  # a full disk could not record it either
-                await self._rejected(entry, token, args, error)
+                await self._rejected(entry, caller, args, error)
             raise
 
-    async def _rejected(self, entry: Entry, token: str | None, args: Any, error: PeerwireError) -> None:
+    async def _run_tool(self, profile: str, tool: str, args: Any, meta: dict, caller: Callable[[], AgentRow]) -> dict:
+        holder = caller()
+        who = self.collab.caller(holder, meta) if profile == "collab" else holder
+        arguments = contract.validate_arguments(tool, args, profile)
+        return await (self._collab if profile == "collab" else self._tools)[tool](who, arguments, meta)
+
+    async def _rejected(self, entry: Entry, caller: Callable[[], AgentRow], args: Any, error: PeerwireError) -> None:
         try:
-            caller_id: str | None = self.store.caller(token).agent_id
+            caller_id: str | None = caller().agent_id
         except PeerwireError:
             caller_id = None
         try:
@@ -89,19 +116,6 @@ class Operations:
         except PeerwireError:
             return  # the refusal stands; only its record is missing
         error.details["entry_id"] = entry.entry_id
-
-    async def _dispatch(self, op: str, args: dict[str, Any] | None, token: str | None, meta: dict) -> dict:
-        if op in self._collab:
-            caller = self.collab.caller(token, meta)
-            arguments = contract.validate_arguments(op.split(".", 1)[1], args, profile="collab")
-            return await self._collab[op](caller, arguments, meta)
-        if op in self._tools:
-            caller = self.store.caller(token)
-            arguments = contract.validate_arguments(op, args)
-            return await self._tools[op](caller, arguments, meta)
-        if op in self._admin:
-            return await self._admin[op](args or {}, token)
-        raise PeerwireError(Code.INVALID_ARGUMENT, f"unknown operation {op!r}")
 
     # -- tools ------------------------------------------------------------------
 
@@ -154,6 +168,7 @@ class Operations:
         woke_by: str | None = None
         with self.hub.subscribe(caller.agent_id) as sub:
             while True:
+                require_present()  # a caller that has left claims nothing
                 page = await self.store.commit(self.store.receive_job(caller, cursor=args.get("cursor"),
                                                                       ack_cursor=ack, limit=limit))
                 ack = None  # acknowledged once; a wake re-reads without acknowledging again
@@ -241,7 +256,9 @@ class Operations:
     async def revoke_sessions(self, args: dict, token: str | None) -> dict:
         """Revoke every session credential of an agent (its callers then get unknown_caller)."""
         agent = self._agent_arg(args)
-        return {"agent": agent.public(), "revoked": self.store.revoke_sessions(agent.agent_id)}
+        revoked = self.store.revoke_sessions(agent.agent_id)
+        self.sessions_epoch += 1
+        return {"agent": agent.public(), "revoked": revoked}
 
     async def trace(self, args: dict, token: str | None) -> dict:
         ident = args.get("id")

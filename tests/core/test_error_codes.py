@@ -19,6 +19,8 @@ ELSEWHERE = {
     Code.HOME_INVALID: "tests/core/test_bad_home.py builds each unusable home on disk",
     Code.STORE_DAMAGED: "tests/core/test_bad_home.py damages real stores",
     Code.STORAGE_UNAVAILABLE: "tests/core/test_storage.py fills the disk under a real store",
+    Code.TOO_MANY_WAITERS: "tests/core/test_control_bounds.py holds a caller's maximum of waits",
+    Code.TOO_MANY_CONNECTIONS: "tests/core/test_control_bounds.py opens one connection over the app's bound",
 }
 
 

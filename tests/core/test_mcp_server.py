@@ -134,3 +134,74 @@ def test_missing_home_or_session_is_a_tool_error(core, env_kind, code):
                          "params": {"name": "list_agents", "arguments": {}}}], env)
     assert response["result"]["isError"] is True
     assert response["result"]["structuredContent"]["error"]["code"] == code
+
+
+async def _auto_mode_calls(env: dict[str, str], calls: list[tuple[str, dict]]):
+    """The official client's default ``auto`` mode: it probes server/discover, then goes stateless."""
+    from mcp import Client
+
+    params = StdioServerParameters(command=SERVE[0], args=SERVE[1:], env=env)
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            tools = await client.list_tools()
+            return client.protocol_version, tools, [await client.call_tool(name, args) for name, args in calls]
+
+
+def test_official_client_auto_mode_speaks_the_stateless_revision(core):
+    a, _ = core.register("a"), core.register("b")
+    version, tools, (sent, failed) = anyio.run(_auto_mode_calls, _env(core, a), [
+        ("send_message", {"target": "b", "message": "stateless hello"}),
+        ("send_message", {"target": "nobody", "message": "x"}),
+    ])
+    assert version == "2026-07-28"
+    assert [t.name for t in tools.tools] == list(contract.TOOL_ORDER)
+    assert sent.is_error is False and sent.structured_content["state"] == "admitted"
+    assert failed.is_error is True and failed.structured_content["error"]["code"] == "unknown_target"
+
+
+class _Session:
+    """A raw ``mcp serve`` process kept open: one request at a time, answers read by id."""
+
+    def __init__(self, env: dict[str, str]):
+        self.proc = subprocess.Popen(SERVE, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.next_id = 0
+
+    def call(self, name: str, arguments: dict) -> dict:
+        self.next_id += 1
+        line = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(line).encode() + b"\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline())  # bounded by the test timeout
+        assert answer["id"] == self.next_id
+        return answer["result"]
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        status = self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+        return status
+
+
+def _code(result: dict) -> str | None:
+    return result["structuredContent"]["error"]["code"] if result.get("isError") else None
+
+
+@pytest.mark.timeout(120)
+def test_one_session_survives_an_app_restart(core):
+    a, _ = core.register("a"), core.register("b")
+    session = _Session(_env(core, a))
+    try:
+        assert _code(session.call("list_agents", {})) is None
+        core.stop_app()
+        assert _code(session.call("list_agents", {})) == "app_unavailable"  # answered, not hung
+        core.start_app()
+        assert _code(session.call("send_message", {"target": "b", "message": "after the restart"})) is None
+        core.restart()  # kill -9 and start again: the session's connection breaks under it
+        outcome = _code(session.call("list_agents", {}))
+        assert outcome in (None, "app_unavailable")
+        assert _code(session.call("list_agents", {})) is None
+    finally:
+        assert session.close() == 0

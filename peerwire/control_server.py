@@ -1,0 +1,248 @@
+"""The app's side of the control socket: connections, callers, cancellation, bounds.
+
+Each connection is read line by line; every request runs as its own task, so
+answers go out in any order, each with its request's id (see
+:mod:`peerwire.control` for the messages). A connection's caller is the first
+session token it presents, checked once and remembered until an operator
+revokes sessions.
+
+A caller can leave: ``cancel`` names one of its calls, and a closed
+connection means all of them. Each call carries a
+:class:`~peerwire.hub.Presence`; leaving ends the call's waits at once and it
+claims nothing (it is answered ``cancelled``), while what it already admitted
+stays admitted. The connection's file descriptor is released when the peer
+closes, not when its calls' timeouts run out.
+
+Bounds: at most :data:`~peerwire.limits.MAX_CONTROL_CONNECTIONS` connections
+(fewer when the process's file limit is lower); one more is answered
+``too_many_connections`` and closed. Failures that repeat (a full file table
+on accept) are logged once with a count, not once each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import resource
+import sqlite3
+import time
+from typing import Any
+
+from .control import encode
+from .errors import Code, PeerwireError
+from .hub import CallerGone, Presence, presence
+from .limits import CONTROL_FD_RESERVE, CONTROL_LINE_BYTES, MAX_CONTROL_CONNECTIONS
+from .operations import Operations
+from .registry import AgentRow
+from .store import storage_error
+
+log = logging.getLogger("peerwire.app")
+
+REPEAT_REPORT_S = 60.0
+"""How often a failure that keeps repeating is summarised in the log."""
+
+
+def connection_limit(configured: int = MAX_CONTROL_CONNECTIONS) -> int:
+    """``configured``, lowered so that connections can never exhaust the process's file descriptors."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return configured
+    return max(1, min(configured, soft - CONTROL_FD_RESERVE))
+
+
+class RepeatedFailures:
+    """An event-loop exception handler that logs each kind of failure once, then counts repeats.
+
+    A kind is the handler message plus the exception type and errno. The count
+    of repeats is logged when the kind recurs after :data:`REPEAT_REPORT_S`
+    seconds, and when :meth:`flush` is called (at shutdown).
+    """
+
+    def __init__(self, logger: logging.Logger = log, every_s: float = REPEAT_REPORT_S):
+        self.logger = logger
+        self.every_s = every_s
+        self._seen: dict[tuple, list[float | int]] = {}  # kind -> [first logged at, repeats since]
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        kind = (context.get("message"), type(exc).__name__, getattr(exc, "errno", None))
+        now = time.monotonic()
+        entry = self._seen.get(kind)
+        if entry is None:
+            self._seen[kind] = [now, 0]
+            self.logger.error("%s: %r (repeats of this are counted, not logged each)", kind[0], exc)
+            return
+        entry[1] += 1
+        if now - entry[0] >= self.every_s:
+            self.logger.error("%s: %r repeated %d times in %.0fs", kind[0], exc, entry[1], now - entry[0])
+            entry[0], entry[1] = now, 0
+
+    def flush(self) -> None:
+        for kind, (since, count) in self._seen.items():
+            if count:
+                self.logger.error("%s repeated %d times in %.0fs", kind[0], count, time.monotonic() - since)
+        self._seen.clear()
+
+
+class ControlServer:
+    """Serves the control socket for one app's :class:`~peerwire.operations.Operations`."""
+
+    def __init__(self, ops: Operations, max_connections: int | None = None):
+        self.ops = ops
+        self.max_connections = connection_limit() if max_connections is None else max_connections
+        self.connections: set[ControlConnection] = set()
+        self.refused = 0
+
+    async def accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.connections) >= self.max_connections:
+            self.refused += 1
+            error = PeerwireError(Code.TOO_MANY_CONNECTIONS,
+                                  f"the app already serves {len(self.connections)} control connections "
+                                  f"(its limit is {self.max_connections}); retry when some have closed",
+                                  {"limit": self.max_connections})
+            await _write(writer, {"id": None, "ok": False, "error": error.to_dict()})
+            writer.close()
+            return
+        connection = ControlConnection(self, reader, writer)
+        self.connections.add(connection)
+        try:
+            await connection.serve()
+        finally:
+            self.connections.discard(connection)
+
+    def close_all(self) -> None:
+        """The app is stopping: end every call's waits and close every connection."""
+        for connection in list(self.connections):
+            connection.leave("app stopping")
+            connection.writer.close()
+
+
+class ControlConnection:
+    """One control connection: its caller, its calls in flight, their presences."""
+
+    def __init__(self, server: ControlServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.server = server
+        self.ops = server.ops
+        self.reader = reader
+        self.writer = writer
+        self.token: str | None = None
+        self._holder: AgentRow | None = None
+        self._holder_epoch = -1
+        self.calls: dict[Any, Presence] = {}
+
+    async def serve(self) -> None:
+        try:
+            while True:
+                try:
+                    line = await self.reader.readline()
+                except ValueError:
+                    await self._send({"id": None, "ok": False, "error": PeerwireError(
+                        Code.INVALID_ARGUMENT, f"control line longer than {CONTROL_LINE_BYTES} bytes").to_dict()})
+                    break
+                if not line:
+                    break
+                self._received(line)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self.leave("disconnected")
+            self.writer.close()  # the descriptor goes now; calls still running answer no one
+
+    def leave(self, reason: str) -> None:
+        for call in list(self.calls.values()):
+            call.leave(reason)
+
+    def _received(self, line: bytes) -> None:
+        try:
+            request = json.loads(line, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as exc:
+            self._spawn(None, PeerwireError(Code.INVALID_ARGUMENT, f"control line is not JSON: {exc}"))
+            return
+        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+            self._spawn(None, PeerwireError(Code.INVALID_ARGUMENT, "a control request is an object with an op"))
+            return
+        if request["op"] == "cancel":
+            call = self.calls.get(_key(request.get("target")))
+            if call is not None:
+                call.leave("cancelled")
+            return
+        token = request.get("token")
+        if self.token is None and isinstance(token, str):
+            self.token = token  # the connection's caller, from its first request that names one
+        self._spawn(request.get("id"), request)
+
+    def _spawn(self, request_id: Any, request: dict | PeerwireError) -> None:
+        here = Presence()
+        key = _key(request_id)
+        if request_id is not None:
+            self.calls[key] = here
+        context = contextvars.copy_context()
+        context.run(presence.set, here)
+        task = asyncio.get_running_loop().create_task(self._answer(request_id, request), context=context)
+        task.add_done_callback(lambda _: self.calls.pop(key, None) if self.calls.get(key) is here else None)
+
+    async def _answer(self, request_id: Any, request: dict | PeerwireError) -> None:
+        try:
+            if isinstance(request, PeerwireError):
+                raise request
+            response = {"id": request_id, "ok": True, "result": await self._run(request)}
+        except PeerwireError as exc:
+            response = {"id": request_id, "ok": False, "error": exc.to_dict()}
+        except CallerGone:
+            response = {"id": request_id, "cancelled": True}
+        except sqlite3.Error as exc:  # outside a transaction: a read of a disk that failed
+            error = storage_error(exc, self.ops.store.path)
+            if error is None:
+                log.exception("operation failed")
+                error = PeerwireError(Code.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+            response = {"id": request_id, "ok": False, "error": error.to_dict()}
+        except RecursionError:
+            response = {"id": request_id, "ok": False, "error": PeerwireError(
+                Code.INVALID_ARGUMENT, "arguments are nested too deeply").to_dict()}
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must not take the app down with it
+            log.exception("operation failed")
+            response = {"id": request_id, "ok": False, "error": PeerwireError(
+                Code.INTERNAL, f"internal error: {type(exc).__name__}: {exc}").to_dict()}
+        await self._send(response)
+
+    async def _run(self, request: dict) -> dict:
+        op, token = request["op"], request.get("token")
+        if op != "tool":
+            return await self.ops.call(op, request.get("args"), token if token is not None else self.token,
+                                       request.get("meta"))
+        caller = (lambda: self.ops.store.caller(token)) if token is not None and token != self.token else self._caller
+        return await self.ops.call_tool(request.get("profile", "messaging"), request.get("tool"),
+                                        request.get("args"), request.get("meta"), caller=caller)
+
+    def _caller(self) -> AgentRow:
+        """The connection's caller, checked once (and again after an operator revokes sessions)."""
+        if self._holder is None or self._holder_epoch != self.ops.sessions_epoch:
+            epoch = self.ops.sessions_epoch
+            self._holder = self.ops.store.caller(self.token)
+            self._holder_epoch = epoch
+        return self._holder
+
+    async def _send(self, message: dict) -> None:
+        if self.writer.is_closing():
+            return  # the caller left; what it asked for stays done
+        await _write(self.writer, message)
+
+
+async def _write(writer: asyncio.StreamWriter, message: dict) -> None:
+    try:
+        writer.write(encode(message))
+        await writer.drain()
+    except ConnectionError:
+        pass  # the caller gave up; what it asked for stays done
+
+
+def _key(request_id: Any) -> str:
+    return json.dumps(request_id)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
