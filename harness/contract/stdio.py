@@ -43,12 +43,40 @@ class Line:
 
     @property
     def is_json_rpc(self) -> bool:
+        """A JSON-RPC 2.0 message, or a batch answer: a non-empty array of responses."""
         m = self.message
+        if isinstance(m, list):
+            return bool(m) and all(_is_response(item) for item in m)
         if not isinstance(m, dict) or m.get("jsonrpc") != "2.0":
             return False
         if "method" in m:
             return isinstance(m["method"], str)
-        return "id" in m and (("result" in m) != ("error" in m))
+        return _is_response(m)
+
+    @property
+    def responses(self) -> list[dict]:
+        """The responses this line carries: itself, or each element of a batch answer."""
+        if not self.is_json_rpc:
+            return []
+        items = self.message if isinstance(self.message, list) else [self.message]
+        return [m for m in items if "method" not in m]
+
+
+def _is_response(m: Any) -> bool:
+    return isinstance(m, dict) and m.get("jsonrpc") == "2.0" and "method" not in m and "id" in m \
+        and (("result" in m) != ("error" in m))
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def strict_json(raw: bytes) -> Any:
+    """The JSON value of ``raw`` read strictly (UTF-8 only, no NaN or Infinity), else ``None``."""
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        return None
 
 
 def id_key(msg_id: Any) -> str:
@@ -134,11 +162,20 @@ class StdioServer:
         with self._lock:
             return list(self._lines)
 
+    def lines_since(self, start: int) -> list[Line]:
+        """The lines from index ``start`` on (cheaper than :attr:`lines` on a long session)."""
+        with self._lock:
+            return self._lines[start:]
+
+    @property
+    def line_count(self) -> int:
+        with self._lock:
+            return len(self._lines)
+
     def responses_to(self, msg_id: Any) -> list[dict]:
         """Every response seen so far that carries ``msg_id``."""
         key = id_key(msg_id)
-        return [ln.message for ln in self.lines
-                if ln.is_json_rpc and "method" not in ln.message and id_key(ln.message["id"]) == key]
+        return [r for ln in self.lines for r in ln.responses if id_key(r["id"]) == key]
 
     def stray_lines(self) -> list[Line]:
         """Stdout lines that are not JSON-RPC 2.0 messages."""
@@ -191,18 +228,14 @@ class StdioServer:
         assert self.process.stdout is not None
         for raw in self.process.stdout:
             line = raw.rstrip(b"\r\n")
-            try:
-                message = json.loads(line)
-            except ValueError:
-                message = None
+            message = strict_json(line)
             entry = Line(raw=line, message=message, at=time.monotonic())
             with self._lock:
                 self._lines.append(entry)
-                future = None
-                if entry.is_json_rpc and "method" not in message:
-                    future = self._pending.pop(id_key(message["id"]), None)
-            if future is not None and not future.done():
-                future.set_result(message)
+                settled = [(self._pending.pop(id_key(r["id"]), None), r) for r in entry.responses]
+            for future, response in settled:
+                if future is not None and not future.done():
+                    future.set_result(response)
         with self._lock:
             self._eof.set()
             pending, self._pending = self._pending, {}

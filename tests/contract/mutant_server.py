@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,13 @@ class Relay:
         self.write(self.server.stdin, message)
 
     def write(self, stream, message: Any) -> None:
-        data = message if isinstance(message, bytes) else json.dumps(message, ensure_ascii=False).encode("utf-8")
+        if isinstance(message, bytes):
+            data = message
+        else:
+            try:
+                data = json.dumps(message, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate stays the \\ud800 escape it came as
+                data = json.dumps(message).encode()
         with self.out_lock:
             stream.write(data.rstrip(b"\n") + b"\n")
             stream.flush()
@@ -293,6 +300,124 @@ def text_mirror_dropped(relay: Relay, response: dict, request: dict | None) -> d
         result["content"] = []
     return response
 
+# -- wire mutations: (relay, raw line) -> the line to pass on, or None to drop it ----------------
+
+_LONE = re.compile(r"[\ud800-\udfff]")
+
+
+def _strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def surrogate_exit(relay: Relay, raw: bytes) -> bytes | None:
+    """Crashes (exit 1) on a line holding a lone surrogate, as an escape or as raw bytes."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        os._exit(1)
+    except (ValueError, RecursionError):
+        return raw
+    if any(_LONE.search(text) for text in _strings(value)):
+        os._exit(1)
+    return raw
+
+
+def deep_silent(relay: Relay, raw: bytes) -> bytes | None:
+    """Drops any line nested more than 100 levels deep: the error dies unseen."""
+    return None if raw.count(b"[") + raw.count(b"{") > 100 else raw
+
+
+def nan_echoed(relay: Relay, raw: bytes) -> bytes | None:
+    """Accepts NaN/Infinity and echoes the params back: stdout is no longer JSON."""
+    if b"NaN" not in raw and b"Infinity" not in raw:
+        return raw
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+    if isinstance(message, dict) and "id" in message:
+        relay.to_client({"jsonrpc": "2.0", "id": message["id"], "result": {"echo": message.get("params")}})
+        return None
+    return raw
+
+
+def batch_refused(relay: Relay, raw: bytes) -> bytes | None:
+    """Refuses every batch, whatever revision the client negotiated."""
+    if raw.lstrip().startswith(b"["):
+        relay.to_client({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "no batches"}})
+        return None
+    return raw
+
+
+def cancel_answered(relay: Relay, request: dict) -> dict:
+    """Answers a cancelled request anyway (with an error) when the client cancels it."""
+    if request.get("method") == "notifications/cancelled" and isinstance(request.get("params"), dict):
+        relay.to_client({"jsonrpc": "2.0", "id": request["params"].get("requestId"),
+                         "error": {"code": -32800, "message": "request cancelled"}})
+    return request
+
+
+def cancel_ignored(relay: Relay, request: dict) -> dict | None:
+    """Never passes notifications/cancelled on: a cancelled receive keeps waiting and claims."""
+    return None if request.get("method") == "notifications/cancelled" else request
+
+
+def discover_silent(relay: Relay, request: dict) -> dict | None:
+    """Drops server/discover: a probing client waits for an answer that never comes."""
+    return None if request.get("method") == "server/discover" else request
+
+
+def odd_id_unanswered(relay: Relay, request: dict) -> dict | None:
+    """Drops requests whose id is a negative integer or a string that is not ASCII."""
+    msg_id = request.get("id")
+    if isinstance(msg_id, int) and not isinstance(msg_id, bool) and msg_id < 0:
+        return None
+    if isinstance(msg_id, str) and not msg_id.isascii():
+        return None
+    return request
+
+
+def float_internal(relay: Relay, request: dict) -> dict | None:
+    """Answers -32603 to a tool call with an integral float argument (limit: 5.0)."""
+    arguments = _arguments(request)
+    if arguments and any(isinstance(v, float) and v.is_integer() for v in arguments.values()) and "id" in request:
+        relay.to_client({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32603, "message": "float"}})
+        return None
+    return request
+
+
+class SerialCalls:
+    """Runs one tools/call at a time: the next is not even read until the previous one is answered."""
+
+    turn = threading.Semaphore(1)
+
+    @classmethod
+    def request(cls, relay: Relay, request: dict) -> dict:
+        if request.get("method") == "tools/call" and "id" in request:
+            cls.turn.acquire()
+        return request
+
+    @classmethod
+    def response(cls, relay: Relay, response: dict, request: dict | None) -> dict:
+        if isinstance(request, dict) and request.get("method") == "tools/call":
+            cls.turn.release()
+        return response
+
+
+LINE_MUTATIONS: dict[str, Callable[[Relay, bytes], bytes | None]] = {
+    "surrogate-exit": surrogate_exit,
+    "deep-silent": deep_silent,
+    "nan-echo": nan_echoed,
+    "batch-refused": batch_refused,
+}
 
 REQUEST_MUTATIONS: dict[str, Callable[[Relay, dict], dict | None]] = {
     "unicode": unicode_rewritten,
@@ -302,6 +427,12 @@ REQUEST_MUTATIONS: dict[str, Callable[[Relay, dict], dict | None]] = {
     "ack-ignored": ack_ignored,
     "max-length-exclusive": max_length_exclusive,
     "nul-dropped": nul_dropped,
+    "cancel-answered": cancel_answered,
+    "cancel-ignored": cancel_ignored,
+    "discover-silent": discover_silent,
+    "odd-id-unanswered": odd_id_unanswered,
+    "float-internal": float_internal,
+    "serial-calls": SerialCalls.request,
 }
 RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {
     "task-twice": task_exposed_twice,
@@ -314,9 +445,13 @@ RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {
     "names-trimmed": names_trimmed,
     "cursor-snapshot": cursor_snapshot,
     "text-mirror-dropped": text_mirror_dropped,
+    "serial-calls": SerialCalls.response,
 }
 STARTUP_MUTATIONS = {"stdout-log"}
-MUTATIONS = sorted(set(REQUEST_MUTATIONS) | set(RESPONSE_MUTATIONS) | STARTUP_MUTATIONS)
+SHUTDOWN_MUTATIONS = {"stdin-held"}
+"""stdin-held: after the client closes stdin, the server lives on (stdin is never passed on as closed)."""
+MUTATIONS = sorted(set(LINE_MUTATIONS) | set(REQUEST_MUTATIONS) | set(RESPONSE_MUTATIONS) | STARTUP_MUTATIONS
+                   | SHUTDOWN_MUTATIONS)
 
 
 def main(argv: list[str]) -> int:
@@ -327,6 +462,7 @@ def main(argv: list[str]) -> int:
     relay = Relay(server_argv)
     if mutation in STARTUP_MUTATIONS:
         relay.to_client(b"mutant server: starting up (a log line on stdout)")
+    mutate_line = LINE_MUTATIONS.get(mutation)
     mutate_request = REQUEST_MUTATIONS.get(mutation)
     mutate_response = RESPONSE_MUTATIONS.get(mutation)
 
@@ -348,6 +484,10 @@ def main(argv: list[str]) -> int:
     pump = threading.Thread(target=server_to_client, daemon=True)
     pump.start()
     for raw in sys.stdin.buffer:
+        if mutate_line is not None:
+            raw = mutate_line(relay, raw)
+            if raw is None:
+                continue
         try:
             message = json.loads(raw)
         except (ValueError, RecursionError):
@@ -360,6 +500,8 @@ def main(argv: list[str]) -> int:
             if message is None:
                 continue  # the mutation answered it
         relay.to_server(message)
+    if mutation in SHUTDOWN_MUTATIONS:
+        threading.Event().wait(120)  # the client has gone; this server does not notice
     assert relay.server.stdin is not None
     relay.server.stdin.close()
     pump.join()

@@ -46,6 +46,17 @@ EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {
     "names-trimmed": (("text:names:every-path",), "list-agents:fields"),
     "cursor-snapshot": (("receive:cursor:position",), "receive:cursor:replay-identical"),
     "text-mirror-dropped": (("tools:result:text-mirror",), "tools:result:structured"),
+    "surrogate-exit": (("wire:unicode:lone-surrogate",), "wire:ping"),
+    "deep-silent": (("wire:nesting:deep",), "wire:ping"),
+    "nan-echo": (("wire:json:non-finite",), "wire:ping"),
+    "batch-refused": (("wire:batch:by-revision",), "wire:ping"),
+    "discover-silent": (("wire:revision:discover",), "wire:initialize:handshake"),
+    "cancel-answered": (("wire:cancel:no-answer",), "wire:ping"),
+    "cancel-ignored": (("call:cancelled:claims-nothing",), "task:receipt:request-id"),
+    "stdin-held": (("wire:stdin-close:cancels",), "wire:ping"),
+    "odd-id-unanswered": (("wire:fuzz:messages",), "wire:ping"),
+    "float-internal": (("wire:fuzz:tool-arguments",), "tools:result:structured"),
+    "serial-calls": (("concurrency:waits:cheap-call-prompt",), "wire:ping"),
 }
 
 

@@ -1,0 +1,260 @@
+"""A bounded, seeded fuzz of the wire: whole lines, then tool arguments.
+
+Each example is one line written to a live server, followed by a ``ping``
+fence. A finding is any of: the server exits; a request gets no answer (by
+its id, or an error with id null before the fence); stdout carries a line that
+is not JSON-RPC in valid UTF-8 (``NaN`` included); an answer is -32603, or a
+tool error ``internal``, for input the client made up. Runs are seeded
+(``derandomize``) and write no example database, so they repeat exactly and
+leave nothing behind. ``PEERWIRE_FUZZ_EXAMPLES`` scales the example counts
+(default 1.0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.contract.endpoints import CLIENT_INFO
+from harness.contract.fixtures import tool_call
+from harness.contract.manifest import requirement
+from harness.contract.schemas import TOOL_NAMES
+from harness.contract.stdio import StdioServer
+
+SCALE = float(os.environ.get("PEERWIRE_FUZZ_EXAMPLES", "1"))
+MESSAGE_EXAMPLES = max(1, int(2000 * SCALE))
+ARGUMENT_EXAMPLES = max(1, int(700 * SCALE))
+BOUND_S = 10.0
+QUICK_MS = 20
+"""Waits in fuzzed calls are cut to this, so that no example waits a minute."""
+DEEP = "\x00deep\x00"
+"""Placeholder a nested value's text replaces after rendering (json.dumps itself recurses)."""
+
+FUZZ = dict(deadline=None, database=None, derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
+
+# -- values a careless server trips over ---------------------------------------------------------
+
+LONE_SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
+hostile_text = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet=st.one_of(LONE_SURROGATES, st.characters()), max_size=8),
+    st.sampled_from(["\ud800", "a\udc80b", "\udbff", "é", "e\u0301", "\u202egnp", "\x00", "🍎", "", " ", "\r\n",
+                     "c1.é", "c1.\ud800", "rq_" + "0" * 32, "*", "all", "x" * 300]),
+)
+numbers = st.one_of(st.integers(), st.integers(-2, 101), st.sampled_from([0.0, 5.0, 1.5, -0.0, 1e300, 2 ** 64]),
+                    st.floats(allow_nan=True, allow_infinity=True))
+leaves = st.one_of(st.none(), st.booleans(), numbers, hostile_text)
+json_values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=4)
+                           | st.dictionaries(hostile_text, inner, max_size=4), max_leaves=10)
+odd_ids = st.one_of(st.integers(), st.sampled_from([0, -1, 2 ** 53, 2 ** 63, -(2 ** 63)]), hostile_text,
+                    st.none(), st.booleans(), st.floats(allow_nan=True), st.just([1]), st.just({"id": 1}))
+methods = st.one_of(st.sampled_from(["ping", "tools/list", "tools/call", "initialize", "server/discover",
+                                     "notifications/cancelled", "resources/list", "rpc.discover"]),
+                    hostile_text, st.integers(), st.none(), st.just(["ping"]))
+depths = st.one_of(st.integers(1, 80), st.sampled_from([63, 64, 65, 985, 999, 1000, 3000]))
+
+
+@st.composite
+def tool_params(draw, *, tool: str | None = None) -> dict:
+    params: dict[str, Any] = {"name": tool if tool is not None else draw(st.one_of(st.sampled_from(TOOL_NAMES),
+                                                                                    hostile_text))}
+    if tool is not None or draw(st.booleans()):
+        params["arguments"] = draw(tool_arguments(tool or params["name"]))
+    if draw(st.booleans()):
+        params["_meta"] = draw(st.fixed_dictionaries({}, optional={
+            "callId": st.one_of(hostile_text, numbers), "progressToken": odd_ids,
+            "x-codex-turn-metadata": st.one_of(hostile_text, st.just('{"thread_id": NaN}'), json_values)}))
+    return params
+
+
+@st.composite
+def tool_arguments(draw, tool: Any) -> Any:
+    """Arguments near the schema: the right names with hostile values, extras, wrong shapes."""
+    names = ["target", "message", "cursor", "ack_cursor", "limit", "timeout_ms", "request_id", "status",
+             "include_disabled", "name_prefix", "provider"]
+    if draw(st.integers(0, 9)) == 0:
+        return draw(json_values)
+    args = draw(st.dictionaries(st.sampled_from(names), st.one_of(hostile_text, numbers, json_values, st.just(
+        DEEP)), max_size=4))
+    if tool in ("send_message", "followup_task", "interrupt_agent") and draw(st.booleans()):
+        args.setdefault("target", draw(st.sampled_from(["nobody-at-all", "*", "all", ["a", "b"]])))
+        args.setdefault("message", draw(hostile_text))
+    return args
+
+
+@st.composite
+def messages(draw) -> Any:
+    message: dict[str, Any] = {}
+    if draw(st.integers(0, 7)):
+        message["jsonrpc"] = "2.0"
+    elif draw(st.booleans()):
+        message["jsonrpc"] = draw(json_values)
+    if draw(st.integers(0, 3)):
+        message["id"] = draw(st.one_of(st.integers(0, 10 ** 6), odd_ids))
+    method = draw(methods) if draw(st.integers(0, 7)) else None
+    if method is not None or draw(st.booleans()):
+        message["method"] = method
+    if method == "tools/call":
+        message["params"] = draw(tool_params())
+    elif draw(st.booleans()):
+        message["params"] = draw(st.one_of(json_values, st.just({"protocolVersion": "2025-03-26"}),
+                                           st.fixed_dictionaries({"requestId": odd_ids})))
+    return message
+
+
+@dataclass
+class Plan:
+    """One line to send: a value, how to write it, and optionally garbage in front of it."""
+
+    value: Any
+    ascii_only: bool
+    depth: int
+    prefix: bytes = b""
+
+    def line(self) -> bytes:
+        text = json.dumps(self.value, ensure_ascii=self.ascii_only, allow_nan=True, separators=(",", ":"))
+        text = text.replace(json.dumps(DEEP), "[" * self.depth + '"x"' + "]" * self.depth)
+        return self.prefix + text.encode("utf-8", "surrogatepass")  # a lone surrogate becomes raw ED A0 80 bytes
+
+    @property
+    def parsed(self) -> Any:
+        """What the line means to a strict reader (``None`` when the prefix spoils it)."""
+        return None if self.prefix else self.value
+
+
+@st.composite
+def plans(draw) -> Plan:
+    value: Any = draw(st.lists(messages(), max_size=4)) if draw(st.integers(0, 5)) == 0 else draw(messages())
+    prefix = draw(st.sampled_from([b"\xff", b"\xed\xa0\x80", b"NaN", b"[]", b"{", b"\x00"])) \
+        if draw(st.integers(0, 15)) == 0 else b""
+    return Plan(value, draw(st.booleans()), draw(depths), prefix)
+
+
+def quicken(value: Any) -> Any:
+    """Cut waits short, so an example never sits in a minute-long wait_agent or receive."""
+    items = value if isinstance(value, list) else [value]
+    for message in items:
+        params = message.get("params") if isinstance(message, dict) else None
+        args = params.get("arguments") if isinstance(params, dict) else None
+        if isinstance(args, dict) and params.get("name") in ("wait_agent", "receive_messages"):
+            timeout = args.get("timeout_ms")
+            if timeout is None or (isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+                                   and timeout == timeout and timeout > QUICK_MS):
+                args["timeout_ms"] = QUICK_MS
+    return value
+
+
+# -- judging one exchange ------------------------------------------------------------------------
+
+
+def _valid_id(msg_id: Any) -> bool:
+    if isinstance(msg_id, bool) or not isinstance(msg_id, (int, str)):
+        return False
+    return not (isinstance(msg_id, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in msg_id))
+
+
+def _must_answer(value: Any) -> tuple[list[Any], bool]:
+    """(ids that must be answered, whether some answer must come at all) for a parsed line."""
+    if isinstance(value, list):  # a batch: an array answer with its requests' responses, or one error
+        return [i for item in value for i in _must_answer(item)[0]], bool(value)
+    if not isinstance(value, dict):
+        return [], True
+    if "id" not in value:
+        return [], not isinstance(value.get("method"), str)  # a notification is never answered
+    requested = isinstance(value.get("method"), str) and value.get("jsonrpc") == "2.0" and _valid_id(value["id"])
+    return ([value["id"]] if requested else []), True
+
+
+class Exchange:
+    """Sends fuzzed lines to one server and collects the findings of each."""
+
+    def __init__(self, server: StdioServer):
+        self.server = server
+        self.count = 0
+
+    def check(self, line: bytes, value: Any) -> None:
+        server = self.server
+        self.count += 1
+        ids, answer_due = _must_answer(value)
+        futures: list[tuple[Any, Future]] = [(i, server.expect_response(i)) for i in ids]
+        seen = server.line_count
+        server.send_line(line)
+        fence_id = f"fence-{self.count}"
+        _, fence = server.request("ping", msg_id=fence_id)
+        shown = f"line {line[:300]!r}"
+        try:
+            fence.result(BOUND_S)
+        except TimeoutError:
+            raise AssertionError(f"the server stopped answering after {shown}; {server.stderr_tail()}") from None
+        early = [r for ln in server.lines_since(seen) for r in ln.responses if r.get("id") != fence_id]
+        null_error = any(r.get("id") is None and "error" in r for r in early)
+        for msg_id, future in futures:
+            if null_error or future.done():
+                continue
+            try:
+                future.result(BOUND_S)
+            except TimeoutError:
+                raise AssertionError(f"request id {msg_id!r} got no answer within {BOUND_S}s; {shown}") from None
+        new = server.lines_since(seen)
+        stray = [ln.raw[:200] for ln in new if not ln.is_json_rpc]
+        assert not stray, f"stdout carried a line that is not JSON-RPC in valid UTF-8 {stray[0]!r}; {shown}"
+        answers = [r for ln in new for r in ln.responses if r.get("id") != fence_id]
+        batch_answer = any(isinstance(ln.message, list) for ln in new)
+        assert not answer_due or answers or batch_answer, f"nothing answered {shown}"
+        for response in answers:
+            assert response.get("error", {}).get("code") != -32603, f"-32603 for {shown}: {response}"
+            result = response.get("result")
+            if isinstance(result, dict) and result.get("isError"):
+                code = (result.get("structuredContent") or {}).get("error", {}).get("code")
+                assert code != "internal", f"tool error internal for {shown}: {response}"
+        assert server.alive(), f"the server exited after {shown}; {server.stderr_tail()}"
+
+
+def _fuzz_server(servers, version: str) -> StdioServer:
+    """A server for a fresh caller with one record pending (so waits return), negotiated at ``version``."""
+    caller, peer = servers.caller("fuzz"), servers.caller("fuzz-peer")
+    seeded = tool_call(servers.start(peer), "send_message", {"target": caller.name, "message": "pending"})
+    assert seeded.result is not None and not seeded.is_error, f"could not seed the mailbox: {seeded.response}"
+    server = servers.start(caller, handshake=False).server
+    answer = server.call("initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT_INFO},
+                         timeout=BOUND_S)
+    assert "result" in answer, answer
+    server.notify("notifications/initialized")
+    return server
+
+
+@requirement("wire:fuzz:messages")
+def test_fuzzed_lines_never_break_the_wire(servers):
+    # Two sessions: one negotiated with batches (2025-03-26), one without (2025-11-25).
+    exchanges = [Exchange(_fuzz_server(servers, v)) for v in ("2025-03-26", "2025-11-25")]
+
+    @settings(max_examples=MESSAGE_EXAMPLES, **FUZZ)
+    @given(plans(), st.integers(0, 1))
+    def example(plan, which):
+        quicken(plan.value)
+        exchanges[which].check(plan.line(), plan.parsed)
+
+    example()
+    assert sum(e.count for e in exchanges) >= MESSAGE_EXAMPLES
+
+
+@requirement("wire:fuzz:tool-arguments")
+def test_fuzzed_tool_arguments_get_specific_answers(servers):
+    exchange = Exchange(_fuzz_server(servers, "2025-11-25"))
+
+    @settings(max_examples=ARGUMENT_EXAMPLES, **FUZZ)
+    @given(st.sampled_from(TOOL_NAMES).flatmap(lambda tool: tool_params(tool=tool)), st.booleans(), depths)
+    def example(params, ascii_only, depth):
+        plan = Plan(quicken({"jsonrpc": "2.0", "id": "call", "method": "tools/call", "params": params}),
+                    ascii_only, depth)
+        exchange.check(plan.line(), plan.parsed)
+
+    example()
+    assert exchange.count >= ARGUMENT_EXAMPLES
