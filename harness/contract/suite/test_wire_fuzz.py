@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from harness.contract.endpoints import CLIENT_INFO
@@ -36,7 +36,10 @@ QUICK_MS = 20
 DEEP = "\x00deep\x00"
 """Placeholder a nested value's text replaces after rendering (json.dumps itself recurses)."""
 
-FUZZ = dict(deadline=None, database=None, derandomize=True,
+# No shrinking: a finding may be an answer that never comes, and each try of a smaller example
+# would wait out the bound again; the first failing line is reported as it was sent.
+FUZZ = dict(deadline=None, database=None, derandomize=True, report_multiple_bugs=False,
+            phases=[Phase.explicit, Phase.reuse, Phase.generate],
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
 
 # -- values a careless server trips over ---------------------------------------------------------

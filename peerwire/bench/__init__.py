@@ -1,0 +1,139 @@
+"""Benchmarks of the reference core, each figure beside a baseline measured in the same run.
+
+``python -m peerwire.bench [--quick] [--rounds N] [--json]`` (or ``make bench``)
+starts its own ``peerwire app`` on a temporary home and reports, as the median
+of ``--rounds`` rounds:
+
+* durable sends/s on one MCP session, and aggregated over 8 concurrent
+  sessions, against a raw SQLite WAL + ``synchronous=FULL`` single-commit loop;
+* wake latency (p50/p95/p99): ``send_message`` written to one ``mcp serve``
+  process until ``wait_agent`` returns in another, against one raw commit;
+* the warm ``list_agents`` round trip on one session against the official
+  SDK's high-level server (FastMCP, now ``MCPServer``) answering an echo tool;
+* ``mcp serve`` cold start to the ``initialize`` answer against the same SDK server;
+* ``receive_messages`` page latency as the mailbox grows (10k to 1M records;
+  up to 5k in quick mode), against itself at the smallest size;
+* a peer: persist-queue's ``SQLiteQueue`` (one commit per ``put``, same
+  ``synchronous``) against the raw loop.
+
+Machines here are shared and noisy: read the ratios, not the absolute numbers.
+``--quick`` (CI) checks that everything runs and prints its figures; it
+asserts no timing. Rows whose baseline cannot run say ``not measured`` and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .measures import Sizes, measure_round
+
+
+@dataclass
+class Row:
+    """One line of the report: a figure, its same-run baseline, their ratio and the target."""
+
+    measure: str
+    value: float | str
+    unit: str
+    baseline: float | str
+    baseline_name: str
+    target: str
+    ratio: float | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def _median(values: list[Any]) -> Any:
+    numbers = [v for v in values if isinstance(v, (int, float))]
+    if len(numbers) != len(values):
+        return next(v for v in values if not isinstance(v, (int, float)))  # "not measured: ..."
+    return statistics.median(numbers)
+
+
+def _ratio(value: Any, baseline: Any) -> float | None:
+    if isinstance(value, (int, float)) and isinstance(baseline, (int, float)) and baseline:
+        return round(value / baseline, 3)
+    return None
+
+
+def rows_from(rounds: list[dict[str, Any]]) -> list[Row]:
+    """The report's rows: each figure and baseline is the median over the rounds."""
+    m = {key: _median([r[key] for r in rounds]) for key in rounds[0] if key != "mailbox"}
+    rows = [
+        Row("durable sends/s, one MCP session", m["sends_1"], "sends/s", m["raw_commits"],
+            "raw SQLite WAL+FULL single-commit loop", "≥ 0.5× raw"),
+        Row("aggregate durable sends/s, 8 MCP sessions", m["sends_8"], "sends/s", m["raw_commits"],
+            "raw SQLite WAL+FULL single-commit loop", "≥ 1.5× raw (group commit)"),
+        Row("wake latency p50", m["wake_p50"], "ms", m["raw_commit_ms"], "one raw commit", "< 1 ms"),
+        Row("wake latency p95", m["wake_p95"], "ms", m["raw_commit_ms"], "one raw commit", "—"),
+        Row("wake latency p99", m["wake_p99"], "ms", m["raw_commit_ms"], "one raw commit", "< 3 ms"),
+        Row("warm list_agents round trip p50", m["list_agents_ms"], "ms", m["fastmcp_echo_ms"],
+            "FastMCP (MCPServer) echo tool round trip p50", "≤ 1× FastMCP"),
+        Row("mcp serve cold start to initialize answer", m["cold_ms"], "ms", m["fastmcp_cold_ms"],
+            "FastMCP (MCPServer) cold start", "< 250 ms"),
+    ]
+    sizes = rounds[0]["mailbox"].keys()
+    base = min(sizes)
+    for size in sizes:
+        value = _median([r["mailbox"][size] for r in rounds])
+        first = _median([r["mailbox"][base] for r in rounds])
+        rows.append(Row(f"receive page latency, mailbox of {size:,} records", value, "ms", first,
+                        f"itself at {base:,} records", "ratio ≤ 1.5"))
+    rows.append(Row("peer: persist-queue SQLiteQueue puts/s (one commit each, synchronous=FULL)", m["peer_puts"],
+                    "puts/s", m["raw_commits"], "raw SQLite WAL+FULL single-commit loop", "— (for comparison)",
+                    detail={"peerwire_sends_per_s": m["sends_1"]}))
+    for row in rows:
+        row.ratio = _ratio(row.value, row.baseline)
+        for key in ("value", "baseline"):
+            if isinstance(getattr(row, key), float):
+                setattr(row, key, round(getattr(row, key), 3))
+    return rows
+
+
+def run(*, quick: bool, rounds: int, directory: Path, progress=None) -> dict[str, Any]:
+    """Measure ``rounds`` rounds in ``directory``; returns the report as JSON-ready data."""
+    sizes = Sizes.quick() if quick else Sizes.full()
+    measured = []
+    for n in range(rounds):
+        if progress:
+            progress(f"round {n + 1} of {rounds}")
+        measured.append(measure_round(directory / f"round-{n + 1}", sizes, progress=progress))
+    return {"mode": "quick" if quick else "full", "rounds": rounds, "sizes": asdict(sizes),
+            "rows": [asdict(r) for r in rows_from(measured)], "raw": measured}
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [f"peerwire bench ({report['mode']} mode, median of {report['rounds']} round(s); "
+             "a shared machine: read the ratios)", ""]
+    width = max(len(r["measure"]) for r in report["rows"])
+    for r in report["rows"]:
+        value = f"{r['value']} {r['unit']}" if isinstance(r["value"], (int, float)) else r["value"]
+        baseline = f"{r['baseline']}" if isinstance(r["baseline"], (int, float)) else r["baseline"]
+        ratio = f"ratio {r['ratio']}" if r["ratio"] is not None else "ratio —"
+        lines.append(f"{r['measure']:<{width}}  {value:>16}  vs {r['baseline_name']}: {baseline}  "
+                     f"({ratio}; target {r['target']})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m peerwire.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small counts for CI: checks it runs, asserts nothing")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds to take the median of (default 3; quick 1)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    rounds = args.rounds or (1 if args.quick else 3)
+
+    def progress(text: str) -> None:
+        sys.stderr.write(f"bench: {text}\n")
+        sys.stderr.flush()
+
+    with tempfile.TemporaryDirectory(prefix="peerwire-bench-") as tmp:
+        report = run(quick=args.quick, rounds=rounds, directory=Path(tmp), progress=progress)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
