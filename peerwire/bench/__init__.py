@@ -89,10 +89,10 @@ def rows_from(rounds: list[dict[str, Any]]) -> list[Row]:
                     "puts/s", m["raw_commits"], "raw SQLite WAL+FULL single-commit loop", "— (for comparison)",
                     detail={"peerwire_sends_per_s": m["sends_1"]}))
     for row in rows:
-        row.ratio = _ratio(row.value, row.baseline)
         for key in ("value", "baseline"):
             if isinstance(getattr(row, key), float):
                 setattr(row, key, round(getattr(row, key), 3))
+        row.ratio = _ratio(row.value, row.baseline)  # of the figures as shown
     return rows
 
 

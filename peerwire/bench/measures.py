@@ -28,7 +28,7 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> "Sizes":
-        return cls(sends=16, wakes=8, round_trips=20, cold_starts=1, mailbox=(1_000, 5_000), page_reads=5)
+        return cls(sends=8, wakes=5, round_trips=10, cold_starts=1, mailbox=(500, 2_000), page_reads=3)
 
     @classmethod
     def full(cls) -> "Sizes":
@@ -60,19 +60,15 @@ def measure_round(directory: Path, sizes: Sizes, progress: Callable[[str], None]
         say("wake latency")
         wakes = _wakes(app, tokens["sender-0"], tokens["reader"], sizes.wakes)
         out.update(wake_p50=_pct(wakes, 0.5), wake_p95=_pct(wakes, 0.95), wake_p99=_pct(wakes, 0.99))
-        say("round trips")
-        out["list_agents_ms"] = _round_trip_ms(StdioMcp.peerwire(app.home, tokens["reader"]), "list_agents", {},
-                                               sizes.round_trips)
-        say("cold starts")
-        out["cold_ms"] = statistics.median(
-            _cold_ms(lambda: StdioMcp.peerwire(app.home, tokens["reader"])) for _ in range(sizes.cold_starts))
+        say("round trips and cold starts")
+        out["list_agents_ms"], out["cold_ms"] = _served(lambda: StdioMcp.peerwire(app.home, tokens["reader"]),
+                                                        "list_agents", {}, sizes)
         fastmcp = fastmcp_argv(directory)
         if fastmcp is None:
             out["fastmcp_echo_ms"] = out["fastmcp_cold_ms"] = "not measured: mcp not installed"
         else:
-            out["fastmcp_echo_ms"] = _round_trip_ms(StdioMcp(fastmcp), "echo", {"text": "hello"}, sizes.round_trips)
-            out["fastmcp_cold_ms"] = statistics.median(
-                _cold_ms(lambda: StdioMcp(fastmcp)) for _ in range(sizes.cold_starts))
+            out["fastmcp_echo_ms"], out["fastmcp_cold_ms"] = _served(lambda: StdioMcp(fastmcp), "echo",
+                                                                     {"text": "hello"}, sizes)
         say("mailbox growth")
         out["mailbox"] = _mailbox_growth(app, tokens, sizes)
     finally:
@@ -137,24 +133,28 @@ def _acknowledge_all(session: StdioMcp) -> None:
         page = session.tool("receive_messages", {"limit": 100, "ack_cursor": page["cursor"]})
 
 
-def _round_trip_ms(session: StdioMcp, tool: str, arguments: dict, count: int) -> float:
+def _served(start: Callable[[], StdioMcp], tool: str, arguments: dict, sizes: Sizes) -> tuple[float, float]:
+    """(median warm round trip of ``tool``, median cold start to the initialize answer), in ms.
+
+    The round-trip session's own start is the first cold-start sample.
+    """
+    session = start()
+    cold = [session.ready_s * 1000]
     try:
-        for _ in range(min(20, count)):
+        for _ in range(min(20, sizes.round_trips)):
             session.tool(tool, arguments)
         times = []
-        for _ in range(count):
+        for _ in range(sizes.round_trips):
             t0 = time.perf_counter()
             session.tool(tool, arguments)
             times.append((time.perf_counter() - t0) * 1000)
-        return statistics.median(times)
     finally:
         session.close()
-
-
-def _cold_ms(start: Callable[[], StdioMcp]) -> float:
-    session = start()
-    session.close()
-    return session.ready_s * 1000
+    for _ in range(sizes.cold_starts - 1):
+        again = start()
+        again.close()
+        cold.append(again.ready_s * 1000)
+    return statistics.median(times), statistics.median(cold)
 
 
 def _mailbox_growth(app: BenchApp, tokens: dict[str, str], sizes: Sizes) -> dict[int, float]:
