@@ -71,10 +71,10 @@ def document_validator(name: str) -> "Draft202012Validator":
     The schema's references into ``definitions.json`` resolve to that file, so
     each shared shape keeps its one definition.
     """
-    shared = _document("definitions.json")
     from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
+    shared = _document("definitions.json")
     registry = Registry().with_resource(shared["$id"], Resource.from_contents(shared))
     return Draft202012Validator(_document(name), registry=registry)
 
