@@ -46,7 +46,8 @@ merge: setup
 	$(PY) runner.py report merge $(SHARDS) --out $(OUT)
 
 bench: setup
-	$(PY) -m peerwire.bench
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m peerwire.bench $(BENCH_ARGS)
 
 # What would change on another Codex release: make drift V=0.160.1
 drift: setup

@@ -155,7 +155,29 @@ def tool(name: str, profile: str = MESSAGING) -> dict[str, Any]:
 def _validator(name: str, which: str, profile: str = MESSAGING) -> "Draft202012Validator":
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(tool(name, profile)[which])
+    return Draft202012Validator(_inlined(tool(name, profile)[which]))
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its local ``$defs`` references replaced by what they name (cycles stay references).
+
+    The same constraints, but resolving a ``$ref`` on every call was most of the cost of validating one.
+    """
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [walk(v, seen) for v in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs and ref[8:] not in seen:
+            target = walk(defs[ref[8:]], seen + (ref[8:],))
+            rest = {k: walk(v, seen) for k, v in node.items() if k != "$ref"}
+            return {"allOf": [target, rest]} if rest else target
+        return {k: walk(v, seen) for k, v in node.items()}
+
+    return walk(schema, ())
 
 
 @lru_cache(maxsize=None)
@@ -196,7 +218,9 @@ def validate_arguments(name: str, arguments: Any, profile: str = MESSAGING) -> d
             "broadcast targets are not supported: name exactly one agent (see list_agents)",
             {"target": target if isinstance(target, str) else list(target) if not isinstance(target, dict) else target},
         )
-    errors = sorted(_validator(name, "inputSchema", profile).iter_errors(arguments), key=lambda e: list(e.path))
+    validator = _validator(name, "inputSchema", profile)
+    errors = [] if validator.is_valid(arguments) else sorted(validator.iter_errors(arguments),
+                                                              key=lambda e: list(e.path))
     if errors:
         raise PeerwireError(Code.INVALID_ARGUMENT, f"{name}: {_describe(errors[0])}",
                             {"violations": [_describe(e) for e in errors[:5]]})
