@@ -72,7 +72,8 @@ class RepeatedFailures:
         entry = self._seen.get(kind)
         if entry is None:
             self._seen[kind] = [now, 0]
-            self.logger.error("%s: %r (repeats of this are counted, not logged each)", kind[0], exc)
+            self.logger.error("%s: %r (repeats of this are counted, not logged each)", kind[0], exc,
+                              exc_info=exc if isinstance(exc, BaseException) else None)
             return
         entry[1] += 1
         if now - entry[0] >= self.every_s:

@@ -15,7 +15,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -302,21 +301,6 @@ def text_mirror_dropped(relay: Relay, response: dict, request: dict | None) -> d
 
 # -- wire mutations: (relay, raw line) -> the line to pass on, or None to drop it ----------------
 
-_LONE = re.compile(r"[\ud800-\udfff]")
-
-
-def _strings(value: Any):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield key
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
 def surrogate_exit(relay: Relay, raw: bytes) -> bytes | None:
     """Crashes (exit 1) on a line holding a lone surrogate, as an escape or as raw bytes."""
     try:
@@ -325,7 +309,9 @@ def surrogate_exit(relay: Relay, raw: bytes) -> bytes | None:
         os._exit(1)
     except (ValueError, RecursionError):
         return raw
-    if any(_LONE.search(text) for text in _strings(value)):
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")  # a lone surrogate cannot be UTF-8
+    except UnicodeEncodeError:
         os._exit(1)
     return raw
 
