@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from .codex.adapter import CodexProvider
+from . import contract
 from .control_server import ControlServer, RepeatedFailures
 from .delivery import Delivery
 from .errors import EXIT_STATUS, Code, PeerwireError
@@ -78,6 +79,7 @@ class App:
             for provider in self.providers.values():
                 provider.recover()
             self.control = ControlServer(self.ops)
+            contract.prepare_validators()  # the first call of each tool pays no schema compilation
             asyncio.get_running_loop().set_exception_handler(self.failures)
             await self._serve()
             loop = asyncio.get_running_loop()

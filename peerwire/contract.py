@@ -240,6 +240,14 @@ def validate_arguments(name: str, arguments: Any, profile: str = MESSAGING) -> d
     return filled
 
 
+def prepare_validators() -> None:
+    """Build every tool's input validator now (the app at start-up), not on the first call of each tool."""
+    for profile, (_, order) in PROFILES.items():
+        for name in order:
+            _validator(name, "inputSchema", profile)
+            _defaults(name, profile)
+
+
 def validate_output(name: str, result: Any, profile: str = MESSAGING) -> list[str]:
     """Schema violations of a tool's structured result (empty when it conforms)."""
     return [_describe(e) for e in _validator(name, "outputSchema", profile).iter_errors(result)]
