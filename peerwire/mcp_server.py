@@ -131,7 +131,10 @@ class McpSession:
         if message is None:
             return
         if isinstance(message, Batch):
-            self._start(self._batch(message), None)
+            if any(isinstance(i, Request) and i.method == "tools/call" for i in message.items):
+                self._start(self._batch(message), None)
+            else:  # nothing in it waits: answer it in order, like a single request
+                self._send([r for r in map(self._answer_item, message.items) if r is not None] or None)
         elif isinstance(message, Rejected):
             self._send(jsonrpc.error(message.id, message.code, message.message))
         elif isinstance(message, Notification):
@@ -215,13 +218,20 @@ class McpSession:
             return jsonrpc.error(request.id, INTERNAL_ERROR, f"Internal error: {type(exc).__name__}")
         return {"jsonrpc": "2.0", "id": request.id, "result": self._stamped(request, result)}
 
+    def _answer_item(self, item: Request | Notification | Rejected) -> dict[str, Any] | None:
+        if isinstance(item, Rejected):
+            return jsonrpc.error(item.id, item.code, item.message)
+        if isinstance(item, Request):
+            return self._answer_now(item)
+        return None  # a notification in a batch: nothing to cancel, nothing to answer
+
     async def _batch(self, batch: Batch) -> None:
         answers = []
         for item in batch.items:
-            if isinstance(item, Rejected):
-                answers.append(asyncio.sleep(0, jsonrpc.error(item.id, item.code, item.message)))
-            elif isinstance(item, Request):
+            if isinstance(item, Request) and item.method == "tools/call":
                 answers.append(self._answer(item))
+            else:
+                answers.append(asyncio.sleep(0, self._answer_item(item)))
         responses = [r for r in await asyncio.gather(*answers) if r is not None]
         if responses:
             self._send(responses)

@@ -19,7 +19,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 CLOSE_GRACE_S = 2.0
 """How long a server may take to exit after its stdin closes before it is signalled."""
@@ -97,6 +97,7 @@ class StdioServer:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._pending: dict[str, Future] = {}
+        self._watchers: list[tuple[Callable[[Line], bool], Future]] = []
         self._lines: list[Line] = []
         self._eof = threading.Event()
         with open(stderr, "ab") as err:
@@ -142,6 +143,16 @@ class StdioServer:
                 future.set_exception(ServerExited(f"the server has exited; {self.stderr_tail()}"))
             else:
                 self._pending[id_key(msg_id)] = future
+        return future
+
+    def expect_line(self, predicate: Callable[[Line], bool]) -> Future:
+        """A future of the next stdout line (from now on) for which ``predicate`` holds."""
+        future: Future = Future()
+        with self._lock:
+            if self._eof.is_set():
+                future.set_exception(ServerExited(f"the server has exited; {self.stderr_tail()}"))
+            else:
+                self._watchers.append((predicate, future))
         return future
 
     def call(self, method: str, params: Any = None, *, timeout: float) -> dict:
@@ -233,13 +244,19 @@ class StdioServer:
             with self._lock:
                 self._lines.append(entry)
                 settled = [(self._pending.pop(id_key(r["id"]), None), r) for r in entry.responses]
+                matched = [(w, f) for w, f in self._watchers if w(entry)]
+                self._watchers = [(w, f) for w, f in self._watchers if not w(entry)]
+            for _, future in matched:
+                if not future.done():
+                    future.set_result(entry)
             for future, response in settled:
                 if future is not None and not future.done():
                     future.set_result(response)
         with self._lock:
             self._eof.set()
             pending, self._pending = self._pending, {}
-        for future in pending.values():
+            watchers, self._watchers = self._watchers, []
+        for future in [*pending.values(), *(f for _, f in watchers)]:
             if not future.done():
                 future.set_exception(ServerExited(f"the server closed stdout; {self.stderr_tail()}"))
 

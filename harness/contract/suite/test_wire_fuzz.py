@@ -166,7 +166,8 @@ def _valid_id(msg_id: Any) -> bool:
 def _must_answer(value: Any) -> tuple[list[Any], bool]:
     """(ids that must be answered, whether some answer must come at all) for a parsed line."""
     if isinstance(value, list):  # a batch: an array answer with its requests' responses, or one error
-        return [i for item in value for i in _must_answer(item)[0]], bool(value)
+        parts = [_must_answer(item) for item in value]
+        return [i for ids, _ in parts for i in ids], not value or any(due for _, due in parts)
     if not isinstance(value, dict):
         return [], True
     if "id" not in value:
@@ -187,6 +188,10 @@ class Exchange:
         self.count += 1
         ids, answer_due = _must_answer(value)
         futures: list[tuple[Any, Future]] = [(i, server.expect_response(i)) for i in ids]
+        # A batch is answered by one array, or refused by one error; either may follow the fence.
+        batch_answer = server.expect_line(lambda ln: isinstance(ln.message, list) or (
+            isinstance(ln.message, dict) and ln.message.get("id") is None)) \
+            if isinstance(value, list) and answer_due else None
         seen = server.line_count
         server.send_line(line)
         fence_id = f"fence-{self.count}"
@@ -205,12 +210,17 @@ class Exchange:
                 future.result(BOUND_S)
             except TimeoutError:
                 raise AssertionError(f"request id {msg_id!r} got no answer within {BOUND_S}s; {shown}") from None
+        if batch_answer is not None and not null_error:
+            try:
+                batch_answer.result(BOUND_S)
+            except TimeoutError:
+                raise AssertionError(f"the batch got no answer within {BOUND_S}s; {shown}") from None
         new = server.lines_since(seen)
         stray = [ln.raw[:200] for ln in new if not ln.is_json_rpc]
         assert not stray, f"stdout carried a line that is not JSON-RPC in valid UTF-8 {stray[0]!r}; {shown}"
         answers = [r for ln in new for r in ln.responses if r.get("id") != fence_id]
-        batch_answer = any(isinstance(ln.message, list) for ln in new)
-        assert not answer_due or answers or batch_answer, f"nothing answered {shown}"
+        arrays = any(isinstance(ln.message, list) for ln in new)
+        assert not answer_due or answers or arrays, f"nothing answered {shown}"
         for response in answers:
             assert response.get("error", {}).get("code") != -32603, f"-32603 for {shown}: {response}"
             result = response.get("result")
