@@ -187,7 +187,9 @@ class Exchange:
         server = self.server
         self.count += 1
         ids, answer_due = _must_answer(value)
-        futures: list[tuple[Any, Future]] = [(i, server.expect_response(i)) for i in ids]
+        # One future per id: a batch may repeat an id, and any response with it answers it.
+        unique = {json.dumps(i): i for i in ids}.values()
+        futures: list[tuple[Any, Future]] = [(i, server.expect_response(i)) for i in unique]
         # A batch is answered by one array, or refused by one error; either may follow the fence.
         batch_answer = server.expect_line(lambda ln: isinstance(ln.message, list) or (
             isinstance(ln.message, dict) and ln.message.get("id") is None)) \
