@@ -19,7 +19,8 @@ from typing import Any
 from ..control import ControlClient
 from ..home import HOME_ENV, SESSION_ENV, Home
 
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 300.0
+"""Generous: the app checks its store at start-up, which takes seconds at a million records on a busy machine."""
 PROTOCOL = "2025-11-25"
 
 
