@@ -14,7 +14,9 @@ stays admitted. The connection's file descriptor is released when the peer
 closes, not when its calls' timeouts run out.
 
 Bounds: at most :data:`~peerwire.limits.MAX_CONTROL_CONNECTIONS` connections
-(fewer when the process's file limit is lower); one more is answered
+(fewer when the process's file limit is lower), and at most
+:data:`~peerwire.limits.MAX_CONNECTIONS_PER_CALLER` of them for one caller
+(counted when a connection first names its caller); one more is answered
 ``too_many_connections`` and closed. Failures that repeat (a full file table
 on accept) are logged once with a count, not once each.
 """
@@ -28,12 +30,13 @@ import logging
 import resource
 import sqlite3
 import time
+from collections import Counter
 from typing import Any
 
 from .control import encode
 from .errors import Code, PeerwireError
 from .hub import CallerGone, Presence, presence
-from .limits import CONTROL_FD_RESERVE, CONTROL_LINE_BYTES, MAX_CONTROL_CONNECTIONS
+from .limits import CONTROL_FD_RESERVE, CONTROL_LINE_BYTES, MAX_CONNECTIONS_PER_CALLER, MAX_CONTROL_CONNECTIONS
 from .operations import Operations
 from .registry import AgentRow
 from .store import storage_error
@@ -90,10 +93,14 @@ class RepeatedFailures:
 class ControlServer:
     """Serves the control socket for one app's :class:`~peerwire.operations.Operations`."""
 
-    def __init__(self, ops: Operations, max_connections: int | None = None):
+    def __init__(self, ops: Operations, max_connections: int | None = None,
+                 per_caller: int = MAX_CONNECTIONS_PER_CALLER):
         self.ops = ops
         self.max_connections = connection_limit() if max_connections is None else max_connections
+        self.per_caller = per_caller
         self.connections: set[ControlConnection] = set()
+        self.callers: Counter[str] = Counter()
+        """Open connections per caller token (only those that have named their caller)."""
         self.refused = 0
 
     async def accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -112,6 +119,21 @@ class ControlServer:
             await connection.serve()
         finally:
             self.connections.discard(connection)
+            if connection.token is not None:
+                self.callers[connection.token] -= 1
+                if self.callers[connection.token] <= 0:
+                    del self.callers[connection.token]
+
+    def admit_caller(self, token: str) -> PeerwireError | None:
+        """Count one more connection for ``token``; the refusal when the caller already holds its maximum."""
+        if self.callers[token] >= self.per_caller:
+            self.refused += 1
+            return PeerwireError(Code.TOO_MANY_CONNECTIONS,
+                                 f"this caller already holds {self.callers[token]} control connections "
+                                 f"(the limit per caller is {self.per_caller}); close some or reuse one",
+                                 {"limit": self.per_caller, "per": "caller"})
+        self.callers[token] += 1
+        return None
 
     def close_all(self) -> None:
         """The app is stopping: end every call's waits and close every connection."""
@@ -132,6 +154,8 @@ class ControlConnection:
         self._holder: AgentRow | None = None
         self._holder_epoch = -1
         self.calls: dict[Any, Presence] = {}
+        self.refusal: dict | None = None
+        """The answer that ends this connection before it serves its caller (over the per-caller bound)."""
 
     async def serve(self) -> None:
         try:
@@ -145,6 +169,9 @@ class ControlConnection:
                 if not line:
                     break
                 self._received(line)
+                if self.refusal is not None:  # answered, then closed: it takes no more requests
+                    await self._send(self.refusal)
+                    break
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
@@ -171,6 +198,10 @@ class ControlConnection:
             return
         token = request.get("token")
         if self.token is None and isinstance(token, str):
+            refused = self.server.admit_caller(token)
+            if refused is not None:
+                self.refusal = {"id": request.get("id"), "ok": False, "error": refused.to_dict()}
+                return
             self.token = token  # the connection's caller, from its first request that names one
         self._spawn(request.get("id"), request)
 

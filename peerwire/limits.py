@@ -31,6 +31,9 @@ MAX_JSON_DEPTH = 64
 MAX_WAITERS_PER_CALLER = 64
 """Concurrent ``wait_agent``/``receive_messages`` waits one caller may hold in the app."""
 
+MAX_CONNECTIONS_PER_CALLER = 64
+"""Open control connections one caller (one session credential) may hold at once."""
+
 MAX_CONTROL_CONNECTIONS = 512
 """Open control connections the app serves at once (lowered to fit the process's file limit)."""
 

@@ -21,7 +21,7 @@ from harness.process.app import AppProcess
 from peerwire.control import ControlClient, encode
 from peerwire.control_server import RepeatedFailures, connection_limit
 from peerwire.home import Home
-from peerwire.limits import CONTROL_FD_RESERVE, MAX_WAITERS_PER_CALLER
+from peerwire.limits import CONTROL_FD_RESERVE, MAX_CONNECTIONS_PER_CALLER, MAX_WAITERS_PER_CALLER
 
 from .conftest import wait_until
 
@@ -144,6 +144,40 @@ def test_connections_are_bounded_by_the_file_limit(tmp_path):
         held.pop().close()
         wait_until(lambda: _serves(app.home), ANSWER_S, "a connection to be served again after one closed")
         assert app.process.poll() is None
+    finally:
+        for sock in held:
+            sock.close()
+        app.terminate()
+
+
+def test_connections_per_caller_are_bounded_with_a_clear_code(tmp_path):
+    app = _limited_app(tmp_path, 1024)
+    held: list[socket.socket] = []
+    try:
+        greedy, other = _register(app.home, "greedy"), _register(app.home, "other")
+        for i in range(MAX_CONNECTIONS_PER_CALLER):
+            sock = _connect(app.home)
+            sock.sendall(_wait_request(greedy, i, timeout_ms=0))
+            assert _read_answer(sock)["ok"] is True  # served, and held open
+            held.append(sock)
+        with _connect(app.home) as extra:
+            extra.sendall(_wait_request(greedy, 7, timeout_ms=0) + _wait_request(greedy, 8, timeout_ms=0))
+            refused = _read_answer(extra)
+            assert refused["id"] == 7 and refused["ok"] is False
+            assert refused["error"]["code"] == "too_many_connections"
+            assert refused["error"]["details"] == {"limit": MAX_CONNECTIONS_PER_CALLER, "per": "caller"}
+            assert extra.recv(65536) == b"", "a refused connection takes no more requests"
+        with _connect(app.home) as fine:  # another caller is not held back by the greedy one
+            fine.sendall(_wait_request(other, 1, timeout_ms=0))
+            assert _read_answer(fine)["ok"] is True
+        held.pop().close()  # one closed makes room for the same caller again
+
+        def served_again() -> bool:
+            with _connect(app.home) as again:
+                again.sendall(_wait_request(greedy, 9, timeout_ms=0))
+                return _read_answer(again)["ok"] is True
+
+        wait_until(served_again, ANSWER_S, "the caller to be served again after one of its connections closed")
     finally:
         for sock in held:
             sock.close()
