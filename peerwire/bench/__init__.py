@@ -12,7 +12,8 @@ of ``--rounds`` rounds:
   SDK's high-level server (FastMCP, now ``MCPServer``) answering an echo tool;
 * ``mcp serve`` cold start to the ``initialize`` answer against the same SDK server;
 * ``receive_messages`` page latency as the mailbox grows (10k to 1M records;
-  up to 5k in quick mode), against itself at the smallest size;
+  up to 2k in quick mode), against a second app's mailbox at the smallest size,
+  the two read in turn so that a machine's changing load falls on both;
 * a peer: persist-queue's ``SQLiteQueue`` (one commit per ``put``, same
   ``synchronous``) against the raw loop.
 
@@ -81,10 +82,10 @@ def rows_from(rounds: list[dict[str, Any]]) -> list[Row]:
     sizes = rounds[0]["mailbox"].keys()
     base = min(sizes)
     for size in sizes:
-        value = _median([r["mailbox"][size] for r in rounds])
-        first = _median([r["mailbox"][base] for r in rounds])
-        rows.append(Row(f"receive page latency, mailbox of {size:,} records", value, "ms", first,
-                        f"itself at {base:,} records", "ratio ≤ 1.5"))
+        value = _median([r["mailbox"][size]["ms"] for r in rounds])
+        smallest = _median([r["mailbox"][size]["smallest_ms"] for r in rounds])
+        rows.append(Row(f"receive page latency, mailbox of {size:,} records", value, "ms", smallest,
+                        f"a mailbox of {base:,} records, read in turn with it", "ratio ≤ 1.5"))
     rows.append(Row("peer: persist-queue SQLiteQueue puts/s (one commit each, synchronous=FULL)", m["peer_puts"],
                     "puts/s", m["raw_commits"], "raw SQLite WAL+FULL single-commit loop", "— (for comparison)",
                     detail={"peerwire_sends_per_s": m["sends_1"]}))

@@ -157,8 +157,13 @@ def _served(start: Callable[[], StdioMcp], tool: str, arguments: dict, sizes: Si
     return statistics.median(times), statistics.median(cold)
 
 
-def _mailbox_growth(app: BenchApp, tokens: dict[str, str], sizes: Sizes) -> dict[int, float]:
-    """Median receive_messages page latency (limit 50, the newest 50 unacknowledged) at each mailbox size."""
+def _mailbox_growth(app: BenchApp, tokens: dict[str, str], sizes: Sizes) -> dict[int, dict[str, float]]:
+    """Median ``receive_messages`` page latency (limit 50, the newest 50 unacknowledged) at each mailbox size.
+
+    Each size is measured against a second app whose mailbox stays at the
+    smallest size, one read of each in turn, so that a machine that gets busier
+    between sizes slows both sides alike: the ratio is of reads taken together.
+    """
     reader = StdioMcp.peerwire(app.home, tokens["reader"])
     try:
         records = reader.tool("receive_messages", {"limit": 1})["records"]
@@ -166,26 +171,43 @@ def _mailbox_growth(app: BenchApp, tokens: dict[str, str], sizes: Sizes) -> dict
         reader.close()
     if not records:
         raise RuntimeError("the reader's mailbox is empty; the send rows should have filled it")
-    template = records[0]["record_id"]
-    out: dict[int, float] = {}
-    for size in sizes.mailbox:
-        app.stop()
-        _bulk_fill(app.home.db, template, size)
-        app.start()
-        reader = StdioMcp.peerwire(app.home, tokens["reader"])
-        try:
-            reader.tool("receive_messages", {"limit": 50})
-            times = []
-            for _ in range(sizes.page_reads):
-                t0 = time.perf_counter()
-                page = reader.tool("receive_messages", {"limit": 50})
-                times.append((time.perf_counter() - t0) * 1000)
-            if len(page["records"]) != 50:
-                raise RuntimeError(f"expected a full page at {size} records, got {len(page['records'])}")
-            out[size] = statistics.median(times)
-        finally:
-            reader.close()
+    base_app = BenchApp(app.home.path.parent / "home-at-smallest").start()
+    try:
+        base_reader = base_app.register("reader")
+        first = ControlClient(base_app.home, base_app.register("sender")).call(
+            "send_message", {"target": "reader", "message": "template"})
+        base_app.stop()
+        _bulk_fill(base_app.home.db, first["interaction_id"], min(sizes.mailbox))
+        base_app.start()
+        out: dict[int, dict[str, float]] = {}
+        for size in sizes.mailbox:
+            app.stop()
+            _bulk_fill(app.home.db, records[0]["record_id"], size)
+            app.start()
+            out[size] = _page_reads(StdioMcp.peerwire(app.home, tokens["reader"]),
+                                    StdioMcp.peerwire(base_app.home, base_reader), size, sizes.page_reads)
+    finally:
+        base_app.stop()
     return out
+
+
+def _page_reads(sized: StdioMcp, smallest: StdioMcp, size: int, reads: int) -> dict[str, float]:
+    """Median page read (ms) of each session, the two read in turn."""
+    times: dict[str, list[float]] = {"ms": [], "smallest_ms": []}
+    try:
+        for session in (sized, smallest):
+            session.tool("receive_messages", {"limit": 50})  # warm: the first read marks the page received
+        for _ in range(reads):
+            for key, session in (("ms", sized), ("smallest_ms", smallest)):
+                t0 = time.perf_counter()
+                page = session.tool("receive_messages", {"limit": 50})
+                times[key].append((time.perf_counter() - t0) * 1000)
+                if len(page["records"]) != 50:
+                    raise RuntimeError(f"expected a full page at {size} records, got {len(page['records'])}")
+    finally:
+        sized.close()
+        smallest.close()
+    return {key: statistics.median(values) for key, values in times.items()}
 
 
 def _bulk_fill(db_path: Path, template: str, size: int) -> None:

@@ -6,15 +6,19 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 ROWS = ("durable sends/s, one MCP session", "aggregate durable sends/s, 8 MCP sessions", "wake latency p50",
         "wake latency p95", "wake latency p99", "warm list_agents round trip p50",
         "mcp serve cold start to initialize answer", "receive page latency, mailbox of 500 records",
         "receive page latency, mailbox of 2,000 records", "peer: persist-queue SQLiteQueue puts/s")
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a few seconds of work, but it starts a dozen processes: on a busy machine, minutes
 def test_quick_bench_reports_every_row_beside_its_baseline():
     done = subprocess.run([sys.executable, "-m", "peerwire.bench", "--quick", "--json"], capture_output=True,
-                          text=True, timeout=240)
+                          text=True, timeout=540)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     rows = {r["measure"]: r for r in report["rows"]}
