@@ -118,6 +118,11 @@ class Case:
         """
         return self.profile == "collab" or any(isinstance(s, ControlStep) for s in self.steps)
 
+    @property
+    def real_time_ms(self) -> int:
+        """The longest wait a step must see last in real time (its ``not_before_ms``); 0 when none."""
+        return max((s.outcome.not_before_ms or 0 for s in self.steps if not isinstance(s, ControlStep)), default=0)
+
     def requirements(self) -> set[str]:
         """The primary requirement and every one a step or expectation names."""
         out = {self.requirement}

@@ -85,7 +85,8 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
     if args.durations:
         argv += ["--shard-durations", str(Path(args.durations).absolute())]
     if args.workers not in ("0", 0):
-        argv += ["-n", str(args.workers)]
+        # One test at a time per worker: a worker busy with a long requirement holds no queue of short ones.
+        argv += ["-n", str(args.workers), "--maxschedchunk", "1"]
     return argv + list(extra) + [str(SUITE_DIR)]
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
 
+from harness.contract import schedule
 from harness.contract.baseline import Baseline, BaselineError, load_baseline
 from harness.contract.cases import CaseError, all_cases
 from harness.contract.compliance import Compliance, Result, judge
@@ -118,6 +119,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", schedule.MARKER_HELP)
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
         config.args = [str(SUITE_DIR)]  # no paths given: the plugin means the contract suite
     # Hypothesis keeps caches (and any example database) under its home directory, by default
@@ -189,7 +191,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         drop += outside
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    items[:] = schedule.longest_first(keep, _workers(config))
+
+
+def _workers(config: pytest.Config) -> int:
+    """How many processes run the suite: xdist's workers (each worker is told the count), else one."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return int(workerinput.get("workercount", 1))
+    count = getattr(config.option, "numprocesses", None)
+    return count if isinstance(count, int) and count > 0 else 1
 
 
 def _shard(run: ContractRun, items: list[pytest.Item]) -> tuple[list[pytest.Item], list[pytest.Item]]:

@@ -24,7 +24,7 @@ def test_contract_arguments_become_a_pytest_run_of_the_suite(tmp_path):
     pairs = dict(zip(argv, argv[1:]))
     assert pairs["--server-cmd"] == "srv --flag" and pairs["--level"] == "must" and pairs["--requirement"] == "wire"
     assert pairs["--collab-server-cmd"] == "srv --collab" and pairs["--profiles"] == "messaging"
-    assert pairs["--provisioner"] == "m:C" and pairs["-n"] == "3" and pairs["--report-dir"] == str(tmp_path / "r")
+    assert pairs["--provisioner"] == "m:C" and pairs["-n"] == "3" and pairs["--maxschedchunk"] == "1" and pairs["--report-dir"] == str(tmp_path / "r")
     assert pairs["--baseline"].endswith("b.txt") and "-x" in argv
 
 

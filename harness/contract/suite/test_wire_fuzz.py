@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -245,6 +246,7 @@ def _fuzz_server(servers, version: str) -> StdioServer:
     return server
 
 
+@pytest.mark.long_running(60)
 @requirement("wire:fuzz:messages")
 def test_fuzzed_lines_never_break_the_wire(servers):
     # Two sessions: one negotiated with batches (2025-03-26), one without (2025-11-25).
@@ -260,6 +262,7 @@ def test_fuzzed_lines_never_break_the_wire(servers):
     assert sum(e.count for e in exchanges) >= MESSAGE_EXAMPLES
 
 
+@pytest.mark.long_running(25)
 @requirement("wire:fuzz:tool-arguments")
 def test_fuzzed_tool_arguments_get_specific_answers(servers):
     exchange = Exchange(_fuzz_server(servers, "2025-11-25"))
