@@ -32,6 +32,8 @@ SCALE = float(os.environ.get("PEERWIRE_FUZZ_EXAMPLES", "1"))
 MESSAGE_EXAMPLES = max(1, int(2000 * SCALE))
 ARGUMENT_EXAMPLES = max(1, int(700 * SCALE))
 BOUND_S = 10.0
+FUZZ_TIMEOUT_S = 1200
+"""Thousands of exchanges, each bounded by BOUND_S: a machine busy with other work needs far longer than 300 s."""
 QUICK_MS = 20
 """Waits in fuzzed calls are cut to this, so that no example waits a minute."""
 DEEP = "\x00deep\x00"
@@ -247,6 +249,7 @@ def _fuzz_server(servers, version: str) -> StdioServer:
 
 
 @pytest.mark.long_running(60)
+@pytest.mark.timeout(FUZZ_TIMEOUT_S)
 @requirement("wire:fuzz:messages")
 def test_fuzzed_lines_never_break_the_wire(servers):
     # Two sessions: one negotiated with batches (2025-03-26), one without (2025-11-25).
@@ -263,6 +266,7 @@ def test_fuzzed_lines_never_break_the_wire(servers):
 
 
 @pytest.mark.long_running(25)
+@pytest.mark.timeout(FUZZ_TIMEOUT_S)
 @requirement("wire:fuzz:tool-arguments")
 def test_fuzzed_tool_arguments_get_specific_answers(servers):
     exchange = Exchange(_fuzz_server(servers, "2025-11-25"))
