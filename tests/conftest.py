@@ -1,4 +1,4 @@
-"""Fixtures shared across test packages: the pinned protocol schema and an older Codex release."""
+"""Fixtures shared across test packages: the pinned protocol schema and an older Codex release; the contract suite's marker."""
 
 from __future__ import annotations
 
@@ -6,10 +6,16 @@ import pytest
 
 from harness.codex.install import CodexInstallation, install_release, locate_codex
 from harness.codex.protocol import ProtocolSchema
+from harness.contract.schedule import MARKER_HELP
 
 OLDER_RELEASE = "0.120.0"
 """The older Codex the version tests install from npm: the last release without ``thread/inject_items``,
 so it has some delivery capabilities and lacks one."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # tests/contract/test_reference_suite.py collects the contract suite's own tests, markers included.
+    config.addinivalue_line("markers", MARKER_HELP)
 
 
 @pytest.fixture(scope="session")
