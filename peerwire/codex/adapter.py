@@ -39,6 +39,7 @@ from ..store import Store
 from .app_server import AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError
 from .capabilities import Assessment, Capability, evaluate, version_from_user_agent
 from .outcome import outcome_of
+from .readiness import await_mcp_ready, configured_servers
 
 log = logging.getLogger("peerwire.codex")
 
@@ -79,6 +80,10 @@ class Owner:
     turn_limit: asyncio.TimerHandle | None = None
     capabilities: Assessment = field(default_factory=Assessment.unchecked)
     """What this owner's Codex may be asked to do (see :func:`assess`)."""
+    detached: bool = False
+    """Set once the owner is detached: a wait for one of its turns ends then, the turn can no longer end."""
+    mcp_servers: tuple[str, ...] = ()
+    """The MCP servers its CODEX_HOME registers: each thread gets input only once they are ready."""
 
     def describe(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "name": self.name, "generation": self.generation,
@@ -134,8 +139,10 @@ class CodexProvider:
         except (AppServerError, OSError, TimeoutError) as exc:
             self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc}")
             raise PeerwireError(Code.APP_UNAVAILABLE, f"could not start codex app-server for {agent.name}: {exc}")
+        servers = tuple(configured_servers(codex_home))
         try:
             assessment = assess(client, capabilities)
+            since = len(client.received)
             if resume:
                 _require(assessment, Capability.RESUME)
                 if not agent.provider_session_id:
@@ -143,13 +150,16 @@ class CodexProvider:
                 result = await client.thread_resume(agent.provider_session_id, timeout=REQUEST_TIMEOUT_S)
             else:
                 result = await client.thread_start(cwd=cwd, timeout=REQUEST_TIMEOUT_S)
+            thread_id = result["thread"]["id"]
+            await _tools_ready(client, assessment, thread_id, servers, since=since, agent=agent.name)
         except BaseException as exc:
             await client.close()
             if isinstance(exc, PeerwireError):
+                self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}")
                 raise
             raise PeerwireError(Code.APP_UNAVAILABLE, f"codex could not open the thread of {agent.name}: {exc}")
-        thread_id = result["thread"]["id"]
-        owner = Owner(agent.agent_id, agent.name, generation, thread_id, client, cwd=cwd, capabilities=assessment)
+        owner = Owner(agent.agent_id, agent.name, generation, thread_id, client, cwd=cwd, capabilities=assessment,
+                      mcp_servers=servers)
         self.owners[agent.agent_id] = owner
         self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=thread_id,
                                 status="idle", last_error=None)
@@ -171,6 +181,9 @@ class CodexProvider:
             owner.watcher.cancel()
         if owner.turn_limit is not None:
             owner.turn_limit.cancel()
+        async with owner.changed:
+            owner.detached = True
+            owner.changed.notify_all()
         self._owner_gone(owner, reason)
         return owner.describe()
 
@@ -200,6 +213,7 @@ class CodexProvider:
                       else (Capability.FORK,) if fork == "all" else ())
             for capability in needed:
                 _require(parent_owner.capabilities, capability)
+            since = len(client.received)
             if fork == "all":
                 result = await client.thread_fork(parent_owner.thread_id, timeout=REQUEST_TIMEOUT_S)
             else:
@@ -210,6 +224,8 @@ class CodexProvider:
                     items = collab.history_items(read["thread"].get("turns") or [], fork)
                     if items:
                         await client.thread_inject_items(result["thread"]["id"], items, timeout=REQUEST_TIMEOUT_S)
+            await _tools_ready(client, parent_owner.capabilities, result["thread"]["id"], parent_owner.mcp_servers,
+                               since=since, agent=child.name)
         except (AppServerError, TimeoutError, PeerwireError) as exc:
             # Nothing was submitted to the child: its first task fails, attributed to peerwire.
             self.store.update_agent(child.agent_id, status="failed", last_error=f"spawn failed: {exc}")
@@ -220,7 +236,7 @@ class CodexProvider:
             return
         thread_id = result["thread"]["id"]
         owner = Owner(child.agent_id, child.name, 1, thread_id, client, cwd=parent_owner.cwd, shared=True,
-                      capabilities=parent_owner.capabilities)
+                      capabilities=parent_owner.capabilities, mcp_servers=parent_owner.mcp_servers)
         self.owners[child.agent_id] = owner
         self.store.update_agent(child.agent_id, generation=1, provider_session_id=thread_id, status="idle")
         owner.watcher = asyncio.ensure_future(self._watch(owner, since=len(client.received)))
@@ -436,10 +452,13 @@ class CodexProvider:
         try:
             async with asyncio.timeout(timeout_s):
                 async with owner.changed:
-                    await owner.changed.wait_for(lambda: turn_id in owner.completed)
+                    await owner.changed.wait_for(lambda: turn_id in owner.completed or owner.detached)
         except TimeoutError:
             raise PeerwireError(Code.NOT_ACTIVE, f"turn {turn_id} of {agent.name} did not complete within "
                                 f"{timeout_s:.0f}s", {"turn_id": turn_id, "active_turn": owner.active_turn}) from None
+        if turn_id not in owner.completed:
+            raise PeerwireError(Code.NOT_ACTIVE, f"{agent.name}'s owner (generation {owner.generation}) was detached "
+                                f"before turn {turn_id} completed", {"turn_id": turn_id})
         return owner.completed[turn_id]
 
     def _render(self, record: dict[str, Any]) -> str:
@@ -479,6 +498,14 @@ def assess(client: AppServerSession, enabled: Sequence[str] | None = None) -> As
         return assessment.restricted_to(enabled, "not enabled: the live capability probe did not prove it")
     except ValueError as exc:
         raise PeerwireError(Code.INVALID_ARGUMENT, str(exc)) from None
+
+
+async def _tools_ready(client: AppServerSession, assessment: Assessment, thread_id: str, servers: Sequence[str], *,
+                       since: int, agent: str) -> None:
+    """Hold a new thread's first input until its MCP servers are ready (see :mod:`.readiness`); a Codex
+    that does not report their startup is given input at once, as before."""
+    if servers and assessment.allows(Capability.MCP_STARTUP_STATUS):
+        await await_mcp_ready(client, thread_id, list(servers), since=since, agent=agent)
 
 
 def _require(assessment: Assessment, capability: Capability) -> None:

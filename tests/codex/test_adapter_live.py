@@ -227,3 +227,29 @@ def test_owner_death_mid_turn_makes_the_task_uncertain_and_it_is_never_replayed(
     assert after["reply"]["status"] == "done"
     starts = sent(transcript(lab, 2), "turn/start")
     assert len(starts) == 1 and starts[0]["params"]["clientUserMessageId"] == after["request_id"]
+
+
+def test_an_owner_gets_no_input_before_its_mcp_servers_are_ready(lab):
+    """The first prompt is sent only after Codex reported the thread's MCP server ready, so the first model
+    request already offers the core's tools."""
+    routes.idle_start(lab)
+    lines = transcript(lab)
+    ready = next(i for i, l in enumerate(lines) if l["dir"] == "received"
+                 and l["message"].get("method") == "mcpServer/startupStatus/updated"
+                 and l["message"]["params"] == {**l["message"]["params"], "name": "peerwire", "status": "ready"})
+    first_input = next(i for i, l in enumerate(lines) if l["dir"] == "sent"
+                       and l["message"].get("method") in ("turn/start", "turn/steer", "thread/inject_items"))
+    assert ready < first_input
+    first_request = next(e for e in lab.model.exchanges if e.agent == "B")
+    assert any(t.get("name") == "mcp__peerwire" for t in first_request.body["tools"])
+
+
+def test_an_mcp_server_that_cannot_start_fails_the_attach_naming_it(tmp_path: Path):
+    script = script_from_document(routes.model_document(), source="adapter-paths")
+    with ReferenceLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
+        config = lab.agents["B"].codex_home / "config.toml"
+        # A user's server beside the core's, which exits at once: the owner must not be prompted blind.
+        config.write_text(config.read_text() + '\n[mcp_servers.broken]\ncommand = "false"\n', encoding="utf-8")
+        with pytest.raises(Exception, match=r"MCP server 'broken' \((failed|cancelled)"):
+            lab.attach("B")
+        assert lab.owner("B") is None
