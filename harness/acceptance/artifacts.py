@@ -2,7 +2,7 @@
 
 ``<artifacts root>/<scenario>.<mode>/`` (directories 0700, files 0600) holds the
 files :mod:`harness.evidence.layout` names: the core's export and its own files
-(through its driver), the scripted model's log, and each agent's rollouts from
+(through its driver), the scripted model's log and its stored bodies, and each agent's rollouts from
 its ``CODEX_HOME/sessions``. Only these files are copied: nothing else from an agent's CODEX_HOME (its
 ``auth.json`` above all) can reach the folder. With a real provider,
 :func:`credential_leaks` additionally scans every artifact for the values of
@@ -20,6 +20,7 @@ from pathlib import Path
 from harness.codex.home import AUTH_FILE
 from harness.codex.lab import CodexLab
 from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR
+from harness.model.bodies import bodies_path
 from harness.report.secrets import MIN_SECRET_CHARS, auth_values
 
 
@@ -39,6 +40,7 @@ def collect(lab: CodexLab, destination: Path) -> Path:
         _write(destination / EXPORT_FILE, json.dumps(document, indent=1, ensure_ascii=False).encode("utf-8"))
     lab.core.collect(destination)
     copy_private(lab.root / "artifacts" / MODEL_REQUESTS, destination / MODEL_REQUESTS)
+    copy_private(bodies_path(lab.root / "artifacts" / MODEL_REQUESTS), bodies_path(destination / MODEL_REQUESTS))
     for name, agent in lab.agents.items():
         for rollout in sorted((agent.codex_home / "sessions").rglob("rollout-*.jsonl")):
             copy_private(rollout, destination / ROLLOUTS_DIR / name / rollout.name)

@@ -14,12 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PEERWIRE_NAMESPACE = "mcp__peerwire"
+from harness.codex.home import TOOL_NAMESPACES
+from harness.model.bodies import BodyError, bodies_path, expand, load_bodies
 
 
 @dataclass
@@ -65,10 +66,12 @@ class ModelRequest:
             return None
         return str(turn["thread_id"]) if isinstance(turn, dict) and turn.get("thread_id") else None
 
-    def namespace(self, name: str = PEERWIRE_NAMESPACE) -> dict[str, Any] | None:
-        """The ``tools`` entry of namespace ``name``, or ``None`` when the model was not offered it."""
+    def namespace(self, name: str | None = None) -> dict[str, Any] | None:
+        """The ``tools`` entry of namespace ``name`` (default: the first of the core's, whichever profile
+        it serves), or ``None`` when the model was not offered it."""
+        names = TOOL_NAMESPACES if name is None else (name,)
         for tool in self.body.get("tools") or []:
-            if isinstance(tool, dict) and tool.get("type") == "namespace" and tool.get("name") == name:
+            if isinstance(tool, dict) and tool.get("type") == "namespace" and tool.get("name") in names:
                 return tool
         return None
 
@@ -107,11 +110,15 @@ class ModelRequestLog:
         if not path.exists():
             return cls([], [f"{path.name}: missing"] if expected else [])
         with path.open(encoding="utf-8", errors="replace") as handle:
-            return cls.parse(handle, name=path.name)
+            return cls.parse(handle, name=path.name, values=load_bodies(bodies_path(path)))
 
     @classmethod
-    def parse(cls, lines: Iterable[str], *, name: str = "log") -> "ModelRequestLog":
-        """Read the log's lines; unreadable ones become ``problems`` (named ``<name>:<line>``)."""
+    def parse(cls, lines: Iterable[str], *, name: str = "log",
+              values: Mapping[str, Any] | None = None) -> "ModelRequestLog":
+        """Read the log's lines; unreadable ones become ``problems`` (named ``<name>:<line>``).
+
+        A request stored compacted (:mod:`harness.model.bodies`) is expanded whole from ``values`` and
+        checked against its digest; one that cannot be is a problem, and its body is left empty."""
         requests: dict[int, ModelRequest] = {}
         problems: list[str] = []
         for number, raw in enumerate(lines, start=1):
@@ -124,6 +131,12 @@ class ModelRequestLog:
                 continue
             event, seq = record.get("event"), record.get("seq")
             if event == "request" and isinstance(seq, int):
+                if "body_sha256" in record:
+                    try:
+                        record["body"] = expand(record.get("body"), values or {}, expected=record["body_sha256"])
+                    except BodyError as error:
+                        problems.append(f"{name}:{number}: {error}")
+                        record["body"] = {}
                 body = record.get("body") if isinstance(record.get("body"), dict) else {}
                 requests[seq] = ModelRequest(seq, record.get("agent"), number, body,
                                              received_at=_seconds(record.get("at")))
@@ -138,7 +151,7 @@ class ModelRequestLog:
     def agents(self) -> list[str]:
         return sorted({r.agent for r in self.requests if r.agent})
 
-    def tool_schemas(self, namespace: str = PEERWIRE_NAMESPACE) -> list[ToolSchemaSeen]:
+    def tool_schemas(self, namespace: str | None = None) -> list[ToolSchemaSeen]:
         """Each distinct ``namespace`` tool list per agent, with the requests that carried it.
 
         Requests without the namespace are not listed here; see
@@ -153,11 +166,11 @@ class ModelRequestLog:
             digest = hashlib.sha256(json.dumps(tools, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
             key = (request.agent, digest)
             if key not in seen:
-                seen[key] = ToolSchemaSeen(request.agent, namespace, digest, tools)
+                seen[key] = ToolSchemaSeen(request.agent, str(entry.get("name")), digest, tools)
             seen[key].requests.append(request.seq)
         return list(seen.values())
 
-    def requests_without(self, namespace: str = PEERWIRE_NAMESPACE) -> list[int]:
+    def requests_without(self, namespace: str | None = None) -> list[int]:
         """Sequence numbers of requests whose model was not offered ``namespace``."""
         return [r.seq for r in self.requests if r.namespace(namespace) is None]
 

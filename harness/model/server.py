@@ -14,7 +14,9 @@ Routes (one model per agent):
 Anything else is answered 404 and recorded as `unexpected`.
 
 Every request and its outcome go to a JSONL log: a `request` record (agent,
-path, headers without credentials, body) when it arrives, a `response`
+path, headers without credentials, body, stored compacted: each distinct system
+prompt, tool list and input item once, in the bodies file beside the log, with
+the whole body's digest; see `harness.model.bodies`) when it arrives, a `response`
 record (rule, outcome, emitted items) when it ends, and a `release` record
 per released hold. Run in-process (`with ScriptedModel(script) as model:`) or
 as a subprocess:
@@ -44,9 +46,11 @@ from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import unquote
 
+from harness.model.bodies import BodyStore, bodies_path, digest
 from harness.model.rules import Decision, ModelScript, load_script
 
 _RESPONSES_ROUTE = re.compile(r"^/agents/([^/]+)/v1/responses$")
+_PROVIDER_ROUTE = "/v1/responses"
 _RELEASE_ROUTE = re.compile(r"^/control/release/([^/]+)$")
 # Header names that may carry a credential: never logged.
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
@@ -123,6 +127,7 @@ class ScriptedModel:
         self._holds: dict[str, _Hold] = {name: _Hold() for name in script.holds}
         self._stopping = threading.Event()
         self._log: IO[str] | None = None
+        self._bodies = BodyStore(None)
         self._log_path = Path(log_path) if log_path is not None else None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -134,6 +139,7 @@ class ScriptedModel:
         if self._log_path is not None:
             self._log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = self._log_path.open("a", encoding="utf-8")
+            self._bodies = BodyStore(bodies_path(self._log_path).open("a", encoding="utf-8"))
         self._server = _Server(self._address, _Handler, self)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -160,6 +166,9 @@ class ScriptedModel:
             if self._log is not None:
                 self._log.close()
                 self._log = None
+            if self._bodies.out is not None:
+                self._bodies.out.close()
+                self._bodies = BodyStore(None)
 
     def __enter__(self) -> ScriptedModel:
         return self.start()
@@ -247,7 +256,7 @@ class ScriptedModel:
                 seq=len(self.exchanges),
                 method=method,
                 path=handler.path,
-                agent=unquote(match.group(1)) if match else None,
+                agent=unquote(match.group(1)) if match else self._agent_of(handler.path, body),
                 headers=redacted_headers(handler.headers.items()),
                 body=body,
                 received_at=time.time(),
@@ -262,7 +271,8 @@ class ScriptedModel:
                     "path": exchange.path,
                     "agent": exchange.agent,
                     "headers": exchange.headers,
-                    "body": body,
+                    "body_sha256": digest(body),
+                    "body": self._bodies.compact(body),
                 }
             )
             self._changed.notify_all()
@@ -291,6 +301,15 @@ class ScriptedModel:
             )
             self._handlers.discard(threading.current_thread())
             self._changed.notify_all()
+
+    def _agent_of(self, path: str, body: Any) -> str | None:
+        """A request to the provider's own route (``/v1/responses``, as a real provider is addressed) names no
+        agent; a script that can tell the agent from the request itself (see :mod:`harness.model.standin`)
+        says which."""
+        agent_of = getattr(self.script, "agent_of", None)
+        if path != _PROVIDER_ROUTE or agent_of is None or not isinstance(body, dict):
+            return None
+        return agent_of(body)
 
     def _decide(self, exchange: Exchange) -> Decision | None:
         if exchange.agent is None or not isinstance(exchange.body, dict):
@@ -322,6 +341,8 @@ class ScriptedModel:
     def _write_log(self, record: dict[str, Any]) -> None:
         # Callers hold self._lock, which also orders the log lines.
         if self._log is not None:
+            if self._bodies.out is not None:
+                self._bodies.out.flush()  # a reader that sees the request line finds its stored values
             self._log.write(json.dumps(record, ensure_ascii=False) + "\n")
             self._log.flush()
 
@@ -344,8 +365,24 @@ def _peer_closed(connection: socket.socket) -> bool:
         return True
 
 
-def sse_events(response_id: str, items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The events after `response.created` for a completed response."""
+def stand_in_usage(body: Any, items: list[dict[str, Any]]) -> dict[str, int]:
+    """The usage the scripted model reports, so rollouts record a count per response as with a real
+    provider: a quarter of the UTF-8 bytes (about a token's worth each) of the request's input (its
+    instructions and tools as cached input) and of the emitted items. A stand-in, labelled as such wherever
+    shown; no provider bills it."""
+    def quarter(value: Any) -> int:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) // 4 if value else 0
+
+    body = body if isinstance(body, dict) else {}
+    cached = quarter(body.get("instructions")) + quarter(body.get("tools"))
+    return {"input_tokens": cached + quarter(body.get("input")), "cached_tokens": cached, "output_tokens": quarter(items)}
+
+
+def sse_events(response_id: str, items: list[dict[str, Any]], *,
+               usage: Mapping[str, int] | None = None) -> Iterator[dict[str, Any]]:
+    """The events after `response.created` for a completed response (``usage``: input, cached and output
+    token counts to report; none: zeros)."""
+    usage = usage or {}
     for index, item in enumerate(items):
         yield {"type": "response.output_item.done", "output_index": index, "item": item}
     yield {
@@ -354,13 +391,12 @@ def sse_events(response_id: str, items: list[dict[str, Any]]) -> Iterator[dict[s
             "id": response_id,
             "object": "response",
             "status": "completed",
-            # The scripted model counts nothing; Codex requires the fields.
             "usage": {
-                "input_tokens": 0,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": 0,
+                "input_tokens": usage.get("input_tokens", 0),
+                "input_tokens_details": {"cached_tokens": usage.get("cached_tokens", 0)},
+                "output_tokens": usage.get("output_tokens", 0),
                 "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": 0,
+                "total_tokens": usage.get("input_tokens", 0) + usage.get("output_tokens", 0),
             },
         },
     }
@@ -442,7 +478,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if ended is not None:
                     model._finish(exchange, ended)
                     return
-            for event in sse_events(response_id, decision.items):
+            for event in sse_events(response_id, decision.items, usage=stand_in_usage(exchange.body, decision.items)):
                 self._send_event(event)
         except OSError as error:
             model._finish(exchange, "disconnected", repr(error))

@@ -4,6 +4,9 @@
     runner.py report --compare OLD NEW    checks whose verdict changed, and checks only one run has
     runner.py report merge DIR... --out OUT [--force] [--run-id ID]
                                           the reports of a sharded run as one (see below)
+    runner.py report PATH --request RUN SEQ
+                                          model request SEQ of scenario run RUN (its slug, e.g.
+                                          smoke.attached) whole, as Codex sent it, checked against its digest
 
 PATH is a report folder (``reports/<run-id>``) or its ``report.json``. Exit status:
 0 when the report (NEW, when comparing) passed and, when comparing, no check
@@ -23,10 +26,14 @@ versions, shard counts or plans; ``--force`` merges them anyway) or unreadable.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+from harness.model.bodies import read_log
 
 from .identity import RunIdentity
 from .writer import load_report
@@ -40,15 +47,22 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     parser = argparse.ArgumentParser(prog="runner.py report", description="Summarize or compare run reports.")
     parser.add_argument("path", nargs="?", help="a report folder or its report.json")
     parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="list checks whose verdict changed")
+    parser.add_argument("--request", nargs=2, metavar=("RUN", "SEQ"),
+                        help="print model request SEQ of scenario run RUN (e.g. smoke.attached) whole")
     args = parser.parse_args(argv)
     if (args.path is None) == (args.compare is None):
         parser.error("give either PATH or --compare OLD NEW")
     try:
+        if args.request:
+            return show_request(Path(args.path), args.request[0], args.request[1], out)
         if args.compare:
             old, new = (load_report(p) for p in args.compare)
             return compare(old, new, out)
         return summarize(load_report(args.path), out)
-    except (OSError, ValueError, KeyError) as exc:
+    except LookupError as exc:
+        print(f"runner.py report: {exc.args[0]}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:
         print(f"runner.py report: cannot read report: {exc}", file=sys.stderr)
         return 2
 
@@ -68,6 +82,8 @@ def merge(argv: Sequence[str], out: TextIO) -> int:
     parser.add_argument("--force", action="store_true",
                         help="merge reports of different Codex or suite versions, shard counts or plans")
     parser.add_argument("--run-id", help="the merged acceptance report's run id (default: merged-<UTC time>)")
+    parser.add_argument("--request", nargs=2, metavar=("RUN", "SEQ"),
+                        help="print model request SEQ of scenario run RUN (e.g. smoke.attached) whole")
     args = parser.parse_args(argv)
     acceptance, contract = find_reports(args.folders), find_compliance(args.folders)
     if not acceptance and not contract:
@@ -152,6 +168,22 @@ def summarize(report: dict[str, Any], out: TextIO) -> int:
     if not scan["clean"]:
         print("  secret scan: NOT CLEAN", file=out)
     return 0 if run["passed"] else 1
+
+
+def show_request(path: Path, run: str, seq: str, out: TextIO) -> int:
+    """Print one model request's whole body (JSON), expanded from the stored bodies and checked against the
+    digest logged when it arrived; LookupError when the run or the request is not in the report."""
+    folder = path.parent if path.is_file() else path
+    log = folder / "artifacts" / run / "model-requests.jsonl"
+    if not log.is_file():
+        raise LookupError(f"no model request log for scenario run {run!r} in {folder}")
+    for number, record in read_log(log):
+        if record is not None and record.get("event") == "request" and str(record.get("seq")) == seq:
+            print(f"# {run} model request {seq} ({log.name}:{number}, agent {record.get('agent')}, "
+                  f"sha256 {record.get('body_sha256', 'not logged')})", file=out)
+            print(json.dumps(record["body"], indent=1, ensure_ascii=False), file=out)
+            return 0
+    raise LookupError(f"no model request {seq} in {log}")
 
 
 def identity_of(scenario: dict[str, Any], report: dict[str, Any]) -> RunIdentity:

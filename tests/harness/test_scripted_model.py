@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from harness.model.bodies import BodyError, bodies_path, digest, read_log
 from harness.model.rules import ScenarioError, load_script, read_input, script_from_document
 from harness.model.server import UNEXPECTED_ERROR_CODE, ScriptedModel
 
@@ -129,8 +130,9 @@ def respond(model: ScriptedModel, body: dict[str, Any], agent: str = "A") -> lis
 
 
 def log_records(model: ScriptedModel, tmp_path: Path) -> list[dict[str, Any]]:
+    """The log's records, request bodies expanded whole (and checked against their digests)."""
     model.stop()
-    return [json.loads(line) for line in (tmp_path / "model.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [record for _, record in read_log(tmp_path / "model.jsonl")]
 
 
 # -- answers -------------------------------------------------------------------
@@ -442,6 +444,35 @@ def test_log_records_request_and_response_without_credentials(model: ScriptedMod
     assert response["at"] >= request["at"]
 
 
+def test_the_log_stores_each_repeated_value_once_and_every_body_comes_back_whole(
+        model: ScriptedModel, tmp_path: Path) -> None:
+    instructions = "You are a coding agent. " * 400
+    tools = [{"type": "function", "name": f"tool_{n}", "parameters": {"type": "object"}} for n in range(30)]
+    history: list[dict[str, Any]] = []
+    sent = []
+    for n in range(6):
+        history.append(user(f"hello {n} — “quoted” ✓"))
+        body = {**request_body(*history), "instructions": instructions, "tools": tools}
+        sent.append(json.loads(json.dumps(body)))
+        respond(model, body)
+    records = [r for r in log_records(model, tmp_path) if r["event"] == "request"]
+    assert [r["body"] for r in records] == sent  # whole, byte-equal JSON values, in order
+    assert [r["body_sha256"] for r in records] == [digest(body) for body in sent]
+
+    raw = (tmp_path / "model.jsonl").read_text(encoding="utf-8")
+    stored = [json.loads(line) for line in bodies_path(tmp_path / "model.jsonl").read_text().splitlines()]
+    # one instructions, one tool list, six distinct input items: nothing stored twice
+    assert len(stored) == 8 and len({entry["sha256"] for entry in stored}) == 8
+    assert raw.count("You are a coding agent.") == 0 and raw.count("tool_29") == 0
+    assert len(raw) + sum(len(json.dumps(e)) for e in stored) < sum(len(json.dumps(b)) for b in sent) / 3
+
+    # a stored value altered afterwards no longer proves the request: the reader says which line
+    altered = bodies_path(tmp_path / "model.jsonl")
+    altered.write_text(altered.read_text().replace("hello 3", "hello 9"), encoding="utf-8")
+    with pytest.raises(BodyError, match=r"model.jsonl:\d+: the expanded body hashes to"):
+        list(read_log(tmp_path / "model.jsonl"))
+
+
 # -- scenario files ------------------------------------------------------------------
 
 
@@ -589,3 +620,25 @@ def test_runs_as_a_subprocess_with_port_file_and_log(tmp_path: Path) -> None:
         assert process.wait(timeout=WAIT) == 0
         process.stdout.close()  # type: ignore[union-attr]
     assert [json.loads(line)["event"] for line in log.read_text().splitlines()] == ["request", "response"]
+
+
+def test_the_report_command_shows_any_request_whole(model: ScriptedModel, tmp_path: Path) -> None:
+    import io
+    import shutil
+
+    from harness.report.cli import main as report_main
+
+    bodies = [request_body(user("hello first")), request_body(user("first"), user("hello second — ✓"))]
+    for body in bodies:
+        respond(model, {**body, "instructions": "be brief " * 50})
+    model.stop()
+    folder = tmp_path / "report" / "artifacts" / "smoke.attached"
+    folder.mkdir(parents=True)
+    for source in (tmp_path / "model.jsonl", bodies_path(tmp_path / "model.jsonl")):
+        shutil.copy(source, folder / source.name.replace("model", "model-requests"))
+    out = io.StringIO()
+    assert report_main([str(tmp_path / "report"), "--request", "smoke.attached", "1"], out=out) == 0
+    header, _, shown = out.getvalue().partition("\n")
+    assert header.startswith("# smoke.attached model request 1 (model-requests.jsonl:3, agent A, sha256 ")
+    assert json.loads(shown) == {**bodies[1], "instructions": "be brief " * 50}
+    assert report_main([str(tmp_path / "report"), "--request", "smoke.attached", "7"], out=io.StringIO()) == 1

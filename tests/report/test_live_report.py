@@ -22,6 +22,7 @@ def stage(lab: ReferenceLab, dest: Path) -> None:
     dest.mkdir(parents=True)
     (dest / "core-export.json").write_text(json.dumps(lab.export(), ensure_ascii=False), encoding="utf-8")
     shutil.copy(lab.root / "artifacts" / "model-requests.jsonl", dest)
+    shutil.copy(lab.root / "artifacts" / "model-requests.bodies.jsonl", dest)  # its stored bodies
     (dest / "appserver").mkdir()
     for name in lab.agents:
         shutil.copy(lab.transcript(name), dest / "appserver")
