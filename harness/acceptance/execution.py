@@ -37,12 +37,15 @@ from harness.codex.install import CodexInstallation
 from harness.codex.lab import CodexLab
 from harness.evidence.core import ExportError
 from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS
+from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total, usage_of
+from harness.model.personas import PersonaScript, select_personas
 from harness.model.probe import ProbeObservation, observe_log
 from harness.process.jobs import Job, install_signal_handlers
 from harness.process.run_home import RunHome
 from harness.report.secrets import TokenLedger
 
 from . import artifacts
+from .budget import RequestBudget
 from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
 from .driver import REFERENCE
 from .observations import Observations, RunnerView
@@ -76,6 +79,10 @@ class RunSettings:
     capabilities: tuple[str, ...] | None = None
     """The delivery capabilities the live probe enabled, passed to each owner; None: not probed (only the
     reported version limits delivery)."""
+    persona: str | None = None
+    """The scripted model's persona (``scenarios/personas/``), or None for the scenario's own rules."""
+    max_requests: int | None = None
+    """At most this many model requests per agent per scenario run (``--max-requests``); None: no cap."""
 
 
 def progress_label(scenario: Scenario, mode: str) -> str:
@@ -83,14 +90,14 @@ def progress_label(scenario: Scenario, mode: str) -> str:
 
 
 def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progress: Progress | None = None,
-                 handle_signals: bool = False) -> dict[str, Any]:
+                 handle_signals: bool = False, trial: int | None = None) -> dict[str, Any]:
     """Run ``scenario`` in ``mode`` and return its result (the report's scenario entry).
 
     ``handle_signals`` (main thread only): SIGINT/SIGTERM close the job at
     once and exit with 128 + the signal number, after the run home is kept.
     """
     progress = progress or Progress(progress_label(scenario, mode))
-    key = scenario.key(mode)
+    key = scenario.key(mode, persona=settings.persona, provider=settings.provider, trial=trial)
     phases: list[dict[str, Any]] = []
     started = time.monotonic()
     view = RunnerView(mode=mode, scripted=settings.provider == "scripted")
@@ -110,10 +117,15 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         job = Job(f"scenario {key}", grace=JOB_GRACE_S, adopt_orphans=True)
         restore = install_signal_handlers(job) if handle_signals else None
         ledger = TokenLedger(settings.token_ledgers, key) if settings.token_ledgers is not None else None
-        lab = CodexLab(home.path, scenario.script, scenario.agents, codex=settings.codex,
+        script = scenario.script if settings.persona is None else PersonaScript(
+            scenario.script, select_personas([settings.persona])[0])
+        lab = CodexLab(home.path, script, scenario.agents, codex=settings.codex,
                        approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home,
                        profile=scenario.profile, driver=settings.driver, token_ledger=ledger,
                        capabilities=settings.capabilities)
+        budget = (RequestBudget(lab, settings.max_requests, on_hit=lambda agent: progress.say(
+            f"{agent} reached the cap of {settings.max_requests} model requests: stopping the agents"))
+            if settings.max_requests else contextlib.nullcontext())
         try:
             try:
                 with phase("start"):
@@ -127,7 +139,7 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
                     view.attachments[:] = lab.attachments
                     progress.say("agents attached: " + ", ".join(
                         f"{a['agent']} g{a['generation']}" for a in lab.attachments))
-                with phase("steps"):
+                with phase("steps"), budget:
                     steps = StepRunner(scenario, mode, lab, view, progress)
                     steps.run()
             except Exception as error:  # judged below; the run goes on to collect what it has
@@ -149,6 +161,8 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         with phase("checks"):
             probe = _probe(scenario, destination)
             verdicts, observations = _judge(scenario, mode, settings, view, destination, failure, probe)
+            if isinstance(budget, RequestBudget):
+                verdicts.insert(1, _budget_verdict(budget))
         passed = all(verdict.passed for verdict in verdicts)
         progress.say(f"checks {sum(v.passed for v in verdicts)}/{len(verdicts)} passed" +
                      ("" if passed else ": failed " + ", ".join(v.id for v in verdicts if not v.passed)))
@@ -157,6 +171,9 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
     result = {
         "name": scenario.name,
         "mode": mode,
+        "persona": settings.persona,
+        "provider": settings.provider,
+        "trial": trial,
         "description": scenario.description,
         "passed": passed,
         "wall_s": round(time.monotonic() - started, 3),
@@ -166,6 +183,7 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         "runner_tool_calls": steps.tool_calls if steps else [],
         "outputs": _outputs(observations, scenario),
         "checks": [verdict.as_dict() for verdict in verdicts],
+        "usage": _usage(scenario, observations),
         "artifacts_dir": f"{key}/",
     }
     if probe is not None:
@@ -224,6 +242,23 @@ def _agents(view: RunnerView, scenario: Scenario, observations: Observations | N
         out[name] = {"agent_id": row["agent_id"], "thread_ids": observations.threads(name),
                      "generations": [row["generation"]] if row.get("generation") else []}
     return out
+
+
+def _budget_verdict(budget: RequestBudget) -> Verdict:
+    counts = ", ".join(f"{agent} {count}" for agent, count in sorted(budget.counts.items())) or "none"
+    if budget.hit is not None:
+        return Verdict("max-requests", False, f"{budget.hit} reached the cap of {budget.cap} model requests per "
+                       f"agent (--max-requests); the run was stopped there (requests: {counts})", Evidence())
+    return Verdict("max-requests", True, f"every agent stayed under the cap of {budget.cap} model requests "
+                   f"(requests: {counts})", Evidence())
+
+
+def _usage(scenario: Scenario, observations: Observations | None) -> dict[str, Any]:
+    """Per agent, the model requests, token counts and efforts its rollouts record (see
+    :mod:`harness.evidence.usage`), with their totals."""
+    agents = {} if observations is None else {
+        name: usage_of(observations.rollout(name)) for name in [*scenario.agents, *_children(observations)]}
+    return {"label": USAGE_LABEL, "agents": agents, "totals": usage_total(agents)}
 
 
 def _outputs(observations: Observations | None, scenario: Scenario) -> dict[str, list[str]]:

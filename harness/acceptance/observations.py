@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.codex.home import TOOL_NAMESPACES
 from harness.evidence.core import CoreEvidence
 from harness.evidence.layout import APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT
 from harness.evidence.rollouts import RolloutIndex, RolloutLine
@@ -223,9 +224,9 @@ class Observations:
         """The agent's calls of a peerwire tool with their outputs: (function_call, function_call_output)."""
         index = self.rollouts
         mine = {line.at for line in self.rollout(agent)}
-        for call in index.tool_calls(name=tool, namespace="mcp__peerwire"):
+        for call in index.tool_calls(name=tool):
             line = index.line(call.call)
-            if line is not None and call.call in mine:
+            if line is not None and call.call in mine and call.namespace in TOOL_NAMESPACES:
                 yield line, index.line(call.output_at)
 
     def final_messages(self, agent: str) -> list[RolloutLine]:

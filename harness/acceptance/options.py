@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.codex.install import project_root
-from harness.codex.home import AUTH_FILE
 from harness.process.run_home import default_runs_root
 from harness.shards import DEFAULT_DURATIONS, Shard, ShardError
 
@@ -48,6 +47,11 @@ class Options:
     junit: Path | None = None
     shard: Shard | None = None
     durations: Path | None = None
+    trials: int = 1
+    min_pass_rate: float = 1.0
+    max_requests: int | None = None
+    personas: tuple[str | None, ...] = (None,)
+    """The scripted model's personas to run every scenario under; ``None``: the scenario's own rules."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -64,9 +68,9 @@ def parser() -> argparse.ArgumentParser:
                                                    "else the pinned install)")
     p.add_argument("--expected-version", metavar="V", help="fail unless the Codex CLI reports this version "
                                                          "(default: the version package.json pins)")
-    p.add_argument("--approve-tools", action=argparse.BooleanOptionalAction, default=None,
-                   help="approve exactly the messaging tools in the agents' config "
-                        "(default: on with the scripted model, off with a real provider)")
+    p.add_argument("--approve-tools", action=argparse.BooleanOptionalAction, default=True,
+                   help="approve exactly the core's tools in the agents' private config (default: on; the "
+                        "agents run under approval policy \"never\", so without it every tool call is refused)")
     p.add_argument("--provider", choices=PROVIDERS, default="scripted",
                    help=f"the agents' model: the local scripted model (default) or, opt-in, the real provider "
                         f"configured in ${AUTH_HOME_ENV}")
@@ -86,15 +90,40 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--driver", default=REFERENCE, metavar="MODULE:CLASS",
                    help="the core under test, as its acceptance driver (default: the reference core; "
                         "see contracts/README.md)")
+    p.add_argument("--trials", type=_positive, default=1, metavar="N",
+                   help="run every scenario run N times and report the pass rate of each and of each check")
+    p.add_argument("--min-pass-rate", type=_rate, default=1.0, metavar="P",
+                   help="exit 0 when every scenario run passed in at least this share of its trials "
+                        "(0 to 1; default 1: every trial)")
+    p.add_argument("--max-requests", type=_positive, metavar="N",
+                   help="stop a scenario run cleanly once any agent made N model requests (its rollouts count "
+                        "them); the run fails the max-requests check naming the cap")
+    p.add_argument("--persona", action="append", default=[], metavar="NAME",
+                   help="run under this persona of the scripted model (scenarios/personas/; repeatable; "
+                        "'all' for every one)")
     return p
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return number
+
+
+def _rate(value: str) -> float:
+    rate = float(value)
+    if not 0 <= rate <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 1")
+    return rate
 
 
 def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Options:
     """Options from ``argv`` and ``environ`` (default: ours).
 
-    Raises :class:`UsageError` for a real provider without an authorized home
-    (the variable unset, or the home without its credential file).
-    argparse's own errors exit with status 2, as usual.
+    What a real provider needs (the authorized home, its credential, the model)
+    is checked by :func:`~harness.acceptance.preflight.preflight`, which names
+    every missing piece at once; argparse's own errors exit with status 2, as usual.
     """
     environ = os.environ if environ is None else environ
     args = parser().parse_args(list(argv))
@@ -107,22 +136,18 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
     except ShardError as error:
         raise UsageError(str(error)) from None
     auth_home = None
-    if args.provider != "scripted":
-        value = environ.get(AUTH_HOME_ENV)
-        if not value:
-            raise UsageError(f"--provider {args.provider} needs {AUTH_HOME_ENV} naming an authorized Codex home "
-                             f"(one holding {AUTH_FILE}); it is copied into the private agent homes only")
-        auth_home = Path(value).expanduser().absolute()
-        if not (auth_home / AUTH_FILE).is_file():
-            raise UsageError(f"{AUTH_HOME_ENV}={value} holds no {AUTH_FILE}: not an authorized Codex home")
+    if args.provider != "scripted" and environ.get(AUTH_HOME_ENV):
+        auth_home = Path(environ[AUTH_HOME_ENV]).expanduser().absolute()
     return Options(
         scenarios=tuple(args.scenario), mode=args.mode, keep_home=args.keep_home,
         runs_root=args.runs_root or default_runs_root(),
         report_dir=args.report_dir or project_root() / "reports",
         codex=args.codex, expected_version=args.expected_version,
-        approve_tools=args.approve_tools if args.approve_tools is not None else args.provider == "scripted",
+        approve_tools=args.approve_tools,
         provider=args.provider, auth_home=auth_home, scenarios_dir=args.scenarios_dir, workers=args.workers,
         driver=args.driver,
         junit=args.junit.absolute() if args.junit else None,
         shard=shard, durations=args.durations,
+        trials=args.trials, min_pass_rate=args.min_pass_rate, max_requests=args.max_requests,
+        personas=tuple(args.persona) or (None,),
     )

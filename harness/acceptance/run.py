@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -43,15 +44,19 @@ from typing import Any, TextIO
 from peerwire.codex.capabilities import Capability
 
 from harness.codex.capabilities import REPORT_NAME, CapabilityReport
+from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total
 from harness.codex.install import PINNED, CodexInstallError, CodexInstallation, locate_codex
 from harness.process.jobs import Job, JobClosedError, install_signal_handlers
 from harness.process.lifeline import Lifeline
+from harness.model.personas import applies as persona_applies, select_personas
 from harness.model.rules import ScenarioError
 from harness.process.run_home import RunHome, RunHomeError, new_run_id, sweep_stale
 from harness.shards import ShardError, load_durations, plan
 
+from . import trials
 from .execution import RunSettings
-from .options import Options, UsageError, parse
+from .options import AUTH_HOME_ENV, Options, UsageError, parse
+from .preflight import preflight
 from .scenario import Scenario, discover, missing_capabilities, select
 from .worker import settings_to_json
 
@@ -65,9 +70,23 @@ def main(argv: Sequence[str], *, stderr: TextIO | None = None) -> int:
         options = parse(argv)
         selection = select(discover(options.scenarios_dir), names=options.scenarios, mode=options.mode,
                            provider=options.provider)
-        codex = locate_codex(options.codex, expected_version=options.expected_version or PINNED)
-    except (UsageError, ScenarioError, ValueError, CodexInstallError) as error:
+        personas = tuple(None if p is None else p.name for p in select_personas(options.personas))
+        options = replace(options, personas=personas)
+    except (UsageError, ScenarioError, ValueError) as error:
         print(f"runner: {error}", file=err)
+        return 2
+    codex, codex_problem = None, None
+    try:
+        codex = locate_codex(options.codex, expected_version=options.expected_version or PINNED)
+    except CodexInstallError as error:
+        codex_problem = str(error)
+    problems = preflight(provider=options.provider, auth_home_env=AUTH_HOME_ENV, environ=os.environ,
+                         approve_tools=options.approve_tools, codex_problem=codex_problem)
+    if problems:
+        print(f"runner: preflight for provider {options.provider}: {len(problems)} problem"
+              f"{'s' if len(problems) > 1 else ''}, no agent was started", file=err)
+        for problem in problems:
+            print(f"  {problem}", file=err)
         return 2
     if not selection.runs:
         print("runner: no scenario to run" + "".join(f"\n  skipped {why}" for why in selection.skipped), file=err)
@@ -125,8 +144,11 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
     run_id = new_run_id()
     started_at = _now()
     began = time.monotonic()
-    print(f"runner: run {run_id}: {len(runs)} scenario runs with Codex {codex.version} ({codex.source}), "
-          f"provider {options.provider}", file=err)
+    repeats = options.trials * len(options.personas)
+    print(f"runner: run {run_id}: {len(trial_runs(runs, options))} scenario runs with Codex {codex.version} ({codex.source}), "
+          f"provider {options.provider}"
+          + (f" ({len(runs)} × {len(options.personas)} personas × {options.trials} trials)" if repeats > 1 else ""),
+          file=err)
     with RunHome(options.runs_root, run_id=run_id, keep=options.keep_home) as home, \
             Job("acceptance", grace=RUN_GRACE_S, adopt_orphans=True) as job:
         restore = install_signal_handlers(job)
@@ -146,17 +168,24 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
                                    keep_home=options.keep_home, approve_tools=options.approve_tools,
                                    provider=options.provider, auth_home=options.auth_home,
                                    token_ledgers=home.path / "tokens", driver=options.driver,
-                                   capabilities=tuple(capabilities.enabled_names()) if capabilities else ())
-            results = _run_all(runs, settings, job, home.path / "tasks", options.workers) if runs else []
+                                   capabilities=tuple(capabilities.enabled_names()) if capabilities else (),
+                                   max_requests=options.max_requests)
+            results = _run_all(trial_runs(runs, options), settings, job, home.path / "tasks",
+                               options.workers) if runs else []
         finally:
             restore()
         failed = [r for r in results if not r["passed"]]
         if failed:
             home.mark_failed(f"{len(failed)} scenario runs failed")
+        rates = trials.pass_rates(results, options.trials, options.min_pass_rate)
         run = {"run_id": run_id, "started_at": started_at, "finished_at": _now(), "codex_version": codex.version,
                "provider": options.provider, "scenarios": results,
                "codex_capabilities": capabilities.run_summary() if capabilities else None,
-               "suite": suite_identity(options.scenarios_dir), "shard": shard}
+               "suite": suite_identity(options.scenarios_dir), "shard": shard,
+               "usage": {"label": USAGE_LABEL, "totals": usage_total({str(i): r.get("usage", {}).get("totals", {})
+                                                                      for i, r in enumerate(results)}),
+                         "max_requests": options.max_requests},
+               "trials": rates if options.trials > 1 or options.min_pass_rate < 1 else None}
         report, report_error = write_run_report(options.report_dir, run, home.artifacts, options.auth_home,
                                                 ledgers=home.path / "tokens")
         if report_error:
@@ -164,7 +193,19 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
         if options.junit is not None:
             write_junit(options.junit, report, run)
     _summary(results, time.monotonic() - began, report, report_error, err)
+    if run["trials"] is not None:
+        print(trials.describe(rates), file=err)
+        return 0 if rates["met"] and not report_error else 1
     return 0 if not failed and not report_error else 1
+
+
+def trial_runs(runs: list[tuple[Scenario, str]], options: Options) -> list[tuple[Scenario, str, str | None, int | None]]:
+    """Every (scenario, mode) under every selected persona, ``--trials`` times (trial numbers from 1 when
+    there is more than one trial, else None)."""
+    numbers: list[int | None] = list(range(1, options.trials + 1)) if options.trials > 1 else [None]
+    personas = select_personas(options.personas)
+    return [(scenario, mode, persona.name if persona else None, trial) for trial in numbers for persona in personas
+            for scenario, mode in runs if persona_applies(persona, scenario.name, scenario.profile)]
 
 
 def probe_capabilities(codex: CodexInstallation, job: Job, evidence: Path, err: TextIO) -> CapabilityReport | None:
@@ -205,20 +246,20 @@ def _runnable(runs: list[tuple[Scenario, str]], capabilities: CapabilityReport |
     return kept
 
 
-def _run_all(runs: list[tuple[Scenario, str]], settings: RunSettings, job: Job, tasks: Path,
+def _run_all(runs: list[tuple[Scenario, str, str | None, int | None]], settings: RunSettings, job: Job, tasks: Path,
              workers: int) -> list[dict[str, Any]]:
     tasks.mkdir(mode=0o700, exist_ok=True)
     results: dict[int, dict[str, Any]] = {}
     lock = threading.Lock()
 
-    def one(index: int, scenario: Scenario, mode: str) -> None:
-        result = run_in_worker(scenario, mode, settings, job, tasks)
+    def one(index: int, scenario: Scenario, mode: str, persona: str | None, trial: int | None) -> None:
+        result = run_in_worker(scenario, mode, replace(settings, persona=persona), job, tasks, trial=trial)
         with lock:
             results[index] = result
 
     pool = ThreadPoolExecutor(max_workers=min(workers, len(runs)), thread_name_prefix="scenario")
     try:
-        futures = [pool.submit(one, i, scenario, mode) for i, (scenario, mode) in enumerate(runs)]
+        futures = [pool.submit(one, i, *run) for i, run in enumerate(runs)]
         for future in futures:
             future.result()
     finally:
@@ -226,11 +267,12 @@ def _run_all(runs: list[tuple[Scenario, str]], settings: RunSettings, job: Job, 
     return [results[i] for i in sorted(results)]
 
 
-def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job, tasks: Path) -> dict[str, Any]:
+def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job, tasks: Path, *,
+                  trial: int | None = None) -> dict[str, Any]:
     """Run one scenario in a worker process of ``job``; a worker that dies yields a failed result."""
-    key = scenario.key(mode)
+    key = scenario.key(mode, persona=settings.persona, provider=settings.provider, trial=trial)
     task, result_path = tasks / f"{key}.task.json", tasks / f"{key}.result.json"
-    task.write_text(json.dumps({"scenario": str(scenario.path.absolute()), "mode": mode,
+    task.write_text(json.dumps({"scenario": str(scenario.path.absolute()), "mode": mode, "trial": trial,
                                 "settings": settings_to_json(settings)}), encoding="utf-8")
     began = time.monotonic()
     # The worker watches its end of the lifeline: if this process dies, even by
@@ -249,7 +291,8 @@ def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job
     if result_path.is_file():
         return json.loads(result_path.read_text(encoding="utf-8"))
     why = "not started: the run was stopped" if status is None else f"the worker exited with status {status}"
-    return {"name": scenario.name, "mode": mode, "description": scenario.description, "passed": False,
+    return {"name": scenario.name, "mode": mode, "persona": settings.persona, "provider": settings.provider,
+            "trial": trial, "description": scenario.description, "passed": False,
             "wall_s": round(time.monotonic() - began, 3), "phases": [], "agents": {}, "inputs": {"prompts": {}},
             "outputs": {}, "checks": [{"id": "steps-completed", "verdict": "fail", "summary": why,
                                        "evidence": {"records": [], "rollout": [], "model_requests": [],

@@ -96,6 +96,8 @@ class Scenario:
     requires: tuple[str, ...] = ()
     """Codex delivery capabilities the file declares (names of :class:`~peerwire.codex.capabilities.Capability`)
     beyond those its steps and checks imply; :meth:`needs` has both."""
+    scripted_only: str | None = None
+    """Why a real provider cannot run the scenario (None: it declares the openai provider)."""
 
     def selected_by(self, names: Sequence[str]) -> bool:
         """Whether ``--scenario`` values ``names`` select this scenario (its name or its group)."""
@@ -106,9 +108,11 @@ class Scenario:
         implied = implied_capabilities(self, mode)
         return (*self.requires, *(name for name in implied if name not in self.requires))
 
-    def key(self, mode: str) -> str:
-        """The scenario run's artifacts folder and home name: its identity's slug (``name.mode``)."""
-        return RunIdentity(self.name, mode).slug()
+    def key(self, mode: str, *, persona: str | None = None, provider: str | None = None,
+            trial: int | None = None) -> str:
+        """The scenario run's artifacts folder and home name: its identity's slug (``name.mode``, then the
+        persona, a provider other than the scripted model and a trial after the first)."""
+        return RunIdentity(self.name, mode, persona, provider, trial).slug()
 
 
 def load_scenario(path: str | Path, *, known_checks: Sequence[str] | None = None) -> Scenario:
@@ -150,6 +154,7 @@ def scenario_from_document(document: Mapping[str, Any], *, path: Path = Path("<s
         profile=header.get("profile", profiles.MESSAGING),
         probe=ProbeExpectation.from_table(document["probe"]) if "probe" in document else None,
         requires=tuple(header.get("requires", ())),
+        scripted_only=header.get("scripted_only"),
     )
     problems = _consistency(scenario, known_checks)
     if problems:
@@ -219,6 +224,8 @@ def _consistency(scenario: Scenario, known_checks: Sequence[str] | None) -> list
         problems.append(f"checks.{duplicate}: duplicate check id")
     if peers & agents:
         problems.append(f"peers: {sorted(peers & agents)} are also Codex agents")
+    if "openai" in scenario.providers and scenario.scripted_only is not None:
+        problems.append("scenario.scripted_only: the scenario also declares the openai provider")
     if scenario.probe is not None and scenario.profile != profiles.COLLAB:
         problems.append("probe: the collaboration probe needs profile = \"collab\"")
     known = {c.value for c in Capability}

@@ -38,6 +38,7 @@ def settings_to_json(settings: RunSettings) -> dict[str, Any]:
         "token_ledgers": str(settings.token_ledgers) if settings.token_ledgers else None,
         "driver": settings.driver,
         "capabilities": None if settings.capabilities is None else list(settings.capabilities),
+        "persona": settings.persona, "max_requests": settings.max_requests,
     }
 
 
@@ -51,6 +52,7 @@ def settings_from_json(data: dict[str, Any]) -> RunSettings:
         token_ledgers=Path(data["token_ledgers"]) if data.get("token_ledgers") else None,
         driver=data["driver"],
         capabilities=None if data.get("capabilities") is None else tuple(data["capabilities"]),
+        persona=data.get("persona"), max_requests=data.get("max_requests"),
     )
 
 
@@ -60,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     lifeline.watch()
     task = json.loads(Path(task_path).read_text(encoding="utf-8"))
     scenario = load_scenario(task["scenario"])
-    result = run_scenario(scenario, task["mode"], settings_from_json(task["settings"]), handle_signals=True)
+    result = run_scenario(scenario, task["mode"], settings_from_json(task["settings"]), handle_signals=True,
+                          trial=task.get("trial"))
     fd = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         json.dump(result, out, ensure_ascii=False)

@@ -47,6 +47,14 @@ MARKER_SUFFIX = ".peerwire-projection"
 KEPT_ORIGINAL_SUFFIX = ".peerwire-original"
 """Where the original goes when the user's current file cannot be merged (left for them to merge by hand)."""
 PEERWIRE_SERVER_NAME = "peerwire"
+SERVER_NAMES = {"messaging": PEERWIRE_SERVER_NAME, "collab": "collaboration"}
+"""The name each tool profile's MCP server is registered under: a model sees its tools in the namespace
+``mcp__<name>``, so the collaboration tools appear where the native collaboration profile puts them."""
+TOOL_NAMESPACES = tuple(f"mcp__{name}" for name in SERVER_NAMES.values())
+"""Every namespace in which a model may be offered the core's tools."""
+COMPETING_FEATURES = {"multi_agent": ("features", "multi_agent", False), "web_search": (None, "web_search", "disabled")}
+"""Codex features that offer a model tools competing with the core's (its own spawn_agent and wait_agent, web
+search), each with the config key and value that turn it off; a run projects them off unless a scenario asks."""
 
 
 class ProjectionError(Exception):
@@ -60,9 +68,10 @@ class PeerwireEntryConflict(ProjectionError):
     `wanted` the launch this run needs (command, args, env).
     """
 
-    def __init__(self, config_path: Path, existing: Mapping[str, Any], wanted: Mapping[str, Any]):
+    def __init__(self, config_path: Path, existing: Mapping[str, Any], wanted: Mapping[str, Any],
+                 name: str = PEERWIRE_SERVER_NAME):
         super().__init__(
-            f"{config_path}: [mcp_servers.{PEERWIRE_SERVER_NAME}] already launches something else "
+            f"{config_path}: [mcp_servers.{name}] already launches something else "
             f"({json.dumps(existing, sort_keys=True)}); "
             f"refusing to replace it with {json.dumps(wanted, sort_keys=True)}"
         )
@@ -107,6 +116,8 @@ class PeerwireServer:
     args: tuple[str, ...] = ("mcp", "serve")
     tool_timeout_sec: int = 70
     approve_tools: tuple[str, ...] | None = None
+    name: str = PEERWIRE_SERVER_NAME
+    """The ``[mcp_servers.<name>]`` key (see :data:`SERVER_NAMES`)."""
 
     def launch(self) -> dict[str, Any]:
         """The fields that say where the server points (compared on conflict)."""
@@ -128,6 +139,8 @@ class AgentSettings:
     workspace: str | os.PathLike[str]
     peerwire: PeerwireServer
     provider: ScriptedProvider | None = None
+    native_tools: tuple[str, ...] = ()
+    """The :data:`COMPETING_FEATURES` left as configured; the others are turned off."""
 
 
 def render_config(original: str, settings: AgentSettings, *, config_path: Path = Path(CONFIG_NAME)) -> str:
@@ -142,8 +155,9 @@ def render_config(original: str, settings: AgentSettings, *, config_path: Path =
         raise ProjectionError(f"{config_path}: not valid TOML: {error}") from error
 
     wanted = settings.peerwire.launch()
+    name = settings.peerwire.name
     servers = document.get("mcp_servers")
-    existing = servers.get(PEERWIRE_SERVER_NAME) if servers is not None else None
+    existing = servers.get(name) if servers is not None else None
     if existing is not None:
         entry = existing.unwrap() if hasattr(existing, "unwrap") else existing
         if not isinstance(entry, dict):
@@ -151,7 +165,7 @@ def render_config(original: str, settings: AgentSettings, *, config_path: Path =
         # Only where it points matters; timeouts and tool approvals are ours to set.
         launch = {key: entry[key] for key in ("command", "args", "env", "url") if key in entry}
         if launch != wanted:
-            raise PeerwireEntryConflict(config_path, entry, wanted)
+            raise PeerwireEntryConflict(config_path, entry, wanted, name)
 
     if settings.provider is not None:
         _project_provider(document, settings.provider)
@@ -160,7 +174,10 @@ def render_config(original: str, settings: AgentSettings, *, config_path: Path =
     document["approval_policy"] = "never"
     document["sandbox_mode"] = "workspace-write"
 
-    _put_table(document, "mcp_servers", PEERWIRE_SERVER_NAME, _peerwire_table(settings.peerwire))
+    for feature, (table, key, off) in COMPETING_FEATURES.items():
+        if feature not in settings.native_tools:
+            _put_value(document, table, key, off)
+    _put_table(document, "mcp_servers", name, _peerwire_table(settings.peerwire))
     workspace = os.fspath(Path(settings.workspace).resolve())
     _put_table(document, "projects", workspace, _table({"trust_level": "trusted"}))
     return tomlkit.dumps(document)
@@ -214,6 +231,18 @@ def _put_table(document: tomlkit.TOMLDocument, parent_name: str, key: str, table
     if not isinstance(parent, Table):
         raise ProjectionError(f"`{parent_name}` in config.toml is not a table")
     parent[key] = table
+
+
+def _put_value(document: tomlkit.TOMLDocument, table: str | None, key: str, value: Any) -> None:
+    """Set a top-level ``key`` or ``[table].key``, keeping the rest of the user's table."""
+    if table is None:
+        document[key] = value
+        return
+    if table not in document:
+        document[table] = tomlkit.table()
+    if not isinstance(document[table], Table):
+        raise ProjectionError(f"`{table}` in config.toml is not a table")
+    document[table][key] = value
 
 
 def _table(values: Mapping[str, Any]) -> Table:

@@ -32,6 +32,7 @@ import os
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -40,7 +41,9 @@ from peerwire import profiles
 from peerwire.contract import PROFILES
 
 from harness.acceptance.driver import REFERENCE, AcceptanceDriver, load_driver
-from harness.codex.home import AUTH_FILE, CONFIG_NAME, AgentSettings, PeerwireServer, Projection, ScriptedProvider
+from harness.codex.home import (
+    AUTH_FILE, CONFIG_NAME, SERVER_NAMES, AgentSettings, PeerwireServer, Projection, ScriptedProvider,
+)
 from harness.codex.install import CodexInstallation, locate_codex
 from harness.codex.workspace import FixtureWorkspace
 from harness.contract.interface import Caller
@@ -53,6 +56,10 @@ from harness.report.secrets import TokenLedger
 MODEL_KEY_VALUE = "scripted-model-has-no-key"
 TURN_TIMEOUT_S = 60.0
 """How long the lab, and a scenario step, waits for a turn (or anything else) unless told otherwise."""
+
+
+class LabHalted(RuntimeError):
+    """The lab was halted (:meth:`CodexLab.halt`) while something waited on it."""
 
 
 @dataclass
@@ -74,9 +81,11 @@ class LabAgent:
 
 
 def project_agent(codex_home: Path, workspace: Path, *, server: Sequence[str], server_env: Mapping[str, str],
-                  base_url: str | None, profile: str = profiles.MESSAGING, approve_tools: bool = True) -> Projection:
+                  base_url: str | None, profile: str = profiles.MESSAGING, approve_tools: bool = True,
+                  native_tools: Sequence[str] = ()) -> Projection:
     """Project one agent's Codex home: the core's MCP server (``server`` with ``server_env``, acting as the
-    agent) and the model.
+    agent, registered under its profile's name), exactly the profile's tools approved, Codex's competing
+    features off (but ``native_tools``) and the model.
 
     ``base_url`` is the agent's scripted-model route; ``None`` keeps the user's own
     (real) provider settings.
@@ -84,8 +93,10 @@ def project_agent(codex_home: Path, workspace: Path, *, server: Sequence[str], s
     settings = AgentSettings(
         workspace=workspace,
         peerwire=PeerwireServer(command=server[0], args=tuple(server[1:]), env=dict(server_env),
-                                approve_tools=tuple(PROFILES[profile][1]) if approve_tools else None),
+                                approve_tools=tuple(PROFILES[profile][1]) if approve_tools else None,
+                                name=SERVER_NAMES[profile]),
         provider=ScriptedProvider(base_url=base_url) if base_url is not None else None,
+        native_tools=tuple(native_tools),
     )
     return Projection(codex_home, settings).apply()
 
@@ -119,9 +130,11 @@ class CodexLab:
         driver: type[AcceptanceDriver] | str = REFERENCE,
         token_ledger: TokenLedger | None = None,
         capabilities: Sequence[str] | None = None,
+        native_tools: Sequence[str] = (),
     ):
         self.root = Path(root)
-        self.script = script if isinstance(script, ModelScript) else load_script(script)
+        # A ModelScript, or anything that decides like one (a persona playing a scenario's script).
+        self.script = load_script(script) if isinstance(script, (str, Path)) else script
         self.agent_names = list(agents)
         self.codex = codex or locate_codex()
         self.approve_tools = approve_tools
@@ -130,6 +143,8 @@ class CodexLab:
         self.profile = profile
         self.job = job
         self.capabilities = None if capabilities is None else list(capabilities)
+        # Codex's own features that compete with the core's tools, left on (see harness.codex.home).
+        self.native_tools = tuple(native_tools)
         self.auth_home = Path(auth_home) if auth_home is not None else None
         # Every session token the core issues to this lab, kept for the report's secret scan.
         self.token_ledger = token_ledger
@@ -138,6 +153,7 @@ class CodexLab:
         self.core: AcceptanceDriver = make(self.root / "core", env=self.child_env(),  # type: ignore[call-arg]
                                            spawn=None if job is None else spawn_through(job))
         self.started = False
+        self.halted: str | None = None
         self.agents: dict[str, LabAgent] = {}
         self.attachments: list[dict[str, Any]] = []
 
@@ -149,17 +165,28 @@ class CodexLab:
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> "CodexLab":
+        """Start the model and the core, then provision and attach the agents side by side: each agent's
+        workspace, projection and owner (its app-server, thread and MCP servers) are independent of the
+        others'. Agents are registered first, in order (the collaboration root is the first)."""
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "core").mkdir(exist_ok=True)
         if self.scripted:
             self.model.start()
         self.core.start()
         self.started = True
-        for name in self.agent_names:
-            self.agents[name] = self._provision(name)
-        if self.attach_on_start:
-            for name in self.agent_names:
+        callers = {name: self._register_agent(name) for name in self.agent_names}
+
+        def bring_up(name: str) -> None:
+            self.agents[name] = self._provision(name, callers[name])
+            if self.attach_on_start:
                 self.attach(name)
+
+        with ThreadPoolExecutor(max_workers=len(self.agent_names) or 1, thread_name_prefix="agent") as pool:
+            for future in [pool.submit(bring_up, name) for name in self.agent_names]:
+                future.result()
+        # Attachments are listed in the agents' order, whichever attached first.
+        self.attachments.sort(key=lambda a: self.agent_names.index(a["agent"]) if a["agent"] in self.agent_names
+                              else len(self.agent_names))
         return self
 
     def stop(self) -> None:
@@ -190,9 +217,11 @@ class CodexLab:
             env[ScriptedProvider.env_key] = MODEL_KEY_VALUE
         return env
 
-    def _provision(self, name: str) -> LabAgent:
+    def _register_agent(self, name: str) -> Caller:
         collab_root = self.profile == profiles.COLLAB and name == self.agent_names[0]
-        caller = self._register(name, provider="codex", collab_root=collab_root)
+        return self._register(name, provider="codex", collab_root=collab_root)
+
+    def _provision(self, name: str, caller: Caller) -> LabAgent:
         base = self.root / "agents" / name
         codex_home = base / "codex_home"
         codex_home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -202,7 +231,8 @@ class CodexLab:
         projection = project_agent(codex_home, workspace.path, server=self.core.server_command(self.profile),
                                    server_env=self.core.caller_env(caller),
                                    base_url=self.model.base_url(name) if self.scripted else None,
-                                   profile=self.profile, approve_tools=self.approve_tools)
+                                   profile=self.profile, approve_tools=self.approve_tools,
+                                   native_tools=self.native_tools)
         return LabAgent(name, caller, codex_home, workspace.path, projection)
 
     # -- driving the core -----------------------------------------------------------------
@@ -254,6 +284,8 @@ class CodexLab:
         deadline = time.monotonic() + timeout_s
         mark = self.core.await_change(None, 0)  # taken before looking: nothing slips between
         while True:
+            if self.halted is not None:
+                raise LabHalted(f"{what}: the run was stopped ({self.halted})")
             value = predicate()
             if value:
                 return value
@@ -261,6 +293,17 @@ class CodexLab:
             if remaining <= 0:
                 raise TimeoutError(f"{what} did not happen within {timeout_s:.0f}s")
             mark = self.core.await_change(mark, remaining)
+
+    def halt(self, reason: str) -> None:
+        """Stop the run where it stands: every agent's owner is detached (no further model request), and
+        any wait of the lab ends at its next look with :class:`LabHalted` naming ``reason``."""
+        self.halted = reason
+        for name in list(self.agents):
+            try:
+                if self.owner(name) is not None:
+                    self.detach(name)
+            except Exception:  # already gone, or the core is stopping: nothing more to stop
+                pass
 
     def owner(self, name: str) -> dict[str, Any] | None:
         return self.core.owner(self.agents[name].caller)

@@ -22,6 +22,7 @@ def render(report: dict[str, Any]) -> str:
         f"- Codex version: {run['codex_version']}; provider: {_provider(run['provider'])}",
         *_capabilities(run.get("codex_capabilities")),
         *_shards(run),
+        *_run_usage(run),
         f"- {report['counting']}",
         "",
     ]
@@ -80,8 +81,12 @@ def _scenario(s: dict[str, Any]) -> list[str]:
         evidence = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in check["evidence"].items() if v)
         if check["evidence_problems"]:
             evidence += " — **missing:** " + "; ".join(check["evidence_problems"])
+        content = check.get("content")
+        summary = check["summary"] + (f" — content ({content['label']}): {content['grade']}" if content else "")
         out.append(f"| `{check['id']}` | {'pass' if check['verdict'] == 'pass' else '**FAIL**'} | "
-                   f"{_cell(check['summary'])} | {_cell(evidence)} |")
+                   f"{_cell(summary)} | {_cell(evidence)} |")
+    if s.get("usage") is not None:
+        out += _usage(s["usage"])
     out += ["", "### Agents", "", "| agent | agent id | threads | model | reasoning effort | Codex |",
             "|---|---|---|---|---|---|"]
     for name, agent in s["agents"].items():
@@ -216,3 +221,37 @@ def _secret_scan(scan: dict[str, Any]) -> list[str]:
 
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _usage(usage: dict) -> list[str]:
+    """Per agent the model requests and token counts (as Codex recorded them), the model and effort."""
+    out = ["", "### Model usage", "", f"_{usage['label']}_", "",
+           "| agent | model requests | input tokens | cached input tokens | output tokens | reasoning output tokens "
+           "| model | reasoning effort |", "|---|---|---|---|---|---|---|---|"]
+    rows = [*usage["agents"].items(), ("total", {**usage["totals"], "models": [], "reasoning_efforts": []})]
+    for name, entry in rows:
+        out.append(f"| {name} | {entry['model_requests']} | {entry['input_tokens']} | {entry['cached_input_tokens']} | "
+                   f"{entry['output_tokens']} | {entry['reasoning_output_tokens']} | {', '.join(entry['models'])} | "
+                   f"{', '.join(entry['reasoning_efforts'])} |")
+    return out
+
+
+def _run_usage(run: dict[str, Any]) -> list[str]:
+    """The run's request and token totals, the cap, and the pass rates over trials."""
+    out = []
+    usage = run.get("usage")
+    if usage:
+        t = usage["totals"]
+        cap = f"; cap {usage['max_requests']} model requests per agent per scenario run" \
+            if usage.get("max_requests") else ""
+        out.append(f"- Model usage ({usage['label']}): {t['model_requests']} model requests, {t['input_tokens']} input "
+                   f"tokens ({t['cached_input_tokens']} cached), {t['output_tokens']} output tokens "
+                   f"({t['reasoning_output_tokens']} reasoning){cap}")
+    trials = run.get("trials")
+    if trials:
+        out.append(f"- Trials: {trials['count']} per scenario run; minimum pass rate {trials['min_pass_rate']:.0%} "
+                   f"{'met' if trials['met'] else '**not met**'}")
+        out += [f"  - {rate['label']}: {rate['rate']:.0%} ({rate['passed']}/{rate['runs']})"
+                + "".join(f"; {cid} {value:.0%}" for cid, value in rate["checks"].items() if value < 1)
+                for rate in trials["rates"]]
+    return out

@@ -135,6 +135,8 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
         "sequence_diagram": diagram.mermaid(),
         "problems": problems,
     }
+    if scenario.get("usage") is not None:
+        section["usage"] = scenario["usage"]
     if scenario.get("probe") is not None:
         section["probe"] = {**scenario["probe"], "statement": PROBE_STATEMENT}
     return section
@@ -227,9 +229,12 @@ def _records(core: CoreEvidence | None) -> list[dict[str, Any]]:
 
 def _check(check: Mapping[str, Any], loaded: ScenarioArtifacts, lines: ArtifactLines) -> dict[str, Any]:
     evidence = dict(check.get("evidence") or {})
-    return {"id": check["id"], "verdict": check["verdict"], "summary": check.get("summary", ""),
-            "evidence": {k: list(v) for k, v in evidence.items()},
-            "evidence_problems": _evidence_problems(evidence, loaded, lines)}
+    out = {"id": check["id"], "verdict": check["verdict"], "summary": check.get("summary", ""),
+           "evidence": {k: list(v) for k, v in evidence.items()},
+           "evidence_problems": _evidence_problems(evidence, loaded, lines)}
+    if check.get("content") is not None:
+        out["content"] = dict(check["content"])
+    return out
 
 
 def _evidence_problems(evidence: Mapping[str, Any], loaded: ScenarioArtifacts, lines: ArtifactLines) -> list[str]:

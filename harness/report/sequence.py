@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from harness.codex.home import TOOL_NAMESPACES
 from harness.evidence.core import CoreEvidence
 from harness.evidence.rollouts import RolloutIndex, parse_time
 from peerwire.lifecycle import Stage
@@ -259,7 +260,7 @@ class _Builder:
                          f"turn {_short(turn.turn_id)} {turn.status}: {ending}")
         for call in index.tool_calls(name=None):
             agent = thread_agents.get(call.thread_id)
-            if agent is None or call.namespace != "mcp__peerwire" or call.name not in ("wait_agent", "interrupt_agent"):
+            if agent is None or call.namespace not in TOOL_NAMESPACES or call.name not in ("wait_agent", "interrupt_agent"):
                 continue
             args = call.parsed_arguments()
             label = (f"interrupt_agent {args.get('target')}" if call.name == "interrupt_agent" and isinstance(args, dict)

@@ -12,7 +12,8 @@ import pytest
 import tomlkit
 
 from harness.acceptance import artifacts
-from harness.acceptance.options import AUTH_HOME_ENV, UsageError, parse
+from harness.acceptance.options import AUTH_HOME_ENV, parse
+from harness.acceptance.preflight import preflight
 from harness.acceptance.run import main
 from harness.codex.home import AgentSettings, PeerwireServer, Projection
 from harness.codex.lab import copy_authorization
@@ -45,14 +46,48 @@ def test_repeatable_scenarios_and_explicit_choices(tmp_path: Path) -> None:
         "background", True, tmp_path, False, 1)
 
 
-def test_a_real_provider_needs_an_authorized_home(tmp_path: Path, auth_home: Path) -> None:
-    with pytest.raises(UsageError, match=AUTH_HOME_ENV):
-        parse(["--provider", "openai"], environ={})
-    with pytest.raises(UsageError, match="holds no auth.json"):
-        parse(["--provider", "openai"], environ={AUTH_HOME_ENV: str(tmp_path)})
+def test_a_real_provider_takes_its_home_from_the_environment_and_approves_the_tools(auth_home: Path) -> None:
     options = parse(["--provider", "openai"], environ={AUTH_HOME_ENV: str(auth_home)})
-    assert options.auth_home == auth_home and options.approve_tools is False
-    assert parse(["--provider", "openai", "--approve-tools"], environ={AUTH_HOME_ENV: str(auth_home)}).approve_tools
+    assert options.auth_home == auth_home and options.approve_tools is True
+    assert parse(["--provider", "openai"], environ={}).auth_home is None  # the preflight names it
+
+
+def _preflight(provider: str = "openai", environ: dict | None = None, approve_tools: bool = True,
+               codex_problem: str | None = None) -> list[str]:
+    return preflight(provider=provider, auth_home_env=AUTH_HOME_ENV, environ=environ or {},
+                     approve_tools=approve_tools, codex_problem=codex_problem)
+
+
+def test_the_preflight_names_every_missing_piece_one_line_each(tmp_path: Path, auth_home: Path) -> None:
+    assert _preflight(environ={AUTH_HOME_ENV: str(auth_home)}) == []
+    assert _preflight("scripted") == []
+    # no auth home, tools unapproved, another Codex: three lines, each naming its piece
+    problems = _preflight(approve_tools=False, codex_problem="found codex-cli 0.170.0, expected 0.171.0")
+    assert [line.split(":")[0] for line in problems] == ["auth home", "tool approvals", "Codex version"]
+    assert AUTH_HOME_ENV in problems[0] and "0.170.0" in problems[2]
+    assert [line.split(":")[0] for line in _preflight(environ={AUTH_HOME_ENV: str(tmp_path / "nowhere")})] == [
+        "auth home"]
+    # a home without its credential and without a model: both named
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    problems = _preflight(environ={AUTH_HOME_ENV: str(empty)})
+    assert [line.split(":")[0] for line in problems] == ["auth.json", "model"]
+    # a custom provider id without its table is named too
+    (auth_home / "config.toml").write_text('model = "m"\nmodel_provider = "corp"\n', encoding="utf-8")
+    assert [line.split(":")[0] for line in _preflight(environ={AUTH_HOME_ENV: str(auth_home)})] == ["model"]
+    assert "[model_providers.corp]" in _preflight(environ={AUTH_HOME_ENV: str(auth_home)})[0]
+
+
+def test_the_runner_stops_before_any_agent_on_a_failed_preflight(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(AUTH_HOME_ENV, raising=False)
+    err = io.StringIO()
+    status = main(["--provider", "openai", "--no-approve-tools", "--runs-root", str(tmp_path / "runs"),
+                   "--report-dir", str(tmp_path / "reports")], stderr=err)
+    assert status == 2
+    lines = err.getvalue().splitlines()
+    assert "2 problems, no agent was started" in lines[0]
+    assert [line.strip().split(":")[0] for line in lines[1:]] == ["auth home", "tool approvals"]
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "reports").exists()
 
 
 def test_agent_homes_get_the_credential_privately_and_keep_the_users_provider(tmp_path: Path,

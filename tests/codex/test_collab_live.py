@@ -17,7 +17,8 @@ import pytest
 from harness.codex.install import project_root
 from harness.contract.manifest import requirement
 from harness.acceptance.reference import ReferenceLab
-from harness.model.probe import ProbeExpectation, collab_probe, requests_from_log
+from harness.model.log import ModelRequestLog
+from harness.model.probe import ProbeExpectation, collab_probe, route_requests
 
 pytestmark = pytest.mark.codex
 
@@ -48,8 +49,8 @@ def exchange(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         status = lab.await_turn("root", turn, 60)["status"]
         agents = {a["path"]: a for a in lab.control().call("agents")["agents"] if a.get("path")}
         owners = {o["name"]: o for o in lab.control().call("owners")["owners"]}
-        log = (tmp_path / "artifacts" / "model-requests.jsonl").read_text("utf-8").splitlines()
-    requests = requests_from_log(log, "root")
+        log = ModelRequestLog.load(tmp_path / "artifacts" / "model-requests.jsonl")
+    requests = route_requests(log, "root")
     return {"status": status, "agents": agents, "owners": owners, "requests": requests,
             "summary": collab_probe(requests, expect), "expect": expect}
 
@@ -111,7 +112,7 @@ def _interrupt_script() -> dict[str, Any]:
         return {"envelope": {"type": "NEW_TASK", "contains": f"Task name: {path}\n", **extra}}
 
     def call(name: str, **arguments: Any) -> dict:
-        return {"function_call": {"namespace": "mcp__peerwire", "name": name, "arguments": arguments}}
+        return {"function_call": {"namespace": "mcp__collaboration", "name": name, "arguments": arguments}}
 
     final = lambda text: {"message": {"phase": "final_answer", "text": text}}  # noqa: E731
     return {"scenario": {"name": "collab-interrupt"}, "rules": {"root": [
@@ -163,8 +164,8 @@ def test_interrupting_a_child_ends_exactly_its_turn_and_it_takes_a_later_task(tm
         assert owners["/root/slow/deep"]["active_turn"] == deep_turn
         assert list(turns.values()).count("completed") == 1  # the later task, answered
         lab.model.release("deep")
-        log = (tmp_path / "artifacts" / "model-requests.jsonl").read_text("utf-8").splitlines()
-    finals = [item for r in requests_from_log(log, "root") for item in r["emitted"]
+        log = ModelRequestLog.load(tmp_path / "artifacts" / "model-requests.jsonl")
+    finals = [item for r in route_requests(log, "root") for item in r["emitted"]
               if item.get("phase") == "final_answer"]
     assert any("the helper is available again" in json_text(item) for item in finals)
 

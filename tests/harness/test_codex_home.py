@@ -385,3 +385,31 @@ def test_recovery_after_a_crash_also_keeps_the_users_edits(tmp_path: Path) -> No
     assert config["tui"] == {"notifications": False}
     assert "peerwire" not in config["mcp_servers"] and config["model"] == "gpt-5.5"
     assert sidecars(codex_home) == []
+
+
+def test_competing_codex_features_are_off_unless_asked_for_and_the_user_gets_them_back(tmp_path: Path) -> None:
+    user = USER_CONFIG + "\n[features]\nmulti_agent = true\nundo = true\n"
+    config = tomllib.loads(render_config(user, settings(tmp_path)))
+    assert config["features"] == {"multi_agent": False, "undo": True} and config["web_search"] == "disabled"
+    kept = tomllib.loads(render_config(user, settings(tmp_path, native_tools=("multi_agent", "web_search"))))
+    assert kept["features"]["multi_agent"] is True and "web_search" not in kept
+
+    codex_home = tmp_path / "home"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(user, encoding="utf-8")
+    with Projection(codex_home, settings(tmp_path)):
+        assert tomllib.loads((codex_home / "config.toml").read_text())["features"]["multi_agent"] is False
+    assert (codex_home / "config.toml").read_text() == user
+
+
+def test_each_profile_registers_its_server_under_its_own_name(tmp_path: Path) -> None:
+    from harness.codex.home import SERVER_NAMES, TOOL_NAMESPACES
+
+    collab = PeerwireServer(command="peerwire", env={}, approve_tools=("spawn_agent",), name=SERVER_NAMES["collab"])
+    config = tomllib.loads(render_config("", settings(tmp_path, peerwire=collab)))
+    assert list(config["mcp_servers"]) == ["collaboration"]
+    assert config["mcp_servers"]["collaboration"]["tools"] == {"spawn_agent": {"approval_mode": "approve"}}
+    assert TOOL_NAMESPACES == ("mcp__peerwire", "mcp__collaboration")
+    # a user's own entry under that name that launches something else is refused, naming the entry
+    with pytest.raises(PeerwireEntryConflict, match=r"\[mcp_servers.collaboration\]"):
+        render_config('[mcp_servers.collaboration]\ncommand = "other"\n', settings(tmp_path, peerwire=collab))

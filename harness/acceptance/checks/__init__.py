@@ -13,7 +13,8 @@ the order of events that produced it.
 * :mod:`.collab` — the judgements over a collaboration tree.
 
 Every scenario also gets the :data:`UNIVERSAL` checks: nothing is delivered
-twice, every turn is accounted for, and (with the scripted model) every
+twice, every turn is accounted for, no agent replies twice to one request,
+and (with the scripted model) every
 model request matched a rule.
 """
 
@@ -33,6 +34,7 @@ JUDGEMENTS = merge(MESSAGING, collab.JUDGEMENTS)
 UNIVERSAL = (
     CheckSpec("delivered-at-most-once", "delivered_at_most_once", {}),
     CheckSpec("turns-accounted-for", "turns_accounted_for", {}),
+    CheckSpec("replied-once-per-task", "replied_once_per_task", {}),
 )
 SCRIPTED_ONLY = (CheckSpec("model-requests-matched-rules", "model_requests_matched_rules", {}),)
 

@@ -35,6 +35,14 @@ class Evidence:
     rollout: list[str] = field(default_factory=list)
     model_requests: list[int] = field(default_factory=list)
     appserver: list[str] = field(default_factory=list)
+    content: dict[str, str] | None = None
+    """A labelled content assessment (see :func:`assess_content`), reported beside the verdict, never part
+    of it."""
+
+    def assess(self, label: str, expected: str, said: str) -> str:
+        """Grade whether ``said`` states ``expected`` and keep it as this verdict's content assessment."""
+        self.content = {"label": label, "grade": assess_content(expected, said)}
+        return self.content["grade"]
 
     def cite(self, *items: Any) -> None:
         for item in items:
@@ -56,6 +64,20 @@ class Evidence:
                 "appserver": self.appserver}
 
 
+def normalised(text: str) -> str:
+    """Text compared for meaning, not form: case folded, punctuation dropped, whitespace collapsed."""
+    kept = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in text.casefold())
+    return " ".join(kept.split())
+
+
+def assess_content(expected: str, said: str) -> str:
+    """``exact`` when ``said`` contains ``expected`` byte for byte, ``normalised`` when it does once both are
+    :func:`normalised`, else ``missing``."""
+    if expected in said:
+        return "exact"
+    return "normalised" if normalised(expected) in normalised(said) else "missing"
+
+
 def _add(bucket: list[Any], value: Any) -> None:
     if value not in bucket:
         bucket.append(value)
@@ -69,8 +91,11 @@ class Verdict:
     evidence: Evidence
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "verdict": "pass" if self.passed else "fail", "summary": self.summary,
-                "evidence": self.evidence.as_dict()}
+        out = {"id": self.id, "verdict": "pass" if self.passed else "fail", "summary": self.summary,
+               "evidence": self.evidence.as_dict()}
+        if self.evidence.content is not None:
+            out["content"] = dict(self.evidence.content)
+        return out
 
 
 @dataclass(frozen=True)

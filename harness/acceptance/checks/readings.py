@@ -65,6 +65,19 @@ def receive_outputs(obs: Observations, agent: str, record_id: str) -> list[tuple
     return found
 
 
+def arrivals(obs: Observations, agent: str, record: Mapping[str, Any]) -> list[tuple[RolloutLine, str]]:
+    """Every way ``record`` reached ``agent``'s model, in rollout order: ``(line, "receive_messages")`` for a
+    receive output holding it with the exact body, ``(line, "injected")`` for its envelope (the exact body)
+    delivered into the thread. Both are the contract's delivery; which one a model used is its choice."""
+    found = [(output, "receive_messages") for output, received in receive_outputs(obs, agent, record["record_id"])
+             if received.get("body") == record["body"]]
+    found += [(line, "injected") for line in obs.rollout(agent)
+              if line.record_type == "response_item" and line.payload_type == "message"
+              and line.payload.get("role") != "assistant" and carries(obs, line.text(), record)]
+    lines = obs.rollout(agent)
+    return sorted(found, key=lambda pair: lines.index(pair[0]) if pair[0] in lines else len(lines))
+
+
 def reply_of(obs: Observations, task: Mapping[str, Any]) -> dict[str, Any]:
     request = obs.core.request(task["request_id"])
     require(request is not None, f"no request row for {task['request_id']}")

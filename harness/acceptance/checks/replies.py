@@ -10,8 +10,8 @@ from harness.model.responses import item_text
 from peerwire.lifecycle import BINDING, Stage
 
 from ..observations import Observations, output_json
-from .kernel import Evidence, judgements, require
-from .readings import carries, receive_outputs, reply_of, turn_of_request
+from .kernel import Evidence, assess_content, judgements, require
+from .readings import arrivals, carries, reply_of, turn_of_request
 
 
 def reply_correlated(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
@@ -27,11 +27,13 @@ def reply_correlated(obs: Observations, params: Mapping[str, Any], ev: Evidence)
     require(reply["request_id"] == task["request_id"], "the reply names another request")
     require(reply["recipient"]["agent_id"] == task["sender"]["agent_id"],
             "the reply went to someone other than the requester")
-    require(reply["status"] == params.get("status", "done"),
-            f"reply status {reply['status']}, expected {params.get('status', 'done')}")
-    source = params.get("source")
-    if source is not None:
-        require(reply["reply_source"] == source, f"reply source {reply['reply_source']}, expected {source}")
+    # Any valid reply status and either source (an explicit reply, the turn's outcome) is delivery; a
+    # scenario that is about one of them names it (a string or a list).
+    statuses = _allowed(params.get("status"), ("done", "blocked", "failed"))
+    require(reply["status"] in statuses, f"reply status {reply['status']}, expected {' or '.join(statuses)}")
+    sources = _allowed(params.get("source"), ("explicit", "turn_outcome"))
+    require(reply["reply_source"] in sources, f"reply source {reply['reply_source']}, expected {' or '.join(sources)}")
+    source = reply["reply_source"]
     if source == "peerwire":
         require(reply["sender"]["agent_id"] is None, "a peerwire outcome is attributed to an agent")
     else:
@@ -47,15 +49,20 @@ def reply_correlated(obs: Observations, params: Mapping[str, Any], ev: Evidence)
         return (f"{task['request_id']} has one reply {reply['record_id']} ({reply['status']}, "
                 f"{reply['reply_source']}{', ' + reply.get('code') if reply.get('code') else ''}) "
                 f"delivered to {requester}")
-    found = receive_outputs(obs, requester, reply["record_id"])
-    require(found, f"{requester} never received {reply['record_id']} through receive_messages")
-    output, received = found[0]
-    ev.cite(output)
-    require(received.get("request_id") == task["request_id"] and received.get("body") == reply["body"],
-            "what the requester received differs from the reply record")
+    found = arrivals(obs, requester, reply)
+    require(found, f"{reply['record_id']} never reached {requester}'s model (no receive_messages output and no "
+                   f"injected envelope with its exact body and request {task['request_id']})")
+    line, how = found[0]
+    ev.cite(line)
     return (f"{task['request_id']} has one reply {reply['record_id']} ({reply['status']}, "
             f"{reply['reply_source']}{', ' + reply.get('code') if reply.get('code') else ''}) "
-            f"that {requester} received with the same request_id")
+            f"that reached {requester} ({how}) with the same request_id and exact body")
+
+
+def _allowed(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
+    if value is None:
+        return default
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def consumed_before_final(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
@@ -65,34 +72,40 @@ def consumed_before_final(obs: Observations, params: Mapping[str, Any], ev: Evid
     turn_id = obs.turn(params["turn"])["turn_id"]
     reply = reply_of(obs, task)
     ev.cite(task["record_id"], reply["record_id"])
-    lines = [line for line in obs.rollout(agent) if line.running_turn_id == turn_id]
-    assigned = [out for call, out in obs.tool_calls(agent, "followup_task") if out in lines
+    lines = obs.rollout(agent)
+    in_turn = [line for line in lines if line.running_turn_id == turn_id]
+    assigned = [out for call, out in obs.tool_calls(agent, "followup_task") if out in in_turn
                 and (output_json(out.text()) or {}).get("request_id") == task["request_id"]]
     require(assigned, f"{agent} did not assign {task['request_id']} in turn {params['turn']}")
-    waits = [out for call, out in obs.tool_calls(agent, "wait_agent") if out in lines]
-    received = [out for out, _ in receive_outputs(obs, agent, reply["record_id"]) if out in lines]
-    require(received, f"{agent} did not receive the reply {reply['record_id']} in turn {params['turn']}")
-    finals = [line for line in obs.final_messages(agent) if line in lines]
+    finals = [line for line in obs.final_messages(agent) if line in in_turn]
     require(finals, f"{agent}'s turn {params['turn']} has no final answer")
     final = finals[-1]
-    ev.cite(assigned[0], *(waits[:1]), received[0], final)
-    order = [lines.index(assigned[0]), lines.index(received[0]), lines.index(final)]
-    require(order == sorted(order), "the rollout does not show assign < receive < final answer")
-    require(any(lines.index(assigned[0]) < lines.index(w) < lines.index(received[0]) for w in waits),
-            f"{agent} did not wait (wait_agent) between assigning and receiving")
-    final_text = final.text()
-    require(reply["body"] in final_text, "the final answer is not built from the reply's body")
+    # Delivery: the reply reached the model (received, or injected into its context: both valid; so is any
+    # way of waiting) after the task was assigned and before the final answer.
+    reached = [(line, how) for line, how in arrivals(obs, agent, reply)
+               if lines.index(assigned[0]) < lines.index(line) < lines.index(final)]
+    require(reached, f"{agent} gave its final answer before the reply {reply['record_id']} reached its model "
+                     f"(turn {params['turn']}: assigned at {assigned[0].at}, final answer at {final.at})")
+    line, how = reached[0]
+    ev.cite(assigned[0], line, final)
     if obs.view.scripted:
         producer = next((exchange for exchange in obs.exchanges(agent)
                          if any(item.get("id") == final.payload.get("id") for item in exchange.items)), None)
         require(producer is not None, "no model request produced the final answer")
-        call_id = received[0].payload.get("call_id")
-        require(any(item.get("type") == "function_call_output" and item.get("call_id") == call_id
-                    for item in producer.input_items()),
+        require(any(_holds(obs, item, reply) for item in producer.input_items()),
                 f"model request {producer.seq} that produced the final answer did not contain the reply")
         ev.cite(producer.seq)
-    return (f"in turn {params['turn']} {agent} assigned {task['request_id']}, waited, received reply "
-            f"{reply['record_id']} and only then gave a final answer quoting it")
+    grade = ev.assess("the final answer states the fact the reply carried", reply["body"], final.text())
+    return (f"in turn {params['turn']} {agent} assigned {task['request_id']}, the reply {reply['record_id']} "
+            f"reached its model ({how}) and only then did it answer (content: {grade})")
+
+
+def _holds(obs: Observations, item: Mapping[str, Any], reply: Mapping[str, Any]) -> bool:
+    """Whether a model input item carries the reply: a tool output holding its record, or its envelope."""
+    if item.get("type") == "function_call_output":
+        data = output_json(item_text(item)) or {}
+        return any(r.get("record_id") == reply["record_id"] for r in data.get("records") or [])
+    return item.get("type") == "message" and item.get("role") != "assistant" and carries(obs, item_text(item), reply)
 
 
 def binding_state(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
@@ -102,7 +115,8 @@ def binding_state(obs: Observations, params: Mapping[str, Any], ev: Evidence) ->
     bindings = obs.bindings_of(task["request_id"])
     require(len(bindings) == 1, f"{task['request_id']} has {len(bindings)} bindings, not one")
     state = bindings[0]["state"]
-    require(state == params["state"], f"binding {bindings[0]['binding_id']} is {state}, not {params['state']}")
+    wanted = _allowed(params["state"], ())
+    require(state in wanted, f"binding {bindings[0]['binding_id']} is {state}, not {' or '.join(wanted)}")
     # The evidence of reaching that state: a row of a stage whose event leads into it.
     stages = sorted(BINDING.stages_into(state))
     rows = [row for stage in stages for row in obs.evidence(task["record_id"], stage)]
@@ -120,7 +134,8 @@ def recalls_from_history(obs: Observations, params: Mapping[str, Any], ev: Evide
             later_reply["record_id"])
     require(fact in earlier_reply["body"], f"the earlier result does not contain {fact!r}")
     require(fact not in later["body"], "the later task gives the result again")
-    require(fact in later_reply["body"], "the later answer does not recall the result")
+    # The recall is the scenario's point: in the model's own words, but the fact must be there.
+    require(assess_content(fact, later_reply["body"]) != "missing", "the later answer does not recall the result")
     if obs.view.scripted:
         turn = turn_of_request(obs, later)
         exchanges = [exchange for exchange in obs.exchanges(agent) if exchange.turn_id == turn]

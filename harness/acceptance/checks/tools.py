@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.codex.home import TOOL_NAMESPACES
 from harness.model.responses import item_text
 
 from ..observations import Observations, output_json
 from .kernel import Evidence, judgements, require
-from .readings import receive_outputs
+from .readings import arrivals, receive_outputs
 
 
 def tool_receipt(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
@@ -48,19 +49,83 @@ def tool_receipt(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
 
 
 def received_exactly(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
-    """The agent's receive_messages output holds the record with its exact body."""
+    """The record reached the agent's model with its exact body: in a receive_messages output, or as its
+    envelope delivered into the thread (a model may answer from that without calling receive)."""
     record = obs.select(params["record"])
     agent = params["agent"]
     ev.cite(record["record_id"])
-    found = receive_outputs(obs, agent, record["record_id"])
-    require(found, f"no receive_messages output of {agent} holds {record['record_id']}")
-    output, received = found[0]
-    ev.cite(output)
-    require(received.get("body") == record["body"], "the received body differs from the stored body")
-    require(received["body"].encode("utf-8") == record["body"].encode("utf-8"), "the bodies differ byte for byte")
-    require(received.get("request_id") == record.get("request_id"), "the received request_id differs")
-    return (f"{agent} received {record['record_id']} with its body byte-identical "
+    for output, received in receive_outputs(obs, agent, record["record_id"]):
+        ev.cite(output)
+        require(received.get("body") == record["body"], "the received body differs from the stored body")
+        require(received["body"].encode("utf-8") == record["body"].encode("utf-8"), "the bodies differ byte for byte")
+        require(received.get("request_id") == record.get("request_id"), "the received request_id differs")
+    found = arrivals(obs, agent, record)
+    require(found, f"{record['record_id']} never reached {agent}'s model: no receive_messages output holds it and "
+                   f"no envelope with its exact body was delivered into its thread")
+    line, how = found[0]
+    ev.cite(line)
+    return (f"{record['record_id']} reached {agent}'s model ({how}) with its body byte-identical "
             f"({len(record['body'].encode('utf-8'))} bytes)")
+
+
+def acted_before_claiming(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
+    """In the prompted turn the agent called one of the core's tools before its final answer: a final answer
+    claiming the job is done with no call behind it is the fault this names."""
+    agent, label = params["agent"], params["turn"]
+    turn_id = obs.turn(label)["turn_id"]
+    lines = [line for line in obs.rollout(agent) if line.running_turn_id == turn_id]
+    finals = [line for line in obs.final_messages(agent) if line in lines]
+    require(finals, f"{agent}'s turn {label} has no final answer")
+    calls = [line for line in lines if line.record_type == "response_item" and line.payload_type == "function_call"
+             and line.payload.get("namespace") in TOOL_NAMESPACES and lines.index(line) < lines.index(finals[-1])]
+    ev.cite(*calls[:3], finals[-1])
+    require(calls, f"{agent} claimed a result in turn {label} without calling any tool: its final answer "
+                   f"{finals[-1].text()[:120]!r} rests on no call")
+    return f"{agent} made {len(calls)} tool call(s) in turn {label} before its final answer"
+
+
+def tasks_addressed(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
+    """Every task the agent's model admitted in the turn went to the agent it was asked to task (``target``),
+    and there was one."""
+    agent, target, label = params["agent"], params["target"], params["turn"]
+    turn_id = obs.turn(label)["turn_id"]
+    admitted, wrong = [], []
+    for call, out in obs.tool_calls(agent, "followup_task"):
+        if call.running_turn_id != turn_id or out is None:
+            continue
+        request_id = (output_json(out.text()) or {}).get("request_id")
+        if request_id is None:
+            continue  # refused: no task
+        request = obs.core.request(request_id) or {}
+        recipient = obs.agent_name(request.get("recipient_id")) if request else None
+        (admitted if recipient == target else wrong).append((call, out, recipient))
+        ev.cite(call, out)
+    require(not wrong, f"{agent} sent its task to the wrong agent: " + ", ".join(
+        f"{(output_json(out.text()) or {}).get('request_id')} went to {recipient}, not {target}"
+        for _call, out, recipient in wrong))
+    require(admitted, f"{agent} tasked no agent in turn {label}, though asked to task {target}")
+    return f"{agent}'s {len(admitted)} task(s) in turn {label} all went to {target}"
+
+
+def replied_once_per_task(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
+    """No agent called ``reply`` twice for one request (the core refuses the second; a model that tries has
+    not understood the contract)."""
+    per_request: dict[tuple[str, str], list[Any]] = {}
+    for row in obs.agents:
+        name = row["name"]
+        try:
+            calls = list(obs.tool_calls(name, "reply"))
+        except Exception:  # an agent without a rollout (a peer) made no calls
+            continue
+        for call, _out in calls:
+            request_id = (output_json(call.payload.get("arguments") or "") or {}).get("request_id")
+            per_request.setdefault((name, str(request_id)), []).append(call)
+    twice = {key: calls for key, calls in per_request.items() if len(calls) > 1}
+    for calls in twice.values():
+        ev.cite(*calls)
+    require(not twice, "; ".join(f"{name} replied {len(calls)} times to {request_id}"
+                                 for (name, request_id), calls in twice.items()))
+    return f"{len(per_request)} reply call(s), none repeated for a request"
 
 
 def tool_error_seen(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
@@ -96,4 +161,5 @@ def nothing_admitted(obs: Observations, params: Mapping[str, Any], ev: Evidence)
     return f"no record was admitted{' from ' + params['sender'] if 'sender' in params else ''} and nothing was bound"
 
 
-JUDGEMENTS = judgements(tool_receipt, received_exactly, tool_error_seen, nothing_admitted)
+JUDGEMENTS = judgements(tool_receipt, received_exactly, tool_error_seen, nothing_admitted, acted_before_claiming,
+                        tasks_addressed, replied_once_per_task)

@@ -1,0 +1,83 @@
+"""The real-provider path end to end, offline: ``runner.py --provider openai`` against a stand-in provider.
+
+Everything a real run does happens here (the auth home named by the environment, its ``config.toml`` and
+``auth.json`` copied into private agent homes, the projection approving exactly the core's tools with
+Codex's competing tools off, the preflight, every scenario that declares the openai provider, the model
+and effort read from the rollouts, the report and its secret scan). Only the network differs: the user's
+provider ``base_url`` points at a stand-in (:mod:`harness.model.standin`) that plays every scenario's
+rules on one route, telling scenario and agent apart by the workspace Codex reports in each request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.acceptance.options import AUTH_HOME_ENV
+from harness.acceptance.scenario import discover
+from harness.model.bodies import read_log
+from harness.model.server import ScriptedModel
+from harness.model.standin import stand_in
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY_ENV = "STANDIN_PROVIDER_KEY"
+KEY = "sk-standin-0123456789abcdef0123456789abcdef"
+RUN_TIMEOUT_S = 900
+
+
+def user_config(port: int) -> str:
+    return (f'model = "standin-large"\nmodel_provider = "standin"\nmodel_reasoning_effort = "medium"\n\n'
+            f'[model_providers.standin]\nname = "Stand-in provider"\nbase_url = "http://127.0.0.1:{port}/v1"\n'
+            f'wire_api = "responses"\nenv_key = "{KEY_ENV}"\nrequest_max_retries = 0\nstream_max_retries = 0\n')
+
+
+@pytest.mark.codex
+@pytest.mark.slow
+def test_every_openai_scenario_passes_through_the_real_provider_path(tmp_path: Path) -> None:
+    scenarios = [s.name for s in discover() if "openai" in s.providers]
+    assert len(scenarios) >= 6
+    auth_home = tmp_path / "auth-home"
+    auth_home.mkdir()
+    with ScriptedModel(stand_in(ROOT / "scenarios"), log_path=tmp_path / "standin.jsonl") as provider:  # type: ignore[arg-type]
+        (auth_home / "config.toml").write_text(user_config(provider.port), encoding="utf-8")
+        (auth_home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": KEY}), encoding="utf-8")
+        before = {p.name: p.read_bytes() for p in auth_home.iterdir()}
+        env = {**os.environ, AUTH_HOME_ENV: str(auth_home), KEY_ENV: KEY}
+        run = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--provider", "openai",
+                              "--runs-root", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "reports")],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert run.returncode == 0, run.stderr[-4000:]
+    # the user's home is never changed
+    assert {p.name: p.read_bytes() for p in auth_home.iterdir()} == before
+
+    (report_dir,) = (tmp_path / "reports").iterdir()
+    report = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
+    assert report["run"]["provider"] == "openai" and report["run"]["passed"]
+    assert sorted(s["name"] for s in report["scenarios"]) == sorted(
+        s.name for s in discover() for _ in s.modes if "openai" in s.providers)
+    for scenario in report["scenarios"]:
+        assert scenario["identity"]["provider"] == "openai"
+        for agent, usage in scenario["usage"]["agents"].items():
+            # the user's model and effort, as the rollouts record them; the counts the provider reported
+            assert usage["models"] == ["standin-large"] and usage["reasoning_efforts"] == ["medium"], agent
+            assert usage["model_requests"] > 0 and usage["input_tokens"] > 0 and usage["cached_input_tokens"] > 0
+    assert report["run"]["usage"]["totals"]["model_requests"] == sum(
+        s["usage"]["totals"]["model_requests"] for s in report["scenarios"])
+    assert report["secret_scan"]["clean"]
+    assert KEY not in (report_dir / "report.json").read_text(encoding="utf-8")
+
+    # what the provider saw: only the core's tools next to Codex's own shell tools, every request routed
+    requests = [r for _, r in read_log(tmp_path / "standin.jsonl") if r and r.get("event") == "request"]
+    responses = [r for _, r in read_log(tmp_path / "standin.jsonl") if r and r.get("event") == "response"]
+    assert requests and all(r["outcome"] == "answered" for r in responses)
+    for request in requests:
+        names = {tool.get("name") for tool in request["body"]["tools"] if tool.get("type") == "namespace"}
+        assert names == {"mcp__peerwire"}, names  # no multi_agent namespace
+        assert not any(tool.get("type") == "web_search" for tool in request["body"]["tools"])
+        assert request["body"]["model"] == "standin-large"
+        assert "authorization" not in request["headers"]
