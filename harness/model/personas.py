@@ -34,7 +34,7 @@ import jsonschema
 
 from peerwire import envelope
 
-from .responses import item_text
+from .responses import item_text, json_objects
 from .rules import Decision, ModelScript
 
 PERSONAS_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "personas"

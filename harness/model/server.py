@@ -445,7 +445,11 @@ class _Handler(BaseHTTPRequestHandler):
         if exchange.agent is None:
             self._unexpected(exchange, f"no route {self.path}", HTTPStatus.NOT_FOUND)
             return
-        decision = model._decide(exchange)
+        try:
+            decision = model._decide(exchange)
+        except Exception as error:  # a broken script answers like no rule, naming why, and the server stays up
+            self._unexpected(exchange, f"the script failed on request #{exchange.seq}: {type(error).__name__}: {error}")
+            return
         if decision is None:
             self._unexpected(exchange, f"no rule of agent {exchange.agent!r} matches request #{exchange.seq}")
             return
