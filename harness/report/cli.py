@@ -30,7 +30,6 @@ import json
 import sys
 from pathlib import Path
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 from harness.model.bodies import read_log
@@ -82,8 +81,6 @@ def merge(argv: Sequence[str], out: TextIO) -> int:
     parser.add_argument("--force", action="store_true",
                         help="merge reports of different Codex or suite versions, shard counts or plans")
     parser.add_argument("--run-id", help="the merged acceptance report's run id (default: merged-<UTC time>)")
-    parser.add_argument("--request", nargs=2, metavar=("RUN", "SEQ"),
-                        help="print model request SEQ of scenario run RUN (e.g. smoke.attached) whole")
     args = parser.parse_args(argv)
     acceptance, contract = find_reports(args.folders), find_compliance(args.folders)
     if not acceptance and not contract:

@@ -12,7 +12,7 @@ import pytest
 import tomlkit
 
 from harness.acceptance import artifacts
-from harness.acceptance.options import AUTH_HOME_ENV, parse
+from harness.acceptance.options import AUTH_HOME_ENV, UsageError, parse
 from harness.acceptance.preflight import preflight
 from harness.acceptance.run import main
 from harness.codex.home import AgentSettings, PeerwireServer, Projection
