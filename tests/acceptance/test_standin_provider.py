@@ -62,10 +62,13 @@ def test_every_openai_scenario_passes_through_the_real_provider_path(tmp_path: P
         s.name for s in discover() for _ in s.modes if "openai" in s.providers)
     for scenario in report["scenarios"]:
         assert scenario["identity"]["provider"] == "openai"
+        assert scenario["usage"]["totals"]["model_requests"] > 0
         for agent, usage in scenario["usage"]["agents"].items():
+            if usage["model_requests"] == 0:
+                continue  # an agent the scenario drives with tools alone (lifecycle's A) asks no model
             # the user's model and effort, as the rollouts record them; the counts the provider reported
             assert usage["models"] == ["standin-large"] and usage["reasoning_efforts"] == ["medium"], agent
-            assert usage["model_requests"] > 0 and usage["input_tokens"] > 0 and usage["cached_input_tokens"] > 0
+            assert usage["input_tokens"] > 0 and usage["cached_input_tokens"] > 0
     assert report["run"]["usage"]["totals"]["model_requests"] == sum(
         s["usage"]["totals"]["model_requests"] for s in report["scenarios"])
     assert report["secret_scan"]["clean"]

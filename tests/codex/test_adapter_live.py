@@ -245,7 +245,7 @@ def test_an_owner_gets_no_input_before_its_mcp_servers_are_ready(lab):
 
 
 def test_an_mcp_server_that_cannot_start_fails_the_attach_naming_it(tmp_path: Path):
-    script = script_from_document(routes.model_document(), source="adapter-paths")
+    script = routes.model_script()
     with ReferenceLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
         config = lab.agents["B"].codex_home / "config.toml"
         # A user's server beside the core's, which exits at once: the owner must not be prompted blind.
