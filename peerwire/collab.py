@@ -95,7 +95,12 @@ def fork_turns(value: Any) -> str | int:
 def render(message_type: str, recipient_path: str, sender_path: str, body: str) -> str:
     """The collaboration envelope: message type (:data:`peerwire.envelope.MESSAGE_TYPES`), task name, sender,
     payload."""
-    return f"{TYPE_HEADER}: {message_type}\nTask name: {recipient_path}\nSender: {sender_path}\nPayload:\n{body}"
+    return head(message_type, recipient_path, sender_path) + "\n" + body
+
+
+def head(message_type: str, recipient_path: str, sender_path: str) -> str:
+    """The collaboration envelope without its body (its routing metadata), ending with ``Payload:``."""
+    return f"{TYPE_HEADER}: {message_type}\nTask name: {recipient_path}\nSender: {sender_path}\nPayload:"
 
 
 def history_items(turns: list[dict[str, Any]], keep: str | int) -> list[dict[str, Any]]:

@@ -13,8 +13,8 @@ import asyncio
 import logging
 from typing import Awaitable
 
-from .hub import WakeHub
-from .providers import Provider
+from .hub import MAILBOX_ACTIVITY, PROVIDER_CONTEXT_AVAILABLE, WakeHub
+from .providers import Provider, ProviderResult
 from .registry import AgentRow
 from .store import Store
 
@@ -29,19 +29,46 @@ class Delivery:
         self._background: set[asyncio.Task] = set()
 
     def after_commit(self, recipient: AgentRow, interaction_id: str) -> None:
-        """A record is durable: wake the recipient's waiters, then hand it to its provider (if any)."""
-        self.hub.notify(recipient.agent_id)
+        """A record is durable: wake the recipient's waiters, then hand it to its provider (if any).
+
+        When the provider puts it into the recipient's live conversation, the
+        waiters are woken once it has answered (see :meth:`_then_wake`).
+        """
         provider = self.providers.get(recipient.provider)
-        if provider is not None:
-            record = self.store.interaction(interaction_id)
-            self.in_background(provider.deliver(recipient, record), f"deliver {interaction_id}")
+        if provider is None or not provider.in_context(recipient):
+            self.hub.notify(recipient.agent_id)
+            if provider is not None:
+                record = self.store.interaction(interaction_id)
+                self.in_background(provider.deliver(recipient, record), f"deliver {interaction_id}")
+            return
+        record = self.store.interaction(interaction_id)
+        self.in_background(self._then_wake(recipient, provider.deliver(recipient, record)),
+                           f"deliver {interaction_id}")
 
     def task_admitted(self, recipient: AgentRow) -> None:
         """A task is durable: wake the recipient's waiters, then give its provider a dispatch opportunity."""
-        self.hub.notify(recipient.agent_id)
         provider = self.providers.get(recipient.provider)
-        if provider is not None:
-            self.in_background(provider.dispatch(recipient), f"dispatch to {recipient.name}")
+        if provider is None or not provider.in_context(recipient):
+            self.hub.notify(recipient.agent_id)
+            if provider is not None:
+                self.in_background(provider.dispatch(recipient), f"dispatch to {recipient.name}")
+            return
+        self.in_background(self._then_wake(recipient, provider.dispatch(recipient)),
+                           f"dispatch to {recipient.name}")
+
+    async def _then_wake(self, recipient: AgentRow, handed: Awaitable[ProviderResult | int | None]) -> None:
+        """Wake the recipient's waiters after its provider answered: ``provider_context_available`` when the
+        record reached its conversation (the waiter returns without a duplicate body and acknowledges
+        nothing), ``mailbox_activity`` otherwise, failures included (it is in the mailbox either way)."""
+        reached = False
+        try:
+            result = await handed
+            # A task accepted into a turn (a count), or a record the provider proved visible (not merely a
+            # handoff started): only then is it in the conversation.
+            reached = result > 0 if isinstance(result, int) else (
+                result is not None and result.accepted and not result.degraded)
+        finally:
+            self.hub.notify(recipient.agent_id, PROVIDER_CONTEXT_AVAILABLE if reached else MAILBOX_ACTIVITY)
 
     def published(self, recipient_id: str, interaction_id: str) -> None:
         """A record the app wrote itself (a turn's reply, a notice): wake and deliver it."""

@@ -10,6 +10,13 @@
     <body exactly as sent>
 
 The payload is last so the body is never altered or followed by anything.
+
+A task reaches Codex as a structured task item, not one rendered text: the
+headers (:func:`head`: type, request id, sender and how to answer) and the
+literal body are separate input parts of one user message, so a model or a
+reader gets the peer's text exactly as sent, apart from the host's routing
+metadata. Joined with a line break, as the Responses API joins the parts of a
+message, they are exactly :func:`render`, so every envelope reader reads both.
 """
 
 from __future__ import annotations
@@ -27,6 +34,11 @@ MESSAGE_TYPES = {Kind.TASK: "NEW_TASK", Kind.INFORMATION: "MESSAGE", Kind.REPLY:
 
 def render(record: dict[str, Any]) -> str:
     """The envelope text of a mailbox record (see :func:`peerwire.store.record_view`)."""
+    return head(record) + "\n" + record["body"]
+
+
+def head(record: dict[str, Any]) -> str:
+    """The envelope of a record without its body: every header, then ``Payload:`` (the routing metadata)."""
     kind = record["kind"]
     lines = [f"{TYPE_HEADER}: {MESSAGE_TYPES[kind]}"]
     request_id = record.get("request_id")
@@ -43,7 +55,7 @@ def render(record: dict[str, Any]) -> str:
     if record.get("code"):
         lines.append(f"Notice: {record['code']}")
     lines.append("Payload:")
-    return "\n".join(lines) + "\n" + record["body"]
+    return "\n".join(lines)
 
 
 def parse(text: str) -> dict[str, Any]:

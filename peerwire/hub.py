@@ -61,6 +61,12 @@ def require_present() -> None:
         raise CallerGone(current.reason)
 
 
+MAILBOX_ACTIVITY = "mailbox_activity"
+"""A record was committed for the recipient: it is in the mailbox."""
+PROVIDER_CONTEXT_AVAILABLE = "provider_context_available"
+"""A record reached the recipient's live conversation through its provider: the model already has it."""
+
+
 class Subscription:
     def __init__(self, hub: "WakeHub", agent_id: str):
         self._hub = hub
@@ -122,7 +128,7 @@ class WakeHub:
         self._waiters[agent_id].add(sub)
         return sub
 
-    def notify(self, agent_id: str, reason: str = "mailbox_activity") -> int:
+    def notify(self, agent_id: str, reason: str = MAILBOX_ACTIVITY) -> int:
         subs = self._waiters.get(agent_id)
         if not subs:
             return 0

@@ -17,7 +17,7 @@ from . import contract, export
 from .collab_ops import CollabOperations
 from .delivery import Delivery
 from .errors import Code, PeerwireError
-from .hub import require_present
+from .hub import PROVIDER_CONTEXT_AVAILABLE, require_present
 from .limits import DEFAULT_RECEIVE_LIMIT, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS
 from .providers import RuntimeOwner, require_known
 from .receipts import tool_receipt
@@ -180,6 +180,10 @@ class Operations:
                 if not await sub.wait(deadline - time.monotonic()):
                     return _page(page, timed_out=True)
                 woke_by = sub.reason
+                if woke_by == PROVIDER_CONTEXT_AVAILABLE:
+                    # The record is already in the caller's conversation: return at once, without its
+                    # body (no duplicate) and without acknowledging it; it stays readable from ``cursor``.
+                    return {**_page(page, timed_out=False), "has_more": True, "wake_reason": woke_by}
                 sub.rearm()
 
     async def wait_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:

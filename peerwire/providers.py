@@ -72,8 +72,16 @@ class Provider(Protocol):
         when there was nothing to hand off (no runtime: it waits in the mailbox).
         """
 
-    async def dispatch(self, recipient: AgentRow) -> None:
-        """Give the recipient's pending tasks a dispatch opportunity."""
+    def in_context(self, recipient: AgentRow) -> bool:
+        """Whether what is committed for ``recipient`` now goes into its live conversation (a provider path).
+
+        The app then wakes the recipient's waiters only once the provider has
+        answered: with ``provider_context_available`` when the record reached
+        the conversation, so a waiting tool returns without a duplicate body.
+        """
+
+    async def dispatch(self, recipient: AgentRow) -> int:
+        """Give the recipient's pending tasks a dispatch opportunity; how many a turn accepted."""
 
     async def interrupt(self, target: AgentRow) -> dict[str, Any]:
         """Interrupt the target's active turn, or raise ``not_active``/``unsupported``."""
@@ -126,8 +134,11 @@ class ManualProvider:
     async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> ProviderResult | None:
         return None
 
-    async def dispatch(self, recipient: AgentRow) -> None:
-        return None
+    def in_context(self, recipient: AgentRow) -> bool:
+        return False
+
+    async def dispatch(self, recipient: AgentRow) -> int:
+        return 0
 
     async def interrupt(self, target: AgentRow) -> dict[str, Any]:
         raise PeerwireError(

@@ -53,9 +53,34 @@ def is_stale_turn(error: JsonRpcError) -> bool:
     return error.code == STALE_TURN_CODE and ("active turn" in text or "expected" in text)
 
 
-def inject_item(text: str) -> dict[str, Any]:
-    """A raw Responses item carrying an envelope into the thread's history."""
-    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+TASK_CONTEXT_NAME = "peerwire_task_delivery"
+"""The name of the routing metadata a steer carries in ``additionalContext`` (where Codex takes it)."""
+
+
+def inject_item(*parts: str) -> dict[str, Any]:
+    """A raw Responses user message carrying ``parts`` (an envelope's head, then the literal body) into
+    the thread's history."""
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": p} for p in parts]}
+
+
+def task_input(head: str, body: str) -> list[dict[str, Any]]:
+    """The ``turn/start`` input of a task: the structured task item (request, sender, how to answer) and
+    the peer's literal text, as two parts of one user message (see :mod:`peerwire.envelope`)."""
+    return [{"type": "text", "text": head}, {"type": "text", "text": body}]
+
+
+def steer_request(head: str, body: str, assessment: Assessment) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(input, extra params) of the ``turn/steer`` that joins a task to the active turn.
+
+    The input is the peer's literal text; the routing metadata goes apart, in
+    ``additionalContext``, where the Codex version takes it (capability
+    ``steer_context``). Otherwise it stays a separate part of the same input,
+    as for ``turn/start``: never merged into the peer's text.
+    """
+    if assessment.allows(Capability.STEER_CONTEXT):
+        return ([{"type": "text", "text": body}],
+                {"additionalContext": [{"kind": "application", "name": TASK_CONTEXT_NAME, "value": head}]})
+    return task_input(head, body), {}
 
 
 @dataclass
@@ -291,29 +316,36 @@ class CodexProvider:
             owner.active_turn = result["turn"]["id"]
         return {"turn_id": owner.active_turn, "thread_id": owner.thread_id, "generation": owner.generation}
 
-    async def dispatch(self, recipient: AgentRow) -> None:
+    def in_context(self, recipient: AgentRow) -> bool:
+        owner = self.owners.get(recipient.agent_id)
+        return owner is not None and owner.client.exited is None
+
+    async def dispatch(self, recipient: AgentRow) -> int:
         owner = self.owners.get(recipient.agent_id)
         if owner is None:
-            return  # pending until an owner attaches
+            return 0  # pending until an owner attaches
+        accepted = 0
         async with owner.lock:
             needed = Capability.IDLE_START if owner.active_turn is None else Capability.STEER
             if not owner.capabilities.allows(needed):
                 # Never attempted: the tasks stay pending (receive can take them) until a turn can carry them.
                 if self.store.pending_tasks(recipient.agent_id):
                     self.store.update_agent(recipient.agent_id, last_error=owner.capabilities.refusal(needed))
-                return
+                return 0
             for request_id in self.store.pending_tasks(recipient.agent_id):
                 if owner.client.exited is not None:
-                    return
+                    break
                 claim_id = self.store.claim_for_dispatch(request_id)
                 if claim_id is None:
                     continue  # receive exposed it first
-                await self._submit(owner, recipient, request_id, claim_id)
+                accepted += await self._submit(owner, recipient, request_id, claim_id)
+        return accepted
 
-    async def _submit(self, owner: Owner, recipient: AgentRow, request_id: str, claim_id: str) -> None:
+    async def _submit(self, owner: Owner, recipient: AgentRow, request_id: str, claim_id: str) -> bool:
+        """Start or steer a turn with the claimed task; True when Codex accepted it into a turn."""
         req = self.store.request(request_id)
         record = self.store.interaction(req["task_interaction_id"])
-        text = self._render(record)
+        head, body = self._envelope(record)
         steering = owner.active_turn
         try:
             if steering is None:
@@ -321,28 +353,32 @@ class CodexProvider:
                 parent = (record.get("tool_receipt") or {}).get("turn_id")
                 if parent:
                     extra["parentTurnId"] = parent
-                result = await owner.client.turn_start(owner.thread_id, text, extra=_accepted(owner, "turn/start", extra),
+                result = await owner.client.turn_start(owner.thread_id, task_input(head, body),
+                                                       extra=_accepted(owner, "turn/start", extra),
                                                        timeout=REQUEST_TIMEOUT_S)
                 turn_id = result["turn"]["id"]
                 owner.active_turn = turn_id
             else:
-                result = await owner.client.turn_steer(owner.thread_id, steering, text,
-                                                       extra=_accepted(owner, "turn/steer",
-                                                                       {"clientUserMessageId": request_id}),
+                steer_input, context = steer_request(head, body, owner.capabilities)
+                result = await owner.client.turn_steer(owner.thread_id, steering, steer_input,
+                                                       extra={**_accepted(owner, "turn/steer",
+                                                                          {"clientUserMessageId": request_id}),
+                                                              **context},
                                                        timeout=REQUEST_TIMEOUT_S)
                 turn_id = result["turnId"]
         except JsonRpcError as exc:
             if steering is not None and is_stale_turn(exc):
                 self.store.release_claim(request_id, f"stale turn {steering}: {exc.message}")
-                return  # nothing admitted; the next opportunity dispatches it again
+                return False  # nothing admitted; the next opportunity dispatches it again
             self._uncertain(request_id, f"{'turn/steer' if steering else 'turn/start'} error {exc.code}: "
                                         f"{exc.message}")
-            return
+            return False
         except (AppServerExited, TimeoutError, ConnectionError) as exc:
             self._uncertain(request_id, f"no acknowledgement from codex ({type(exc).__name__})")
-            return
+            return False
         self.store.bind(request_id, claim_id, recipient, owner.generation, owner.thread_id, turn_id,
                         via="turn/steer" if steering else "turn/start")
+        return True
 
     def _uncertain(self, request_id: str, reason: str) -> None:
         receipt = self.store.make_uncertain(request_id, reason)
@@ -375,7 +411,7 @@ class CodexProvider:
             return None
         where = {"thread_id": owner.thread_id, "generation": owner.generation, "active_turn": owner.active_turn}
         try:
-            await owner.client.thread_inject_items(owner.thread_id, [inject_item(self._render(record))],
+            await owner.client.thread_inject_items(owner.thread_id, [inject_item(*self._envelope(record))],
                                                    timeout=REQUEST_TIMEOUT_S)
         except TimeoutError:
             # The request was written; its acknowledgement never came. That proves a start, not a delivery.
@@ -461,14 +497,15 @@ class CodexProvider:
                                 f"before turn {turn_id} completed", {"turn_id": turn_id})
         return owner.completed[turn_id]
 
-    def _render(self, record: dict[str, Any]) -> str:
-        """The envelope for a record: the collaboration form (paths) between agents of a tree."""
+    def _envelope(self, record: dict[str, Any]) -> tuple[str, str]:
+        """(head, literal body) of a record's envelope: the collaboration form (paths) between agents of a
+        tree. Joined by a line break they are the rendered envelope."""
         recipient = self.store.agent(record["recipient"]["agent_id"])
         if recipient.path:
             sender_id = record["sender"]["agent_id"]
             sender = (self.store.agent(sender_id).path or record["sender"]["name"]) if sender_id else "peerwire"
-            return collab.render(envelope.MESSAGE_TYPES[record["kind"]], recipient.path, sender, record["body"])
-        return envelope.render(record)
+            return collab.head(envelope.MESSAGE_TYPES[record["kind"]], recipient.path, sender), record["body"]
+        return envelope.head(record), record["body"]
 
     def _owner(self, agent: AgentRow) -> Owner:
         owner = self.owners.get(agent.agent_id)

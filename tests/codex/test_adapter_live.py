@@ -67,21 +67,66 @@ def test_idle_start(lab):
     assert stages(lab, rid)[:5] == ["entered", "admitted", "claim_by_dispatch", "provider_accepted", "binding_capture"]
 
 
+def user_messages(lab: ReferenceLab, agent: str, marker: str) -> list[list[str]]:
+    """The content parts of every user message holding ``marker`` in ``agent``'s first model request that
+    holds it: what the model received, part by part."""
+    for exchange in lab.model.exchanges:
+        if exchange.agent != agent:
+            continue
+        found = [[part["text"] for part in item.get("content") or [] if part.get("type") == "input_text"]
+                 for item in exchange.input_items() if item.get("type") == "message" and item.get("role") == "user"]
+        found = [parts for parts in found if any(marker in part for part in parts)]
+        if found:
+            return found
+    raise AssertionError(f"no model request of {agent} holds {marker!r}")
+
+
 @requirement("envelope:format")
 def test_the_task_envelope_reaches_the_model_exactly(lab):
     out = routes.idle_start(lab)
     sender = lab.as_agent("A").call("whoami")["agent"]
-    request = next(e for e in lab.model.exchanges if e.agent == "B")
-    texts = [part["text"] for item in request.input_items() if item.get("type") == "message"
-             for part in item.get("content") or [] if part.get("type") == "input_text"]
-    (text,) = [t for t in texts if t.startswith("Message Type: ")]
+    (parts,) = user_messages(lab, "B", "[idle] What is six times seven?")
+    # One user message, two parts: the structured task item, then the peer's text exactly as sent.
+    item, body = parts
+    assert body == "[idle] What is six times seven?"
+    assert item.endswith("\nPayload:") and "[idle]" not in item
+    text = "\n".join(parts)
     assert definition_validator("envelope").is_valid(text), text  # contracts/definitions.json#/$defs/envelope
     parsed = envelope.parse(text)
     headers = parsed["headers"]
     assert (headers["Message Type"], headers["Request"]) == ("NEW_TASK", out["request_id"])
     assert headers["Sender"] == f"A ({sender['agent_id']})"
     assert f"reply tool with request_id {out['request_id']}" in headers["Answer"]
-    assert parsed["payload"] == "[idle] What is six times seven?"
+    assert parsed["payload"] == body
+
+
+@requirement("delivery:task:structured-item")
+def test_an_idle_task_opens_its_turn_with_a_structured_item(lab):
+    out = routes.idle_start(lab)
+    (start,) = sent(transcript(lab), "turn/start")
+    item, body = start["params"]["input"]
+    assert body == {"type": "text", "text": "[idle] What is six times seven?"}
+    headers = envelope.parse(item["text"] + "\n")["headers"]
+    assert (headers["Message Type"], headers["Request"]) == ("NEW_TASK", out["request_id"])
+    assert headers["Sender"].startswith("A (") and "reply tool" in headers["Answer"]
+    # what the model received: the same two parts, in one user message
+    assert user_messages(lab, "B", "[idle] What is six times seven?") == [[item["text"], body["text"]]]
+
+
+@requirement("delivery:steer:literal-text")
+def test_a_steer_carries_the_literal_text_apart_from_the_routing_metadata(lab):
+    out = routes.steer(lab)
+    second = out["request_ids"][1]
+    (steer,) = sent(transcript(lab), "turn/steer")
+    params = steer["params"]
+    # The pinned Codex has no turn/steer additionalContext (capability steer_context): the routing
+    # metadata is the first input part, the peer's text the second, never merged.
+    assert "additionalContext" not in params
+    item, body = [part["text"] for part in params["input"]]
+    assert body == "[steer] second task"
+    assert envelope.parse(item + "\n" + body)["headers"]["Request"] == second
+    (parts,) = user_messages(lab, "B", "[steer] second task")
+    assert parts == [item, body]
 
 
 @requirement("reply:explicit:suppresses-automatic")
@@ -144,7 +189,8 @@ def test_inject_starts_no_turn_and_reaches_the_next_model_input(lab):
     out = routes.inject(lab)
     lines = transcript(lab)
     (injected,) = sent(lines, "thread/inject_items")
-    assert "FYI: the build is green ✓\nno action" in injected["params"]["items"][0]["content"][0]["text"]
+    head, body = [part["text"] for part in injected["params"]["items"][0]["content"]]
+    assert body == "FYI: the build is green ✓\nno action" and head.startswith("Message Type: MESSAGE\n")
     assert out["turns_before_prompt"] == 0
     assert len(notes(lines, "turn/started")) == 1  # only the prompted turn
     # the one turn/start is the operator's prompt; the information neither started, steered nor interrupted one

@@ -128,7 +128,8 @@ def task_bound(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> st
     require(turn_id == binding["turn_id"], f"{method} opened turn {turn_id}, the binding says {binding['turn_id']}")
     require(sent[0].params.get("threadId") == binding["thread_id"], "the binding names another thread")
     require(sent[0].generation == binding["generation"], "the binding names another owner generation")
-    require(any(carries(obs, item.get("text", ""), task) for item in sent[0].params.get("input") or []),
+    # The input's parts are one user message (the task item, then the literal body), read joined.
+    require(carries(obs, "\n".join(item.get("text", "") for item in sent[0].params.get("input") or []), task),
             f"the {method} input is not the task's envelope")
     if "state" in params:
         require(binding["state"] == params["state"], f"binding state is {binding['state']}, not {params['state']}")
