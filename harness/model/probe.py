@@ -11,7 +11,15 @@ input of the right thread:
 * ``finalExact``: the parent's last final answer is exactly the expected text.
 
 ``nativeMessageOccurrences`` counts envelopes across all inputs; repeated
-history counts again, as it does for the model.
+history counts again, as it does for the model. ``encryptedMessageOccurrences``
+counts, the same way, input items that carry opaque content (``encrypted_content``,
+an encrypted content part, or populated ``encrypted_function_args``).
+``stopReason`` says how the parent's last model response ended (``stop``: a final
+answer; ``tool_calls``; ``error``: the model answered with an error; ``none``: no
+response). ``modelErrors`` is this runtime's count of extension errors: model
+requests answered with an error (no rule matched, a failure injected).
+``requestCap`` bounds the probe: more requests than the cap fail it, and
+``capExceeded`` names the cap.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from peerwire.lifecycle import Kind
 from .log import ModelRequestLog
 from .responses import item_text
 
+DEFAULT_REQUEST_CAP = 12
+"""A probe's model requests, at most, unless its ``[probe]`` table says ``max_requests``."""
 LEGS = ("childQuestionObserved", "parentReplyObserved", "childFinalObserved", "finalExact")
 STATEMENT = ("Each leg counts only when it is observed in an actual model input (the scripted model's "
              "request log), and the final answer must be exactly the expected text; a model that claims "
@@ -43,12 +53,15 @@ class ProbeExpectation:
     child_final: str
     final: str
     parent: str = "/root"
+    max_requests: int = DEFAULT_REQUEST_CAP
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> "ProbeExpectation":
-        """From a scenario's ``[probe]`` table (``child`` defaults to ``/root/worker``)."""
+        """From a scenario's ``[probe]`` table (``child`` defaults to ``/root/worker``, ``max_requests`` to
+        :data:`DEFAULT_REQUEST_CAP`)."""
         return cls(child=table.get("child", "/root/worker"), question=table["question"], reply=table["reply"],
-                   child_final=table["child_final"], final=table["final"], parent=table.get("parent", "/root"))
+                   child_final=table["child_final"], final=table["final"], parent=table.get("parent", "/root"),
+                   max_requests=int(table.get("max_requests", DEFAULT_REQUEST_CAP)))
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,29 @@ def _texts(items: Iterable[Any]) -> list[str]:
     """The texts of the messages in a model input that the model did not write itself."""
     return [item_text(item) for item in items
             if isinstance(item, dict) and item.get("type") == "message" and item.get("role") != "assistant"]
+
+
+def _encrypted(item: Any) -> bool:
+    """Whether an input item carries opaque content the model reads but nobody here decrypts."""
+    if not isinstance(item, dict) or item.get("role") == "assistant":
+        return False
+    if item.get("encrypted_content") or item.get("encrypted_function_args"):
+        return True
+    content = item.get("content")
+    return isinstance(content, list) and any(isinstance(part, dict) and part.get("type") == "encrypted_content"
+                                             for part in content)
+
+
+def _stop_reason(response: Mapping[str, Any] | None) -> str:
+    outcome = None if response is None else response.get("outcome", "answered")
+    if outcome is None:
+        return "none"
+    if response.get("error") or outcome != "answered":
+        return "error"
+    emitted = response.get("emitted") or []
+    if emitted and emitted[-1].get("type") == "function_call":
+        return "tool_calls"
+    return "stop"
 
 
 def _opens_child_task(text: str, child: str) -> bool:
@@ -90,16 +126,24 @@ def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> Pro
     question = collab.render(message, expect.parent, expect.child, expect.question)
     reply = collab.render(message, expect.child, expect.parent, expect.reply)
     final = collab.render(final_answer, expect.parent, expect.child, expect.child_final)
-    summary = {"requests": 0, "nativeMessageOccurrences": 0, "childQuestionObserved": False,
-               "parentReplyObserved": False, "childFinalObserved": False, "finalExact": False}
+    summary: dict[str, Any] = {"requests": 0, "nativeMessageOccurrences": 0, "encryptedMessageOccurrences": 0,
+                               "childQuestionObserved": False, "parentReplyObserved": False,
+                               "childFinalObserved": False, "finalExact": False, "modelErrors": 0,
+                               "requestCap": expect.max_requests}
     seen: dict[str, list[int]] = {leg: [] for leg in LEGS}
     parent_finals: list[tuple[int, str]] = []
+    last_parent: Mapping[str, Any] | None = None
     for position, request in enumerate(requests):
         seq = request.get("seq", position)
         summary["requests"] += 1
         texts = _texts(request.get("input") or [])
         summary["nativeMessageOccurrences"] += sum(t.count(f"{envelope.TYPE_HEADER}: ") for t in texts)
+        summary["encryptedMessageOccurrences"] += sum(_encrypted(item) for item in request.get("input") or [])
+        if request.get("error") or request.get("outcome", "answered") not in (None, "answered"):
+            summary["modelErrors"] += 1
         in_child = any(_opens_child_task(t, expect.child) for t in texts)
+        if not in_child:
+            last_parent = request
         legs = {"parentReplyObserved": reply} if in_child else {"childQuestionObserved": question,
                                                                   "childFinalObserved": final}
         for leg, expected in legs.items():
@@ -114,7 +158,12 @@ def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> Pro
     if parent_finals and parent_finals[-1][1] == expect.final:
         summary["finalExact"] = True
         seen["finalExact"].append(parent_finals[-1][0])
-    summary["success"] = all(summary[leg] for leg in LEGS)
+    summary["stopReason"] = _stop_reason(last_parent)
+    over = summary["requests"] > expect.max_requests
+    if over:
+        summary["capExceeded"] = (f"the probe's request cap of {expect.max_requests} was exceeded: "
+                                  f"{summary['requests']} model requests")
+    summary["success"] = all(summary[leg] for leg in LEGS) and not over and summary["stopReason"] == "stop"
     return ProbeObservation(summary, seen)
 
 
@@ -130,5 +179,5 @@ def requests_from_log(lines: Iterable[str], agent: str) -> list[dict[str, Any]]:
 
 def route_requests(log: ModelRequestLog, agent: str) -> list[dict[str, Any]]:
     """The requests of route ``agent`` as :func:`observe` takes them: ``seq``, ``input``, ``emitted``."""
-    return [{"seq": r.seq, "input": r.input_items(), "emitted": list(r.items)}
-            for r in log.requests if r.agent == agent]
+    return [{"seq": r.seq, "input": r.input_items(), "emitted": list(r.items), "outcome": r.outcome,
+             "error": r.error} for r in log.requests if r.agent == agent]

@@ -62,4 +62,36 @@ def test_the_log_reader_keeps_request_numbers_of_one_route() -> None:
         {"event": "request", "seq": 1, "agent": "other", "body": {"input": []}},
         {"event": "response", "seq": 0, "agent": "root", "items": [final("x")]},
     )]
-    assert requests_from_log(lines, "root") == [{"seq": 0, "input": [message("go")], "emitted": [final("x")]}]
+    assert requests_from_log(lines, "root") == [{"seq": 0, "input": [message("go")], "emitted": [final("x")],
+                                                 "outcome": None, "error": None}]
+
+
+def test_the_summary_counts_encrypted_items_says_how_the_parent_stopped_and_counts_model_errors() -> None:
+    requests = exchange()
+    sealed = {"type": "agent_message", "author": "/root/worker", "recipient": "/root",
+              "content": [{"type": "encrypted_content", "encrypted_content": "opaque"}]}
+    call = {"type": "function_call", "name": "send_message", "arguments": "{}", "call_id": "c1",
+            "encrypted_function_args": ["message"]}
+    plain = {**call, "call_id": "c2", "encrypted_function_args": []}
+    requests[1]["input"] += [sealed, call, plain]
+    requests[3]["input"] += [sealed, call, plain]
+    summary = observe(requests, EXPECT).summary
+    assert summary["encryptedMessageOccurrences"] == 4  # an empty encrypted_function_args is plaintext
+    assert (summary["stopReason"], summary["modelErrors"], summary["requestCap"]) == ("stop", 0, 12)
+    assert summary["success"] is True
+    requests.append({"seq": 7, "input": [message("go")], "emitted": [], "outcome": "unexpected",
+                     "error": "no rule matches"})
+    summary = observe(requests, EXPECT).summary
+    assert (summary["stopReason"], summary["modelErrors"], summary["success"]) == ("error", 1, False)
+
+
+def test_a_probe_over_its_request_cap_fails_naming_the_cap() -> None:
+    capped = ProbeExpectation.from_table({"question": "Which year?", "reply": "2026.", "child_final": "It is Aurora.",
+                                          "final": "The helper reports: It is Aurora.", "max_requests": 4})
+    assert observe(exchange(), capped).summary["success"] is True  # exactly at the cap
+    over = ProbeExpectation.from_table({"question": "Which year?", "reply": "2026.", "child_final": "It is Aurora.",
+                                        "final": "The helper reports: It is Aurora.", "max_requests": 3})
+    summary = observe(exchange(), over).summary
+    assert summary["success"] is False and all(summary[leg] for leg in
+                                               ("childQuestionObserved", "parentReplyObserved", "finalExact"))
+    assert summary["capExceeded"] == "the probe's request cap of 3 was exceeded: 4 model requests"
