@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..endpoints import SdkEndpoint
+from ..endpoints import SdkEndpoint, ToolOutcome
 from ..fixtures import Servers
 from ..layout import PROJECT_ROOT
 from .plan import CALL_TIMEOUT_S, Plan, PlannedCall
@@ -141,13 +141,17 @@ def run_raw(plan: Plan, servers: Servers) -> tuple[list[Answer], dict[str, Any]]
         for call in plan.calls_of(session):
             outcome = endpoint.call_tool(call.tool, dict(call.arguments), timeout=CALL_TIMEOUT_S) \
                 .outcome(CALL_TIMEOUT_S)
-            if outcome.result is not None:
-                answers.append(Answer(call, True, outcome.result))
-            else:
-                error = outcome.protocol_error
-                why = f"JSON-RPC error {error.get('code')}: {error.get('message')}" if error else outcome.failure
-                answers.append(Answer(call, False, refusal=why))
+            answers.append(_answer(call, outcome))
     return answers, advertised
+
+
+def _answer(call: PlannedCall, outcome: ToolOutcome) -> Answer:
+    """What a client made of one call: the result it accepted, or why it refused the answer."""
+    if outcome.result is not None:
+        return Answer(call, True, outcome.result)
+    error = outcome.protocol_error
+    why = f"JSON-RPC error {error.get('code')}: {error.get('message')}" if error else outcome.failure
+    return Answer(call, False, refusal=why)
 
 
 # -- the Python SDK ---------------------------------------------------------------------------
@@ -165,12 +169,7 @@ def run_python_sdk(plan: Plan, workdir: Path) -> list[Answer]:
                 for call in plan.calls_of(session):
                     outcome = endpoint.call_tool(call.tool, dict(call.arguments), timeout=CALL_TIMEOUT_S) \
                         .outcome(CALL_TIMEOUT_S + 5)
-                    if outcome.result is not None:
-                        answers.append(Answer(call, True, outcome.result))
-                    else:
-                        error = outcome.protocol_error
-                        why = f"JSON-RPC error {error.get('code')}: {error.get('message')}" if error else outcome.failure
-                        answers.append(Answer(call, False, refusal=why))
+                    answers.append(_answer(call, outcome))
             finally:
                 endpoint.close()
     return answers
