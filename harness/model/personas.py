@@ -145,7 +145,24 @@ class PersonaScript:
         decide: Base = functools.partial(self.script.decide, agent)
         for name in self.persona.behaviours:
             decide = functools.partial(_apply, BEHAVIOURS[name], agent, base=decide, params=self.persona.params)
-        return decide(body)
+        return decide(body) or answer_from_context(agent, body, decide)
+
+
+class ContextAware:
+    """A scenario's own :class:`ModelScript`, which also answers from mail delivered into the context when
+    none of its rules applies (see :func:`answer_from_context`)."""
+
+    def __init__(self, script: ModelScript):
+        self.script = script
+        self.name, self.rules, self.holds = script.name, script.rules, script.holds
+
+    @property
+    def agents(self) -> list[str]:
+        return self.script.agents
+
+    def decide(self, agent: str, body: Mapping[str, Any]) -> Decision | None:
+        base: Base = functools.partial(self.script.decide, agent)
+        return base(body) or answer_from_context(agent, body, base)
 
 
 def _apply(behaviour: Behaviour, agent: str, body: Mapping[str, Any], *, base: Base,
@@ -331,6 +348,16 @@ def injected_context(agent: str, body: Mapping[str, Any], base: Base, params: Ma
     if decision is None or not any(item.get("type") == "function_call" and item.get("name") == "receive_messages"
                                    for item in decision.items):
         return decision
+    return answer_from_context(agent, body, base) or decision
+
+
+def answer_from_context(agent: str, body: Mapping[str, Any], base: Base) -> Decision | None:
+    """What ``base`` would answer had it received the mail delivered into the context but not yet taken in
+    (after the last receive and the last final answer); None when there is none or no final answer follows.
+
+    Any model may answer so: the core answers a waiting receive with no records when the mail reaches the
+    conversation itself (``provider_context_available``).
+    """
     items = _items(body)
     received = {str(i.get("call_id")) for i in items if i.get("type") == "function_call_output"
                 and _calls(items).get(str(i.get("call_id")), {}).get("name") == "receive_messages"}
@@ -346,7 +373,8 @@ def injected_context(agent: str, body: Mapping[str, Any], base: Base, params: Ma
         kind = "reply" if parsed["headers"]["Message Type"] == "FINAL_ANSWER" else "information"
         request = parsed["headers"].get("Request")
         if request and any(request in item_text(seen) for seen in items
-                           if seen.get("type") == "function_call_output" or seen.get("role") == "assistant"):
+                           if str(seen.get("call_id")) in received
+                           or (seen.get("role") == "assistant" and seen.get("phase") == "final_answer")):
             continue  # already taken in (received, or answered about): not news
         record = {"kind": kind, "body": parsed["payload"]}
         if parsed["headers"].get("Request"):
@@ -355,14 +383,14 @@ def injected_context(agent: str, body: Mapping[str, Any], base: Base, params: Ma
             record["status"] = parsed["headers"]["Status"]
         records.append(record)
     if not records:
-        return decision
+        return None
     # What the scenario would do had it received these: decided on the input plus that receive.
     call = _call(body, agent, "receive_messages", {})
     output = {"type": "function_call_output", "call_id": call["call_id"],
               "output": "Output:\n" + json.dumps({"records": records}, ensure_ascii=False, separators=(",", ":"))}
     answer = base({**body, "input": [*items, call, output]})
-    if not _finals(answer):
-        return decision
+    if answer is None or not _finals(answer):
+        return None
     return _decision(body, agent, "answer-from-context", [item for item in answer.items])
 
 
