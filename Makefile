@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.package-lock.json
-PYTEST_ARGS ?= -n 2
+PYTEST_ARGS ?= -n 2 -m "not personas"
 # Sharded runs (CI): `make accept SHARD=2/4 REPORT_DIR=out`, `make contract SHARD=2/4 REPORT_DIR=out`,
 # then `make merge SHARDS=out-of-every-shard OUT=merged`.
 SHARD ?=
@@ -15,7 +15,7 @@ REPORT_DIR ?=
 SHARDS ?= shards
 OUT ?= reports/merged
 
-.PHONY: setup chromium test accept contract merge bench drift clean
+.PHONY: setup chromium test personas accept contract merge bench drift clean
 
 setup: $(PY_STAMP) $(NODE_STAMP) chromium
 
@@ -34,6 +34,10 @@ chromium:
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The persona matrix (67 runs of real Codex agents); see README "Personas".
+personas: setup
+	$(PY) -m pytest -n 2 -m personas
 
 accept: setup
 	$(PY) runner.py $(if $(SHARD),--shard $(SHARD)) \
