@@ -52,7 +52,7 @@ EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {
     "batch-refused": (("wire:batch:by-revision",), "wire:ping"),
     "discover-silent": (("wire:revision:discover",), "wire:initialize:handshake"),
     "cancel-answered": (("wire:cancel:no-answer",), "wire:ping"),
-    "cancel-ignored": (("call:cancelled:claims-nothing",), "task:receipt:request-id"),
+    "cancel-ignored": (("wire:cancel:no-answer",), "task:receipt:request-id"),
     "stdin-held": (("wire:stdin-close:cancels",), "wire:ping"),
     "odd-id-unanswered": (("wire:fuzz:messages",), "wire:ping"),
     "float-internal": (("wire:fuzz:tool-arguments",), "tools:result:structured"),
