@@ -98,6 +98,8 @@ class Owner:
     watcher: asyncio.Task | None = None
     completed: dict[str, dict] = field(default_factory=dict)
     """Finished turns of this generation: turn id -> {turn_id, status}."""
+    started: set[str] = field(default_factory=set)
+    """Turns Codex reported started (``turn/started``): only those can be interrupted yet."""
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     cwd: str = ""
     shared: bool = False
@@ -392,6 +394,14 @@ class CodexProvider:
             raise PeerwireError(Code.NOT_ACTIVE, f"{target.name} has no active turn to interrupt ({previous})",
                                 {"target": target.ref, "previous_status": previous})
         _require(owner.capabilities, Capability.INTERRUPT)
+        # turn/start answers before Codex runs the turn, and until turn/started it refuses an interrupt
+        # ("no active turn"): wait for the turn to start (or end), bounded.
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S), owner.changed:
+                await owner.changed.wait_for(lambda: turn_id in owner.started or turn_id in owner.completed
+                                             or owner.detached)
+        except TimeoutError:
+            pass  # ask anyway: Codex's answer says what it makes of the turn
         try:
             await owner.client.turn_interrupt(owner.thread_id, turn_id, timeout=REQUEST_TIMEOUT_S)
         except JsonRpcError as exc:
@@ -436,6 +446,7 @@ class CodexProvider:
                 async with owner.lock:
                     if note.method == "turn/started":
                         owner.active_turn = params["turn"]["id"]
+                        owner.started.add(owner.active_turn)
                         self.store.update_agent(owner.agent_id, status="active")
                         if owner.shared:
                             self._limit_turn(owner, owner.active_turn)
@@ -451,6 +462,9 @@ class CodexProvider:
                                 owner.turn_limit.cancel()
                         self.store.update_agent(owner.agent_id, status="idle")
                         self._complete(owner, ended)
+                if note.method == "turn/started":
+                    async with owner.changed:
+                        owner.changed.notify_all()
                 if ended is not None:
                     async with owner.changed:
                         owner.completed[ended["id"]] = {"turn_id": ended["id"], "status": ended.get("status")}
