@@ -38,7 +38,7 @@ from harness.codex.lab import CodexLab
 from harness.evidence.core import ExportError
 from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS
 from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total, usage_of
-from harness.model.personas import ContextAware, PersonaScript, select_personas
+from harness.model.personas import PersonaScript, select_personas
 from harness.model.probe import ProbeObservation, observe_log
 from harness.process.jobs import Job, install_signal_handlers
 from harness.process.run_home import RunHome
@@ -117,8 +117,7 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         job = Job(f"scenario {key}", grace=JOB_GRACE_S, adopt_orphans=True)
         restore = install_signal_handlers(job) if handle_signals else None
         ledger = TokenLedger(settings.token_ledgers, key) if settings.token_ledgers is not None else None
-        script = ContextAware(scenario.script) if settings.persona is None else PersonaScript(
-            scenario.script, select_personas([settings.persona])[0])
+        script = PersonaScript(scenario.script, select_personas([settings.persona])[0])
         lab = CodexLab(home.path, script, scenario.agents, codex=settings.codex,
                        approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home,
                        profile=scenario.profile, driver=settings.driver, token_ledger=ledger,

@@ -130,9 +130,11 @@ Behaviour = Callable[[str, Mapping[str, Any], Base, Mapping[str, Any]], "Decisio
 
 
 class PersonaScript:
-    """A scenario's :class:`ModelScript` played by ``persona``: the same interface, other decisions."""
+    """A scenario's :class:`ModelScript` played by ``persona`` (None: by the scenario's own rules), which
+    also answers from mail delivered into the context when nothing else decides (see
+    :func:`answer_from_context`)."""
 
-    def __init__(self, script: ModelScript, persona: Persona):
+    def __init__(self, script: ModelScript, persona: Persona | None = None):
         self.script = script
         self.persona = persona
         self.name, self.rules, self.holds = script.name, script.rules, script.holds
@@ -143,26 +145,9 @@ class PersonaScript:
 
     def decide(self, agent: str, body: Mapping[str, Any]) -> Decision | None:
         decide: Base = functools.partial(self.script.decide, agent)
-        for name in self.persona.behaviours:
+        for name in self.persona.behaviours if self.persona is not None else ():
             decide = functools.partial(_apply, BEHAVIOURS[name], agent, base=decide, params=self.persona.params)
         return decide(body) or answer_from_context(agent, body, decide)
-
-
-class ContextAware:
-    """A scenario's own :class:`ModelScript`, which also answers from mail delivered into the context when
-    none of its rules applies (see :func:`answer_from_context`)."""
-
-    def __init__(self, script: ModelScript):
-        self.script = script
-        self.name, self.rules, self.holds = script.name, script.rules, script.holds
-
-    @property
-    def agents(self) -> list[str]:
-        return self.script.agents
-
-    def decide(self, agent: str, body: Mapping[str, Any]) -> Decision | None:
-        base: Base = functools.partial(self.script.decide, agent)
-        return base(body) or answer_from_context(agent, body, base)
 
 
 def _apply(behaviour: Behaviour, agent: str, body: Mapping[str, Any], *, base: Base,
