@@ -73,6 +73,7 @@ class Subscription:
         self.agent_id = agent_id
         self._event = asyncio.Event()
         self.reason: str | None = None
+        self.blocked = False  # inside wait(), with nothing to return yet: what ``waiting`` counts
         self._presence = presence.get()
         if self._presence is not None:
             self._presence._subs.add(self)
@@ -89,10 +90,13 @@ class Subscription:
             return True
         if timeout_s <= 0:
             return False
+        self.blocked = True
         try:
             await asyncio.wait_for(self._event.wait(), timeout_s)
         except TimeoutError:
             return False
+        finally:
+            self.blocked = False
         require_present()
         return True
 
@@ -137,7 +141,16 @@ class WakeHub:
         return len(subs)
 
     def waiting(self) -> dict[str, int]:
-        """How many waiters each recipient has right now."""
+        """How many waits each recipient has blocked right now: subscribed, read, found nothing, and waiting.
+
+        A wait subscribes before it reads the store, so a subscription alone does not mean the caller is
+        waiting yet: its first read may still return what arrives in the meantime.
+        """
+        counts = {agent_id: sum(1 for sub in subs if sub.blocked) for agent_id, subs in self._waiters.items()}
+        return {agent_id: n for agent_id, n in counts.items() if n}
+
+    def subscribed(self) -> dict[str, int]:
+        """How many subscriptions each recipient holds (blocked or reading): what the waiter limit counts."""
         return {agent_id: len(subs) for agent_id, subs in self._waiters.items() if subs}
 
     def _drop(self, sub: Subscription) -> None:

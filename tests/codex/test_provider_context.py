@@ -73,7 +73,9 @@ def wait_while_mail_arrives(lab: ReferenceLab, tool: str) -> dict:
     model read it, the information's receipt and the model request that followed."""
     task = lab.as_agent("A").call("followup_task", {"target": "B", "message": f"[{tool}] wait for news"})
     b_id = lab.agents["B"].agent_id
-    # Subscribing is no commit, so there is no event to block on: poll the app's waiter count, bounded.
+    # Blocking is no commit, so there is no event to block on: poll the app's count of blocked waits, bounded.
+    # (A subscription alone is not enough: every receive subscribes before its first read, and a message sent
+    # then would be read, not woken on.)
     deadline = time.monotonic() + TURN_TIMEOUT_S
     while not lab.control().call("status")["waiting"].get(b_id):
         assert time.monotonic() < deadline, f"B's {tool} did not wait within {TURN_TIMEOUT_S}s"
@@ -120,8 +122,6 @@ def test_a_waiting_receive_returns_at_once_when_mail_reaches_the_conversation(la
         assert out["info"]["interaction_id"] in [r["record_id"] for r in page["records"]]
 
 
-@pytest.mark.xfail(strict=False, reason="known race, not fixed: the waiting wait_agent sometimes returns with "
-                   "another answer than provider_context_available (about half the runs here)")
 @requirement("wait:wake:provider-context")
 def test_a_waiting_wait_agent_returns_at_once_when_mail_reaches_the_conversation(lab):
     out = wait_while_mail_arrives(lab, "wait_agent")
