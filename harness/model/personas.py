@@ -421,11 +421,29 @@ def claims_without_tool(agent: str, body: Mapping[str, Any], base: Base, params:
 
 
 def answers_before_reply(agent: str, body: Mapping[str, Any], base: Base, params: Mapping[str, Any]) -> Decision | None:
-    """Gives its final answer right after assigning a task, before any reply could arrive."""
-    newest = _newest_output(_items(body))
+    """Gives its final answer right after assigning a task, before any reply could arrive.
+
+    So that "before" is a fact of the run and not a race it may lose, the same persona as an assignee takes
+    its time: it checks its mailbox and then waits there (``receive_messages`` past what it has, for
+    ``deliberate_ms``) before it answers a task, while the requester answers on its very next request.
+    """
+    items = _items(body)
+    newest = _newest_output(items)
     if newest is not None and newest[0].get("name") == "followup_task":
         return _decision(body, agent, "answer-early", [_final(body, agent, "B is on it; the answer will follow.")])
-    return base(body)
+    own = _own(items)
+    decision = base(_without(body, own))
+    if _open_task(items) is None or not _finals(decision):
+        return decision
+    if not own:
+        return _decision(body, agent, "deliberate-check", [_call(body, agent, "receive_messages", {})])
+    if len(own) == 1 and newest is not None:
+        cursor = next((data["cursor"] for data in json_objects(item_text(newest[1]))
+                       if isinstance(data.get("cursor"), str)), None)
+        wait = {"timeout_ms": int(params.get("deliberate_ms", 5000)),
+                **({"cursor": cursor, "ack_cursor": cursor} if cursor else {})}
+        return _decision(body, agent, "deliberate-wait", [_call(body, agent, "receive_messages", wait)])
+    return decision
 
 
 def replies_twice(agent: str, body: Mapping[str, Any], base: Base, params: Mapping[str, Any]) -> Decision | None:

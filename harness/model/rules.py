@@ -113,15 +113,43 @@ def _arguments_text(arguments: Any) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-def _lookup(value: Any, path: str) -> tuple[bool, Any]:
+_SELECT = re.compile(r"^(?P<name>[^\[\]=]*)\[(?P<field>[^\[\]=]+)=(?P<value>[^\[\]]*)\]$")
+"""A path segment ``name[field=value]``: the first element of the list at ``name`` (or of the current list,
+when ``name`` is empty) whose ``field`` equals ``value``."""
+
+
+def _lookup(value: Any, path: str, variables: Mapping[str, str] | None = None) -> tuple[bool, Any]:
+    """The value at a dotted ``path``: keys, list indices, and selectors ``list[field=value]`` (``value`` may
+    name variables captured by earlier matchers: ``records[request_id=${asked}].body``)."""
     for key in path.split("."):
-        if isinstance(value, Mapping) and key in value:
+        select = _SELECT.match(key)
+        if select is not None:
+            if select["name"]:
+                if not isinstance(value, Mapping) or select["name"] not in value:
+                    return False, None
+                value = value[select["name"]]
+            wanted = string.Template(select["value"]).safe_substitute(variables or {})
+            value = next((element for element in value if isinstance(element, Mapping)
+                          and _as_text(element.get(select["field"])) == wanted), _MISSING) \
+                if isinstance(value, list) else _MISSING
+            if value is _MISSING:
+                return False, None
+        elif isinstance(value, Mapping) and key in value:
             value = value[key]
         elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
             value = value[int(key)]
         else:
             return False, None
     return True, value
+
+
+_MISSING = object()
+
+
+def _path_variables(path: str) -> set[str]:
+    """Variables a path's selectors use (which earlier matchers must capture)."""
+    return set().union(*(_placeholders(select["value"]) for key in path.split(".")
+                         if (select := _SELECT.match(key)) is not None))
 
 
 # -- rules -----------------------------------------------------------------
@@ -149,21 +177,27 @@ class Matcher:
             names.update(self.pattern.groupindex)
         return names
 
-    def find(self, items: Sequence[InputItem]) -> dict[str, str] | None:
+    @property
+    def uses(self) -> set[str]:
+        """Variables its JSON paths' selectors need from earlier matchers."""
+        return set().union(*(_path_variables(path) for path in self.json_paths.values()))
+
+    def find(self, items: Sequence[InputItem], known: Mapping[str, str] | None = None) -> dict[str, str] | None:
         """Captures of the most recent item that satisfies this matcher, or
-        None when no item does."""
+        None when no item does. ``known``: what earlier matchers captured."""
         if self.latest:
             # Only what the agent did last: the newest item of this kind,
             # whatever was injected after it.
             newest = next((item for item in reversed(items) if item.kind == self.kind), None)
-            return self._captures(newest, is_last=newest is items[-1]) if newest is not None else None
+            return self._captures(newest, is_last=newest is items[-1], known=known) if newest is not None else None
         for item in reversed(items):
-            captures = self._captures(item, is_last=item is items[-1])
+            captures = self._captures(item, is_last=item is items[-1], known=known)
             if captures is not None:
                 return captures
         return None
 
-    def _captures(self, item: InputItem, *, is_last: bool) -> dict[str, str] | None:
+    def _captures(self, item: InputItem, *, is_last: bool, known: Mapping[str, str] | None = None
+                  ) -> dict[str, str] | None:
         if self.last and not is_last:
             return None
         if not self._selects(item):
@@ -177,7 +211,7 @@ class Matcher:
                 return None
             captures.update({name: value for name, value in found.groupdict().items() if value is not None})
         if self.json_paths:
-            values = _first_complete(json_objects(item.text), self.json_paths)
+            values = _first_complete(json_objects(item.text), self.json_paths, known)
             if values is None:
                 return None
             captures.update(values)
@@ -195,9 +229,10 @@ class Matcher:
         return item.kind == self.kind and item.tool == self.tool and self.namespace in (None, item.namespace)
 
 
-def _first_complete(objects: Iterator[Any], paths: Mapping[str, str]) -> dict[str, str] | None:
+def _first_complete(objects: Iterator[Any], paths: Mapping[str, str],
+                    known: Mapping[str, str] | None = None) -> dict[str, str] | None:
     for value in objects:
-        found = {name: _lookup(value, path) for name, path in paths.items()}
+        found = {name: _lookup(value, path, known) for name, path in paths.items()}
         if all(ok for ok, _ in found.values()):
             return {name: _as_text(captured) for name, (_, captured) in found.items()}
     return None
@@ -221,11 +256,11 @@ class Rule:
         """Template variables if this rule applies to `items`, else None."""
         captures: dict[str, str] = {}
         for matcher in self.when:
-            found = matcher.find(items)
+            found = matcher.find(items, captures)
             if found is None:
                 return None
             captures.update(found)
-        if any(matcher.find(items) is not None for matcher in self.unless):
+        if any(matcher.find(items, captures) is not None for matcher in self.unless):
             return None
         return captures
 
@@ -362,6 +397,15 @@ def script_from_document(document: Mapping[str, Any], *, source: str = "<scenari
                 problems.append(f"{where}: {error}")
                 continue
             available = {"agent"}.union(*(matcher.variables for matcher in rule.when))
+            try:
+                for n, matcher in enumerate((*rule.when, *rule.unless)):
+                    earlier = set().union(*(m.variables for m in rule.when[:n]))
+                    if missing := sorted(matcher.uses - earlier):
+                        problems.append(f"{where}: a json path selects by variables no earlier `when` matcher "
+                                        f"captures: {', '.join(missing)}")
+            except ValueError as error:
+                problems.append(f"{where}: {error}")
+                continue
             try:
                 used = _placeholders([dict(output) for output in rule.emit])
             except ValueError as error:

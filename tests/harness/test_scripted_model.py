@@ -254,6 +254,45 @@ def test_first_matching_rule_wins() -> None:
     assert script.decide("B", request_body(user("x"))) is None
 
 
+def _report_by_request() -> Any:
+    return script_from_document({"rules": {"A": [{
+        "id": "report",
+        "when": [
+            {"tool_output": {"tool": "followup_task", "json": {"asked": "request_id"}}},
+            {"tool_output": {"tool": "receive_messages", "latest": True,
+                             "json": {"body": "records[request_id=${asked}].body"}}},
+        ],
+        "emit": [{"message": {"text": "B said: ${body}"}}],
+    }]}})
+
+
+def test_a_json_path_selects_the_record_for_the_request_an_earlier_matcher_captured() -> None:
+    script = _report_by_request()
+    page = {"records": [{"kind": "reply", "request_id": "rq_1", "body": "old answer"},
+                        {"kind": "reply", "request_id": "rq_2", "body": "new answer"}]}
+    body = request_body(
+        call("followup_task", "call_1", {}), output("call_1", json.dumps({"request_id": "rq_2"})),
+        call("receive_messages", "call_2", {}), output("call_2", json.dumps(page)),
+    )
+    decision = script.decide("A", body)
+    assert decision is not None and decision.items[0]["content"][0]["text"] == "B said: new answer"
+    # only the earlier request's reply: the rule does not apply (records.0 would have reported it)
+    stale = request_body(
+        call("followup_task", "call_1", {}), output("call_1", json.dumps({"request_id": "rq_2"})),
+        call("receive_messages", "call_2", {}), output("call_2", json.dumps({"records": page["records"][:1]})),
+    )
+    assert script.decide("A", stale) is None
+
+
+def test_a_selector_on_a_variable_no_earlier_matcher_captures_is_refused() -> None:
+    with pytest.raises(ScenarioError, match="selects by variables no earlier `when` matcher captures: asked"):
+        script_from_document({"rules": {"A": [{
+            "id": "r",
+            "when": [{"tool_output": {"tool": "receive_messages", "json": {"body": "records[request_id=${asked}].body"}}}],
+            "emit": [{"message": {"text": "${body}"}}],
+        }]}})
+
+
 def test_call_ids_are_stable_and_differ_between_threads_and_steps() -> None:
     script = script_from_document(
         {"rules": {"A": [{"id": "r", "emit": [{"function_call": {"name": "f", "arguments": {}}}]}]}}
