@@ -35,11 +35,13 @@ class Delivery:
         waiters are woken once it has answered (see :meth:`_then_wake`).
         """
         provider = self.providers.get(recipient.provider)
-        if provider is None or not provider.in_context(recipient):
+        if provider is None or not provider.pushes:
+            self.hub.notify(recipient.agent_id)  # it waits in the mailbox: nothing to read back or hand off
+            return
+        if not provider.in_context(recipient):
             self.hub.notify(recipient.agent_id)
-            if provider is not None:
-                record = self.store.interaction(interaction_id)
-                self.in_background(provider.deliver(recipient, record), f"deliver {interaction_id}")
+            record = self.store.interaction(interaction_id)
+            self.in_background(provider.deliver(recipient, record), f"deliver {interaction_id}")
             return
         record = self.store.interaction(interaction_id)
         self.in_background(self._then_wake(recipient, provider.deliver(recipient, record)),
@@ -48,10 +50,12 @@ class Delivery:
     def task_admitted(self, recipient: AgentRow) -> None:
         """A task is durable: wake the recipient's waiters, then give its provider a dispatch opportunity."""
         provider = self.providers.get(recipient.provider)
-        if provider is None or not provider.in_context(recipient):
+        if provider is None or not provider.pushes:
             self.hub.notify(recipient.agent_id)
-            if provider is not None:
-                self.in_background(provider.dispatch(recipient), f"dispatch to {recipient.name}")
+            return
+        if not provider.in_context(recipient):
+            self.hub.notify(recipient.agent_id)
+            self.in_background(provider.dispatch(recipient), f"dispatch to {recipient.name}")
             return
         self.in_background(self._then_wake(recipient, provider.dispatch(recipient)),
                            f"dispatch to {recipient.name}")

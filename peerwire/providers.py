@@ -64,6 +64,9 @@ class ProviderResult:
 
 class Provider(Protocol):
     name: str
+    pushes: bool
+    """Whether it has a runtime to hand records to. False: records wait in the mailbox for receive, and the
+    app neither reads a committed record back nor starts a delivery for it (the hot path of a plain send)."""
 
     async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> ProviderResult | None:
         """Make a committed information, reply or notice visible to ``recipient``.
@@ -130,6 +133,7 @@ class ManualProvider:
     """No runtime to push into: records wait in the mailbox for receive."""
 
     name = "manual"
+    pushes = False
 
     async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> ProviderResult | None:
         return None

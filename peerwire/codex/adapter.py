@@ -123,6 +123,7 @@ class Owner:
 
 class CodexProvider:
     name = "codex"
+    pushes = True
 
     def __init__(self, store: Store, committed: Committed, transcripts: Path,
                  start_client: Callable[..., Awaitable[AppServerSession]] = AppServerClient.start):
