@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.package-lock.json
-PYTEST_ARGS ?= -n 2 -m "not personas"
+PYTEST_ARGS ?= -n 2
 # Sharded runs (CI): `make accept SHARD=2/4 REPORT_DIR=out`, `make contract SHARD=2/4 REPORT_DIR=out`,
 # then `make merge SHARDS=out-of-every-shard OUT=merged`.
 SHARD ?=
