@@ -77,7 +77,10 @@ def test_every_openai_scenario_passes_through_the_real_provider_path(tmp_path: P
     # what the provider saw: only the core's tools next to Codex's own shell tools, every request routed
     requests = [r for _, r in read_log(tmp_path / "standin.jsonl") if r and r.get("event") == "request"]
     responses = [r for _, r in read_log(tmp_path / "standin.jsonl") if r and r.get("event") == "response"]
-    assert requests and all(r["outcome"] == "answered" for r in responses)
+    # Every request answered, except that the interrupt scenario's B may have a request in flight when its
+    # turn is interrupted: Codex then hangs up on that stream (and only there).
+    unanswered = [(r["agent"], r["outcome"]) for r in responses if r["outcome"] != "answered"]
+    assert requests and set(unanswered) <= {("interrupt/B", "disconnected")}, unanswered
     for request in requests:
         names = {tool.get("name") for tool in request["body"]["tools"] if tool.get("type") == "namespace"}
         assert names == {"mcp__peerwire"}, names  # no multi_agent namespace
