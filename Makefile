@@ -1,6 +1,6 @@
 # Two entry points: `make accept` (the acceptance run) and `make test` (the whole suite).
 # Each installs what it needs: a virtualenv with the project and its test
-# dependencies, the pinned Codex CLI and diagram renderer from package-lock.json,
+# dependencies, the pinned Codex CLI and MCP clients from package-lock.json,
 # and Debian's Chromium, in which the tests open report.html.
 PYTHON ?= python3
 VENV := .venv

@@ -12,10 +12,11 @@ cited lines it shows inline). One self-contained file:
 * every tool schema a model saw, whole; every artifact with its SHA-256; the
   secret scan.
 
-Diagrams are drawn in the page by the pinned Mermaid (:mod:`.renderer`),
-embedded; a Content-Security-Policy allows only the page's own scripts, so
-viewing it makes no request beyond the file itself. Evidence kinds, modes and
-artifact files the renderer does not know are shown generically.
+Diagrams are SVG drawn by the report writer (:mod:`.picture`), with their
+Mermaid source beside them; the page holds no script, and its
+Content-Security-Policy allows none and no load of any kind, so viewing it
+makes no request beyond the file itself. Evidence kinds, modes and
+artifact files the page does not know are shown generically.
 """
 
 from __future__ import annotations
@@ -29,27 +30,24 @@ from typing import Any
 from urllib.parse import quote
 
 from .excerpts import ArtifactLines, Excerpt
-from .renderer import START, Renderer, content_security_policy, pinned_renderer
+from .picture import sequence_svg
 
 TEXT_KINDS = ("input", "answer", "reasoning")
 FOLDED_KINDS = ("context", "instructions")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def render(report: dict[str, Any], folder: Path, *, renderer: Renderer | None = None,
-           embed_renderer: bool = True) -> str:
-    """The page for ``report`` whose artifacts are under ``folder`` (the report folder).
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                           "font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
+"""Nothing from anywhere but what the page holds: no script at all, inline styles, ``data:`` images."""
 
-    ``renderer`` defaults to the pinned Mermaid; without one (or with
-    ``embed_renderer=False``) diagrams are shown as their Mermaid source.
-    """
-    if renderer is None and embed_renderer:
-        renderer = pinned_renderer()
+
+def render(report: dict[str, Any], folder: Path) -> str:
+    """The page for ``report`` whose artifacts are under ``folder`` (the report folder)."""
     lines = ArtifactLines(folder)
     run = report["run"]
-    scripts = [renderer.script, START] if renderer is not None else []
     verdict = "PASSED" if run["passed"] else "FAILED"
-    body = [_header(report, renderer), _summary(report)]
+    body = [_header(report), _summary(report)]
     body += [_scenario(s, lines) for s in report["scenarios"]]
     body += [_tool_schemas(report), _artifacts(report), _secret_scan(report["secret_scan"])]
     return "\n".join([
@@ -57,15 +55,14 @@ def render(report: dict[str, Any], folder: Path, *, renderer: Renderer | None = 
         '<html lang="en">',
         "<head>",
         '<meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{escape(content_security_policy(scripts))}">',
+        f'<meta http-equiv="Content-Security-Policy" content="{escape(CONTENT_SECURITY_POLICY)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<meta name="referrer" content="no-referrer">',
         f"<title>{escape(verdict)} · peerwire acceptance report {escape(run['run_id'])}</title>",
         f"<style>{STYLE}</style>",
         "</head>",
-        f'<body data-diagrams="{"pending" if renderer else "unavailable"}">',
+        "<body>",
         *body,
-        *(f"<script>{_script(s)}</script>" for s in scripts),
         "</body>",
         "</html>",
     ]) + "\n"
@@ -74,7 +71,7 @@ def render(report: dict[str, Any], folder: Path, *, renderer: Renderer | None = 
 # -- page parts ---------------------------------------------------------------------------------
 
 
-def _header(report: dict[str, Any], renderer: Renderer | None) -> str:
+def _header(report: dict[str, Any]) -> str:
     run, totals = report["run"], report["run"]["totals"]
     facts = [("Codex", run.get("codex_version")), ("provider", _provider(run.get("provider"))),
              ("started", run.get("started_at")), ("finished", run.get("finished_at"))]
@@ -91,9 +88,8 @@ def _header(report: dict[str, Any], renderer: Renderer | None) -> str:
                                f"{shard['plan_cases']} scenario runs; plan {shard['plan_sha256'][:12]}…)"))
     if run.get("merged_from"):
         facts.append(("merged from", ", ".join(f"shard {m['shard']} ({m['run_id']})" for m in run["merged_from"])))
-    diagrams = (f"Sequence diagrams drawn by Mermaid {renderer.version}, embedded (sha256 "
-                f"<code>{renderer.sha256[:16]}…</code>); nothing is loaded from the network."
-                if renderer else "Mermaid is not installed here (<code>npm ci</code>): diagrams are shown as source.")
+    diagrams = ("Sequence diagrams are SVG drawn when the report was written (hover a step for its whole "
+                "text and source); the page runs no script and loads nothing.")
     problems = "".join(f'<li class="fail">{escape(p)}</li>' for p in run.get("problems") or [])
     problems += "".join(f'<li class="muted">{escape(w)}</li>' for w in run.get("warnings") or [])
     return f"""<header>
@@ -199,7 +195,8 @@ def _excerpt(excerpt: Excerpt, transcript_anchor: str | None) -> str:
 
 def _sequence(s: dict[str, Any]) -> str:
     source = s["sequence_diagram"]
-    return (f'<h3>Sequence</h3><div class="diagram"><pre class="mermaid">{escape(source)}</pre></div>'
+    picture = sequence_svg(s.get("sequence_participants") or [], s.get("sequence") or [], ident=_run_id(s))
+    return (f'<h3>Sequence</h3><div class="diagram">{picture}</div>'
             f'<details><summary>Mermaid source</summary><pre class="text">{escape(source)}</pre></details>')
 
 
@@ -454,13 +451,6 @@ def _provider(provider: Any) -> str | None:
     return None if provider is None else str(provider)
 
 
-def _script(source: str) -> str:
-    # The page's CSP hashes the script exactly as embedded; a "</script" inside would end it early.
-    if "</script" in source.lower():
-        raise ValueError("an embedded script may not contain </script")
-    return source
-
-
 STYLE = """
 :root { --pass: #1a7f37; --fail: #cf222e; --muted: #6e7781; --line: #d0d7de; --bg: #f6f8fa; --accent: #0969da; }
 * { box-sizing: border-box; }
@@ -484,7 +474,6 @@ dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px;
 dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 header nav { margin-top: 8px; } section.run { margin-top: 36px; }
 .diagram { border: 1px solid var(--line); border-radius: 6px; padding: 8px; overflow-x: auto; background: #fff; }
-pre.mermaid { background: none; border: 0; max-height: none; }
 details.evidence > summary { cursor: pointer; color: var(--accent); margin-top: 4px; }
 details.evidence ul { padding-left: 18px; } pre.excerpt { max-height: 18em; }
 article.message { border: 1px solid var(--line); border-left: 4px solid var(--accent); border-radius: 6px;

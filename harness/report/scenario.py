@@ -132,6 +132,7 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
                       if (identity.provider or DEFAULT_PROVIDER) != DEFAULT_PROVIDER else f"{MODEL_REQUESTS} missing"),
         "transcripts": transcripts(loaded.index, loaded.model_log, thread_agents, model_log_name=MODEL_REQUESTS),
         "sequence": diagram.to_json(),
+        "sequence_participants": list(diagram.participants),
         "sequence_diagram": diagram.mermaid(),
         "problems": problems,
     }
