@@ -29,6 +29,9 @@ WAIT_MAX_MS = 3_600_000
 
 ACTIVE_STATUSES = ("starting", "active")
 
+USER_INPUT_MESSAGE = "new input from the user"
+"""What wait_agent's ``message`` says when the user's input woke it (the input itself is in the thread)."""
+
 TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
 

@@ -16,7 +16,7 @@ from . import collab
 from .envelope import MESSAGE_TYPES
 from .delivery import Delivery
 from .errors import Code, PeerwireError
-from .hub import require_present
+from .hub import USER_INPUT, require_present
 from .receipts import tool_receipt
 from .registry import AgentRow
 from .store import Store
@@ -98,16 +98,24 @@ class CollabOperations:
         return {}
 
     async def wait_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        """Wait for mail or new user input; its ``message`` names what arrived, never its contents.
+
+        Only the mailbox and the user wake it: a child that finishes frees
+        capacity, and that alone completes no wait (its final answer, which is
+        mail, does). User input counts from the moment the wait subscribed.
+        """
         timeout_ms = collab.wait_timeout_ms(args.get("timeout_ms"))
         deadline = time.monotonic() + timeout_ms / 1000
+        user_input = False
         with self.delivery.hub.subscribe(caller.agent_id) as sub:
             while True:
                 require_present()  # a caller that has left takes nothing
-                arrived = self._take_arrivals(caller)
-                if arrived:
-                    return {"message": arrived, "timed_out": False}
+                arrived = [self._take_arrivals(caller)] + ([collab.USER_INPUT_MESSAGE] if user_input else [])
+                if any(arrived):
+                    return {"message": "; ".join(filter(None, arrived)), "timed_out": False}
                 if not await sub.wait(deadline - time.monotonic()):
                     return {"message": "", "timed_out": True}
+                user_input = USER_INPUT in sub.reasons  # read before rearm clears it; no await in between
                 sub.rearm()
 
     def _take_arrivals(self, caller: AgentRow) -> str:

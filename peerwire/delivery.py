@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Awaitable
 
-from .hub import MAILBOX_ACTIVITY, PROVIDER_CONTEXT_AVAILABLE, WakeHub
+from .hub import MAILBOX_ACTIVITY, PROVIDER_CONTEXT_AVAILABLE, USER_INPUT, WakeHub
 from .providers import Provider, ProviderResult
 from .registry import AgentRow
 from .store import Store
@@ -73,6 +73,10 @@ class Delivery:
                 result is not None and result.accepted and not result.degraded)
         finally:
             self.hub.notify(recipient.agent_id, PROVIDER_CONTEXT_AVAILABLE if reached else MAILBOX_ACTIVITY)
+
+    def user_input(self, agent: AgentRow) -> None:
+        """A person's input reached ``agent``'s conversation: wake its collaboration waits (``user_input``)."""
+        self.hub.notify(agent.agent_id, USER_INPUT)
 
     def published(self, recipient_id: str, interaction_id: str) -> None:
         """A record the app wrote itself (a turn's reply, a notice): wake and deliver it."""

@@ -65,6 +65,9 @@ MAILBOX_ACTIVITY = "mailbox_activity"
 """A record was committed for the recipient: it is in the mailbox."""
 PROVIDER_CONTEXT_AVAILABLE = "provider_context_available"
 """A record reached the recipient's live conversation through its provider: the model already has it."""
+USER_INPUT = "user_input"
+"""A person's input reached the recipient's conversation (the operator's prompt): only a collaboration
+profile's wait completes on it; it is no mailbox activity."""
 
 
 class Subscription:
@@ -73,6 +76,8 @@ class Subscription:
         self.agent_id = agent_id
         self._event = asyncio.Event()
         self.reason: str | None = None
+        self.reasons: set[str] = set()
+        """Every reason it was woken for since it was armed (``reason`` is the first)."""
         self.blocked = False  # inside wait(), with nothing to return yet: what ``waiting`` counts
         self._presence = presence.get()
         if self._presence is not None:
@@ -81,6 +86,7 @@ class Subscription:
     def wake(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
+        self.reasons.add(reason)
         self._event.set()
 
     async def wait(self, timeout_s: float) -> bool:
@@ -103,6 +109,7 @@ class Subscription:
     def rearm(self) -> None:
         self._event.clear()
         self.reason = None
+        self.reasons.clear()
 
     def __enter__(self) -> "Subscription":
         return self

@@ -307,11 +307,16 @@ class Operations:
         return await self._codex().detach(self._agent_arg(args).agent_id)
 
     async def prompt(self, args: dict, token: str | None) -> dict:
-        """An operator's message to an agent: a new turn on its idle owner."""
+        """An operator's message to an agent: a new turn on its idle owner (for an agent of a collaboration
+        tree, also the input of its active turn, which wakes its wait_agent)."""
         text = args.get("text")
         if not isinstance(text, str) or not text:
             raise PeerwireError(Code.INVALID_ARGUMENT, "prompt needs text")
-        return await self._codex().prompt(self._agent_arg(args), text)
+        agent = self._agent_arg(args)
+        result = await self._codex().prompt(agent, text)
+        if agent.path:  # only the collaboration profile's wait_agent completes on user input
+            self.delivery.user_input(agent)
+        return result
 
     async def await_turn(self, args: dict, token: str | None) -> dict:
         """Wait for one turn of an attached agent to complete: turn_id, timeout_ms."""

@@ -323,6 +323,8 @@ def _render_output(spec: Mapping[str, Any], variables: Mapping[str, str], seed: 
     # A stable id unique within a thread: the thread (prompt_cache_key) and the
     # input length only grow together, so no two answers in a thread share it.
     item["call_id"] = _fill(call["call_id"], variables) if "call_id" in call else "call_" + _digest(seed)
+    if "encrypted_function_args" in call:  # absent, empty and populated are three different calls
+        item["encrypted_function_args"] = list(call["encrypted_function_args"])
     return item
 
 

@@ -307,10 +307,25 @@ class CodexProvider:
     # -- turns -------------------------------------------------------------------------
 
     async def prompt(self, agent: AgentRow, text: str) -> dict[str, Any]:
-        """An operator's (human) message: starts a turn on an idle owner."""
+        """An operator's (human) message: starts a turn on an idle owner.
+
+        An agent of a collaboration tree in a turn takes it as new input of that
+        turn (a steer fenced by its id; ``steered`` true), as a person typing
+        into a running conversation does; any other agent is refused while busy.
+        """
         owner = self._owner(agent)
         _require(owner.capabilities, Capability.IDLE_START)
         async with owner.lock:
+            if owner.active_turn is not None and agent.path:
+                _require(owner.capabilities, Capability.STEER)
+                turn_id = owner.active_turn
+                try:
+                    await owner.client.turn_steer(owner.thread_id, turn_id, text, timeout=REQUEST_TIMEOUT_S)
+                except JsonRpcError as exc:
+                    raise PeerwireError(Code.NOT_ACTIVE, f"{agent.name}'s turn {turn_id} did not take the input "
+                                        f"({exc.message}); prompt again", {"turn_id": turn_id}) from None
+                return {"turn_id": turn_id, "thread_id": owner.thread_id, "generation": owner.generation,
+                        "steered": True}
             if owner.active_turn is not None:
                 raise PeerwireError(Code.INVALID_ARGUMENT,
                                     f"{agent.name} is in turn {owner.active_turn}; prompt it when it is idle")
@@ -517,10 +532,20 @@ class CodexProvider:
         tree. Joined by a line break they are the rendered envelope."""
         recipient = self.store.agent(record["recipient"]["agent_id"])
         if recipient.path:
-            sender_id = record["sender"]["agent_id"]
-            sender = (self.store.agent(sender_id).path or record["sender"]["name"]) if sender_id else "peerwire"
-            return collab.head(envelope.MESSAGE_TYPES[record["kind"]], recipient.path, sender), record["body"]
+            return (collab.head(envelope.MESSAGE_TYPES[record["kind"]], recipient.path, self._tree_sender(record)),
+                    record["body"])
         return envelope.head(record), record["body"]
+
+    def _tree_sender(self, record: dict[str, Any]) -> str:
+        """The path a collaboration envelope names as Sender. A turn's outcome that peerwire wrote (a failed
+        or interrupted child turn) comes from the child whose turn it was: its parent hears of each child
+        turn, finished or failed, from that child's path (the body says peerwire observed the failure)."""
+        sender_id = record["sender"]["agent_id"]
+        if sender_id is None and record.get("request_id"):
+            sender_id = self.store.request(record["request_id"])["recipient_id"]
+        if sender_id is None:
+            return record["sender"]["name"] or "peerwire"
+        return self.store.agent(sender_id).path or record["sender"]["name"]
 
     def _owner(self, agent: AgentRow) -> Owner:
         owner = self.owners.get(agent.agent_id)

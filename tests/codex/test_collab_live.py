@@ -8,6 +8,9 @@ model input.
 
 from __future__ import annotations
 
+import json
+import re
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -172,3 +175,157 @@ def test_interrupting_a_child_ends_exactly_its_turn_and_it_takes_a_later_task(tm
 
 def json_text(item: dict) -> str:
     return "".join(part.get("text", "") for part in item.get("content") or [])
+
+
+def _call(name: str, **arguments: Any) -> dict:
+    return {"function_call": {"namespace": "mcp__collaboration", "name": name, "arguments": arguments}}
+
+
+def _final(text: str) -> dict:
+    return {"message": {"phase": "final_answer", "text": text}}
+
+
+def _task_to(path: str, marker: str) -> dict:
+    return {"envelope": {"type": "NEW_TASK", "contains": f"Task name: {path}\n", "matches": re.escape(marker)}}
+
+
+def _owner(lab: ReferenceLab, name: str) -> dict[str, Any]:
+    return {o["name"]: o for o in lab.control().call("owners")["owners"]}[name]
+
+
+def _injected(lab: ReferenceLab, thread_id: str) -> list[str]:
+    """The texts thread/inject_items put into ``thread_id``, from the root's app-server transcript."""
+    lines = [json.loads(line) for line in lab.transcript("root").read_text("utf-8").splitlines()]
+    return [item_text_any(item) for line in lines if line.get("dir") == "sent"
+            and (line.get("message") or {}).get("method") == "thread/inject_items"
+            and line["message"]["params"]["threadId"] == thread_id for item in line["message"]["params"]["items"]]
+
+
+def item_text_any(item: dict) -> str:
+    """An injected item's text, as a user message or a native agent message."""
+    return "\n".join(part.get("text", "") for part in item.get("content") or [] if isinstance(part, dict))
+
+
+def _notify_script() -> dict[str, Any]:
+    """/root spawns /root/ok (held by the model until released) and ends its turn; later /root/crash, whose
+    request the model fails; a last prompt asks the root what it heard."""
+    return {"scenario": {"name": "collab-notify"}, "rules": {"root": [
+        {"id": "ok-answers", "when": [_task_to("/root/ok", "[ok]")], "hold": "ok", "emit": [_final("ok finished")]},
+        # no rule for /root/crash's task: the scripted model fails that request, and with it the child's turn
+        {"id": "root-recalls", "when": [{"user_text": {"last": True, "contains": "[recall]"}}],
+         "emit": [_final("heard")]},
+        {"id": "root-ends", "when": [{"tool_output": {"tool": "spawn_agent", "last": True}}],
+         "emit": [_final("spawned")]},
+        {"id": "root-spawns-ok", "when": [{"user_text": {"last": True, "contains": "[spawn-ok]"}}],
+         "emit": [_call("spawn_agent", task_name="ok", message="[ok] take your time", fork_turns="none")]},
+        {"id": "root-spawns-crash", "when": [{"user_text": {"last": True, "contains": "[spawn-crash]"}}],
+         "emit": [_call("spawn_agent", task_name="crash", message="[crash] this fails", fork_turns="none")]},
+    ]}}
+
+
+@requirement("collab:child:notifies-idle-parent")
+def test_finished_and_failed_children_notify_an_idle_parent_without_a_turn(tmp_path: Path):
+    from harness.model.rules import script_from_document
+
+    script = script_from_document(_notify_script(), source="collab-notify")
+    with ReferenceLab(tmp_path, script, agents=("root",), profile="collab") as lab:
+        first = lab.prompt("root", "[spawn-ok] start a helper")
+        assert lab.await_turn("root", first, 60)["status"] == "completed"
+        lab.model.wait_for_hold("ok", timeout=60)
+        root_thread = _owner(lab, "root")["thread_id"]
+        lab.model.release("ok")
+        ok_turn = _owner(lab, "/root/ok")
+        # the child's turn completes while its parent is idle
+        done = _await_child_turn(lab, "/root/ok")
+        assert done["status"] == "completed"
+        final_ok = "Message Type: FINAL_ANSWER\nTask name: /root\nSender: /root/ok\nPayload:\nok finished"
+        _wait_for(lambda: final_ok in _injected(lab, root_thread), "the FINAL_ANSWER injected into /root")
+        root = _owner(lab, "root")
+        # notified, not woken: the parent's only turn is the one the prompt started
+        assert root["active_turn"] is None and [t["turn_id"] for t in root["completed_turns"]] == [first]
+        second = lab.prompt("root", "[spawn-crash] start another")
+        assert lab.await_turn("root", second, 60)["status"] == "completed"
+        crash = _await_child_turn(lab, "/root/crash")
+        assert crash["status"] == "failed"
+        failed = [t for t in _wait_for(lambda: [t for t in _injected(lab, root_thread)
+                                               if "Sender: /root/crash\nPayload:\n" in t], "the failed child's answer")]
+        assert len(failed) == 1 and failed[0].startswith("Message Type: FINAL_ANSWER\nTask name: /root\n")
+        assert "/root/crash's turn" in failed[0] and "failed" in failed[0]
+        root = _owner(lab, "root")
+        assert root["active_turn"] is None and [t["turn_id"] for t in root["completed_turns"]] == [first, second]
+        # both notices are in the parent's conversation: its next model request carries them
+        third = lab.prompt("root", "[recall] what did your helpers say?")
+        assert lab.await_turn("root", third, 60)["status"] == "completed"
+        assert ok_turn["thread_id"] != root_thread
+        log = ModelRequestLog.load(tmp_path / "artifacts" / "model-requests.jsonl")
+    recall = [r for r in route_requests(log, "root") if any("[recall]" in t for t in _input_texts(r))]
+    assert recall and final_ok in "\n".join(_input_texts(recall[0]))
+    assert "Sender: /root/crash\nPayload:\n" in "\n".join(_input_texts(recall[0]))
+
+
+def _wait_for(probe, what: str, timeout_s: float = 60):
+    """Poll ``probe`` (an observable state without an event of its own) until truthy, bounded."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def _await_child_turn(lab: ReferenceLab, name: str) -> dict[str, Any]:
+    """Wait (bounded) until child ``name``'s first turn completed; its turn id and status."""
+    turn_id = _wait_for_turn(lab, name)
+    agent_id = {a["path"]: a for a in lab.control().call("agents")["agents"] if a.get("path")}[name]["agent_id"]
+    return lab.control().call("await_turn", {"agent_id": agent_id, "turn_id": turn_id, "timeout_ms": 60_000},
+                              wait_s=60)
+
+
+def _wait_for_turn(lab: ReferenceLab, name: str) -> str:
+    """The id of ``name``'s first turn, once its owner has one."""
+    def turn() -> str | None:
+        owner = {o["name"]: o for o in lab.control().call("owners")["owners"]}.get(name)
+        if owner is None:
+            return None
+        return owner["active_turn"] or next((t["turn_id"] for t in owner["completed_turns"]), None)
+    return _wait_for(turn, f"{name}'s first turn")
+
+
+def _user_input_script() -> dict[str, Any]:
+    """/root spawns a child the model holds, waits for it; the user's input ends the wait."""
+    return {"scenario": {"name": "collab-user-input"}, "rules": {"root": [
+        {"id": "child-holds", "when": [_task_to("/root/slow", "[slow]")], "hold": "slow", "emit": [_final("slow done")]},
+        # the wait's output and then the user's text, which joined the turn
+        {"id": "root-answers-user", "when": [{"tool_output": {"tool": "wait_agent",
+                                                              "contains": "new input from the user"}},
+                                             {"user_text": {"last": True, "contains": "[interject]"}}],
+         "emit": [_final("answered the user")]},
+        {"id": "root-waits", "when": [{"tool_output": {"tool": "spawn_agent", "last": True}}],
+         "emit": [_call("wait_agent", timeout_ms=60000)]},
+        {"id": "root-spawns", "when": [{"user_text": {"last": True, "contains": "[spawn-slow]"}}],
+         "emit": [_call("spawn_agent", task_name="slow", message="[slow] take your time", fork_turns="none")]},
+    ]}}
+
+
+@requirement("collab:wait:user-input")
+def test_user_input_ends_a_wait_while_a_busy_child_does_not(tmp_path: Path):
+    from harness.model.rules import script_from_document
+
+    script = script_from_document(_user_input_script(), source="collab-user-input")
+    with ReferenceLab(tmp_path, script, agents=("root",), profile="collab") as lab:
+        turn = lab.prompt("root", "[spawn-slow] start a helper and wait")
+        lab.model.wait_for_hold("slow", timeout=60)
+        root_id = lab.agents["root"].caller.agent_id
+        # the root's model is in wait_agent: the app counts its wait once it has read and blocked
+        _wait_for(lambda: lab.control().call("status")["waiting"].get(root_id), "the root's blocked wait")
+        steered = lab.control().call("prompt", {"agent_id": root_id, "text": "[interject] how is it going?"},
+                                     wait_s=30)
+        assert steered["steered"] is True and steered["turn_id"] == turn
+        assert lab.await_turn("root", turn, 60)["status"] == "completed"
+        assert _owner(lab, "/root/slow")["active_turn"], "the child is still working"
+        lab.model.release("slow")
+        log = ModelRequestLog.load(tmp_path / "artifacts" / "model-requests.jsonl")
+    answered = [r for r in route_requests(log, "root") for item in r["emitted"]
+                if item.get("phase") == "final_answer" and json_text(item) == "answered the user"]
+    assert len(answered) == 1

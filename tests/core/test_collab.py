@@ -261,3 +261,95 @@ def test_a_childs_call_is_attributed_to_the_child(core):
     # a thread outside the tree is not a way in: the call stays the root's
     (outsider,) = _calls(core, token, [("spawn_agent", {"task_name": "x", "message": "go"})], thread="th-unknown")
     assert outsider["structuredContent"] == {"task_name": "/root/x"}
+
+
+class _Tree:
+    """The collaboration operations in this process, on a real store and wake hub, with no provider."""
+
+    def __init__(self, tmp_path):
+        from peerwire.collab_ops import CollabOperations
+        from peerwire.delivery import Delivery
+        from peerwire.hub import WakeHub
+
+        self.store = Store(tmp_path / "peerwire.db")
+        self.hub = WakeHub()
+        self.delivery = Delivery(self.store, self.hub, {})
+        self.ops = CollabOperations(self.store, self.delivery)
+        self.root, _ = self.store.register_agent("lead", "codex", path=collab.ROOT, status="active")
+
+    async def blocked_wait(self):
+        """The root's wait_agent, once it has read the store and blocked (bounded)."""
+        import asyncio
+
+        wait = asyncio.ensure_future(self.ops.wait_agent(self.root, {"timeout_ms": 60_000}, {}))
+        async with asyncio.timeout(10):
+            while not self.hub.waiting().get(self.root.agent_id):
+                assert not wait.done(), wait.result()
+                await asyncio.sleep(0.001)
+        return wait
+
+
+@requirement("collab:wait:user-input")
+def test_user_input_ends_a_wait_naming_it_without_its_text(tmp_path):
+    import asyncio
+
+    tree = _Tree(tmp_path)
+
+    async def run():
+        wait = await tree.blocked_wait()
+        tree.delivery.user_input(tree.root)
+        async with asyncio.timeout(10):
+            alone = await wait
+        # user input and mail together: the message names both
+        wait = await tree.blocked_wait()
+        child, _ = tree.store.register_agent("/root/a", "codex", path="/root/a", parent_agent_id=tree.root.agent_id)
+        tree.store.admit_information(child, tree.root, "from a")
+        tree.delivery.user_input(tree.root)
+        tree.hub.notify(tree.root.agent_id)
+        async with asyncio.timeout(10):
+            both = await wait
+        return alone, both
+
+    try:
+        alone, both = asyncio.run(run())
+    finally:
+        tree.store.close()
+    assert alone == {"message": collab.USER_INPUT_MESSAGE, "timed_out": False}
+    assert both == {"message": f"MESSAGE from /root/a; {collab.USER_INPUT_MESSAGE}", "timed_out": False}
+
+
+@requirement("collab:wait:not-capacity")
+def test_free_capacity_never_completes_a_wait(tmp_path):
+    import asyncio
+
+    tree = _Tree(tmp_path)
+    workers = [tree.store.register_agent(f"/root/w{i}", "codex", path=f"/root/w{i}", status="active",
+                                         parent_agent_id=tree.root.agent_id)[0] for i in range(collab.MAX_ACTIVE_CHILDREN)]
+
+    async def run():
+        wait = await tree.blocked_wait()
+        refused = await _outcome(tree.ops.spawn_agent(tree.root, {"task_name": "extra", "message": "go"}, {}))
+        # a worker stops working (as the adapter records a turn that ended with nothing to report): room for one
+        tree.store.update_agent(workers[0].agent_id, status="idle")
+        spawned = await tree.ops.spawn_agent(tree.root, {"task_name": "extra", "message": "go"}, {})
+        async with asyncio.timeout(10):
+            while not tree.hub.waiting().get(tree.root.agent_id):  # blocked still (or again, after a re-read)
+                await asyncio.sleep(0.001)
+        assert not wait.done(), f"free capacity completed the wait: {wait.result()}"
+        tree.delivery.user_input(tree.root)
+        async with asyncio.timeout(10):
+            return refused, spawned, await wait
+
+    try:
+        refused, spawned, woke = asyncio.run(run())
+    finally:
+        tree.store.close()
+    assert refused == "limit_exceeded" and spawned == {"task_name": "/root/extra"}
+    assert woke == {"message": collab.USER_INPUT_MESSAGE, "timed_out": False}
+
+
+async def _outcome(call) -> object:
+    try:
+        return await call
+    except Exception as error:  # noqa: BLE001 - the refusal's code is the outcome
+        return error.code.value
