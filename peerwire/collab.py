@@ -106,6 +106,36 @@ def head(message_type: str, recipient_path: str, sender_path: str) -> str:
     return f"{TYPE_HEADER}: {message_type}\nTask name: {recipient_path}\nSender: {sender_path}\nPayload:"
 
 
+PLAINTEXT = "plaintext"
+ENCRYPTED = "encrypted"
+
+
+def message_encryption(call: dict[str, Any]) -> str:
+    """Whether a collaboration message tool call's ``message`` is plaintext or opaque, by its raw
+    ``function_call`` item's ``encrypted_function_args``.
+
+    An empty list means plaintext. An absent field and a populated list both
+    mean the message is encrypted: it is forwarded as it came, never decrypted
+    here. Any other value of the field is refused (``invalid_argument``).
+    """
+    if "encrypted_function_args" not in call or call["encrypted_function_args"] is None:
+        return ENCRYPTED
+    listed = call["encrypted_function_args"]
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        raise PeerwireError(Code.INVALID_ARGUMENT, "encrypted_function_args must be a list of argument names",
+                            {"encrypted_function_args": repr(listed)[:200]})
+    return ENCRYPTED if listed else PLAINTEXT
+
+
+def agent_message(author: str, recipient: str, head: str, body: str, encryption: str = PLAINTEXT) -> dict[str, Any]:
+    """A native agent message item (``thread/inject_items``) carrying an envelope: its head (routing) as
+    text, then the body: text when plaintext, else the opaque message as ``encrypted_content``."""
+    payload = ({"type": "input_text", "text": body} if encryption == PLAINTEXT
+               else {"type": "encrypted_content", "encrypted_content": body})
+    return {"type": "agent_message", "author": author, "recipient": recipient,
+            "content": [{"type": "input_text", "text": head}, payload]}
+
+
 def history_items(turns: list[dict[str, Any]], keep: str | int) -> list[dict[str, Any]]:
     """Raw Responses items for a child's inherited history.
 

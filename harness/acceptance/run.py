@@ -49,6 +49,7 @@ from harness.codex.install import PINNED, CodexInstallError, CodexInstallation, 
 from harness.process.jobs import Job, JobClosedError, install_signal_handlers
 from harness.process.lifeline import Lifeline
 from harness.model.personas import applies as persona_applies, select_personas
+from harness.model.probe import mail_forms
 from harness.model.rules import ScenarioError
 from harness.process.run_home import RunHome, RunHomeError, new_run_id, sweep_stale
 from harness.shards import ShardError, load_durations, plan
@@ -357,7 +358,7 @@ def _summary(results: list[dict[str, Any]], wall_s: float, report: Path, report_
         if result.get("probe"):
             probe = result["probe"]
             print(f"        probe: {'success' if probe['success'] else 'FAILED'} ({probe['requests']} model requests, "
-                  f"{probe['nativeMessageOccurrences']} native message occurrences)", file=err)
+                  f"{mail_forms(probe)})", file=err)
         if result.get("home"):
             print(f"        kept: {result['home']}", file=err)
     ok = sum(result["passed"] for result in results)

@@ -14,7 +14,7 @@ enabled: on a throwaway Codex home talking to the scripted model, it starts
 * attachment: ``thread/start`` opens a thread (and, where the version reports
   it, the peerwire MCP server of that home starts);
 * input, per eligible capability: an injected item reaches the next model
-  request (inject); a turn runs to a final answer (idle_start); a turn held by
+  request (inject), and so does a native agent message, as one (agent_message); a turn runs to a final answer (idle_start); a turn held by
   the model accepts a steer fenced by its id and refuses one fenced by another
   (steer), then ends interrupted (interrupt); the history reads back
   (history_read), forks (fork), and resumes in a new app-server (resume).
@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from peerwire import collab
 from peerwire.codex.adapter import inject_item, is_stale_turn
 from peerwire.codex.app_server import AppServerClient, AppServerError, JsonRpcError
 from peerwire.codex.capabilities import (Assessment, Capability, Fact, declared_facts, evaluate,
@@ -307,9 +308,15 @@ async def _inputs(probe: _Probe, client: AppServerClient, thread_id: str, model:
     """One input check per eligible capability; a failure counts against that capability only."""
     nonce = secrets.token_hex(8)
     injected: str | None = None
+    native: dict[str, Any] | None = None
     if probe.eligible(Capability.INJECT):
         injected = await probe.attempt("inject", Capability.INJECT, client.thread_inject_items(
             thread_id, [inject_item(f"[probe-inject] {nonce}")], timeout=STEP_TIMEOUT_S))
+    if probe.eligible(Capability.AGENT_MESSAGE):
+        sent = collab.agent_message(f"{collab.ROOT}/probe", collab.ROOT, "[probe-agent-message]", nonce)
+        if await probe.attempt("agent message", Capability.AGENT_MESSAGE, client.thread_inject_items(
+                thread_id, [sent], timeout=STEP_TIMEOUT_S)) is not None:
+            native = sent
     if probe.eligible(Capability.IDLE_START):
         turn = await probe.attempt("idle start", Capability.IDLE_START, _turn(
             client, thread_id, f"{_TURN} {nonce}",
@@ -326,6 +333,15 @@ async def _inputs(probe: _Probe, client: AppServerClient, thread_id: str, model:
             seen = request is not None and f"[probe-inject] {nonce}" in _texts(request)
             probe.record("inject", Capability.INJECT, seen, "thread/inject_items was acknowledged and the item "
                          f"{'was' if seen else 'was not'} in the next model request")
+        if native is not None:
+            # It must reach the model as an agent message with both ends, not folded into a user message.
+            arrived = [item for item in (request.input_items() if request is not None else [])
+                       if isinstance(item, dict) and item.get("type") == "agent_message"
+                       and {k: item.get(k) for k in ("author", "recipient", "content")}
+                       == {k: native[k] for k in ("author", "recipient", "content")}]
+            probe.record("agent message", Capability.AGENT_MESSAGE, len(arrived) == 1,
+                         f"an agent_message from {native['author']} to {native['recipient']} was acknowledged and "
+                         f"{'reached' if arrived else 'did not reach'} the next model request as an agent_message")
     elif injected is not None:
         probe.record("inject", Capability.INJECT, True, "thread/inject_items was acknowledged (no turn to read it)")
     if probe.eligible(Capability.HISTORY_READ):

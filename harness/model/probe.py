@@ -11,7 +11,10 @@ input of the right thread:
 * ``finalExact``: the parent's last final answer is exactly the expected text.
 
 ``nativeMessageOccurrences`` counts envelopes across all inputs; repeated
-history counts again, as it does for the model. ``encryptedMessageOccurrences``
+history counts again, as it does for the model; ``agentMessageOccurrences`` and
+``userMessageOccurrences`` split them by the form that carried them (a native
+agent message, or a user message), which says how mail reached each model.
+``encryptedMessageOccurrences``
 counts, the same way, input items that carry opaque content (``encrypted_content``,
 an encrypted content part, or populated ``encrypted_function_args``).
 ``stopReason`` says how the parent's last model response ended (``stop``: a final
@@ -34,7 +37,7 @@ from peerwire.envelope import MESSAGE_TYPES
 from peerwire.lifecycle import Kind
 
 from .log import ModelRequestLog
-from .responses import item_text
+from .responses import is_incoming, item_text
 
 DEFAULT_REQUEST_CAP = 12
 """A probe's model requests, at most, unless its ``[probe]`` table says ``max_requests``."""
@@ -73,9 +76,13 @@ class ProbeObservation:
 
 
 def _texts(items: Iterable[Any]) -> list[str]:
-    """The texts of the messages in a model input that the model did not write itself."""
-    return [item_text(item) for item in items
-            if isinstance(item, dict) and item.get("type") == "message" and item.get("role") != "assistant"]
+    """The texts of the messages in a model input that the model did not write itself (agent messages too)."""
+    return [item_text(item) for item in items if is_incoming(item)]
+
+
+def _envelopes(items: Iterable[Any], item_type: str) -> int:
+    return sum(item_text(item).count(f"{envelope.TYPE_HEADER}: ") for item in items
+               if is_incoming(item) and item.get("type") == item_type)
 
 
 def _encrypted(item: Any) -> bool:
@@ -110,6 +117,14 @@ def _opens_child_task(text: str, child: str) -> bool:
     return headers.get(envelope.TYPE_HEADER) == MESSAGE_TYPES[Kind.TASK] and headers.get("Task name") == child
 
 
+def mail_forms(summary: Mapping[str, Any]) -> str:
+    """How the envelopes reached the models, for a report: ``8 envelopes in model inputs (5 as native agent
+    messages, 3 as user messages)``."""
+    return (f"{summary['nativeMessageOccurrences']} envelopes in model inputs "
+            f"({summary.get('agentMessageOccurrences', 0)} as native agent messages, "
+            f"{summary.get('userMessageOccurrences', 0)} as user messages)")
+
+
 def collab_probe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> dict[str, Any]:
     """``requests``: the model log's request/response pairs, as ``{"input": [...], "emitted": [...]}``."""
     return observe(requests, expect).summary
@@ -126,7 +141,8 @@ def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> Pro
     question = collab.render(message, expect.parent, expect.child, expect.question)
     reply = collab.render(message, expect.child, expect.parent, expect.reply)
     final = collab.render(final_answer, expect.parent, expect.child, expect.child_final)
-    summary: dict[str, Any] = {"requests": 0, "nativeMessageOccurrences": 0, "encryptedMessageOccurrences": 0,
+    summary: dict[str, Any] = {"requests": 0, "nativeMessageOccurrences": 0, "agentMessageOccurrences": 0,
+                               "userMessageOccurrences": 0, "encryptedMessageOccurrences": 0,
                                "childQuestionObserved": False, "parentReplyObserved": False,
                                "childFinalObserved": False, "finalExact": False, "modelErrors": 0,
                                "requestCap": expect.max_requests}
@@ -138,6 +154,8 @@ def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> Pro
         summary["requests"] += 1
         texts = _texts(request.get("input") or [])
         summary["nativeMessageOccurrences"] += sum(t.count(f"{envelope.TYPE_HEADER}: ") for t in texts)
+        summary["agentMessageOccurrences"] += _envelopes(request.get("input") or [], "agent_message")
+        summary["userMessageOccurrences"] += _envelopes(request.get("input") or [], "message")
         summary["encryptedMessageOccurrences"] += sum(_encrypted(item) for item in request.get("input") or [])
         if request.get("error") or request.get("outcome", "answered") not in (None, "answered"):
             summary["modelErrors"] += 1

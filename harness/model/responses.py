@@ -24,9 +24,20 @@ def content_text(content: Any) -> str:
     return ""
 
 
+MAIL_TYPES = ("message", "agent_message")
+"""Item types that carry text in ``content``: messages, and the native agent messages one agent sends another
+(``author``, ``recipient``; an ``encrypted_content`` part has no text here)."""
+
+
 def item_text(item: Mapping[str, Any]) -> str:
-    """The text of a Responses item: a message's content, or a tool output's output."""
-    return content_text(item.get("content") if item.get("type") == "message" else item.get("output"))
+    """The text of a Responses item: a message's or agent message's content, or a tool output's output."""
+    return content_text(item.get("content") if item.get("type") in MAIL_TYPES else item.get("output"))
+
+
+def is_incoming(item: Any) -> bool:
+    """Whether an input item is text the model did not write: a user or developer message, or an agent message."""
+    return isinstance(item, Mapping) and (item.get("type") == "agent_message"
+                                          or (item.get("type") == "message" and item.get("role") != "assistant"))
 
 
 def json_objects(text: str) -> Iterator[Any]:

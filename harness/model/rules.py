@@ -84,6 +84,9 @@ def read_input(body: Mapping[str, Any]) -> list[InputItem]:
             items.append(
                 InputItem(item_kind, content_text(raw.get("content")), role=role, phase=raw.get("phase"))
             )
+        elif kind == "agent_message":
+            # Another agent's mail: an envelope can match it, user_text cannot (it has no user role).
+            items.append(InputItem("message", content_text(raw.get("content")), role="agent"))
         elif kind == "function_call":
             items.append(
                 InputItem(

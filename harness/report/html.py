@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from harness.model.probe import mail_forms
+
 from .excerpts import ArtifactLines, Excerpt
 from .picture import sequence_svg
 
@@ -332,7 +334,7 @@ def _probe(probe: dict[str, Any] | None) -> str:
     legs = "".join(f'<li class="{_cls(bool(v))}"><code>{escape(k)}</code>: {"yes" if v else "no"}</li>'
                    for k, v in probe.items() if isinstance(v, bool) and k != "success")
     return (f'<h3>Collaboration probe</h3><p>{_badge(probe["success"])} {probe["requests"]} model requests, '
-            f'{probe["nativeMessageOccurrences"]} native message occurrences.</p><ul>{legs}</ul>'
+            f'{escape(mail_forms(probe))}.</p><ul>{legs}</ul>'
             f'<p class="note">{escape(probe["statement"])}</p>')
 
 

@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+from harness.model.probe import mail_forms
+
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -181,7 +183,7 @@ def _probe(probe: dict[str, Any]) -> list[str]:
     legs = ("childQuestionObserved", "parentReplyObserved", "childFinalObserved", "finalExact")
     out = ["### Collaboration probe", "",
            f"Result: **{'success' if probe['success'] else 'FAILED'}** — {probe['requests']} model requests, "
-           f"{probe['nativeMessageOccurrences']} native message occurrences.", "",
+           f"{mail_forms(probe)}.", "",
            "| leg | observed |", "|---|---|"]
     out += [f"| `{leg}` | {'yes' if probe[leg] else '**no**'} |" for leg in legs]
     return out + ["", probe["statement"], ""]

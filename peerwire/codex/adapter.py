@@ -53,6 +53,12 @@ def is_stale_turn(error: JsonRpcError) -> bool:
     return error.code == STALE_TURN_CODE and ("active turn" in text or "expected" in text)
 
 
+AGENT_MESSAGE_FORM = "agent_message"
+USER_MESSAGE_FORM = "user_message"
+"""How mail entered a collaboration agent's thread (evidence ``form``): a native agent message (followed by
+``/plaintext`` or ``/encrypted``) or a user message. A task opens or joins a turn, whose input the pinned
+protocol takes only as user input (text, images, skills, mentions), so tasks are always user messages."""
+
 TASK_CONTEXT_NAME = "peerwire_task_delivery"
 """The name of the routing metadata a steer carries in ``additionalContext`` (where Codex takes it)."""
 
@@ -436,9 +442,11 @@ class CodexProvider:
             self.store.update_agent(recipient.agent_id, last_error=owner.capabilities.refusal(Capability.INJECT))
             return None
         where = {"thread_id": owner.thread_id, "generation": owner.generation, "active_turn": owner.active_turn}
+        item, form = self._mail_item(owner, recipient, record)
+        if form:
+            where["form"] = form
         try:
-            await owner.client.thread_inject_items(owner.thread_id, [inject_item(*self._envelope(record))],
-                                                   timeout=REQUEST_TIMEOUT_S)
+            await owner.client.thread_inject_items(owner.thread_id, [item], timeout=REQUEST_TIMEOUT_S)
         except TimeoutError:
             # The request was written; its acknowledgement never came. That proves a start, not a delivery.
             result = ProviderResult(self.name, "thread/inject_items", accepted=True, degraded=True, evidence={
@@ -535,6 +543,27 @@ class CodexProvider:
             return (collab.head(envelope.MESSAGE_TYPES[record["kind"]], recipient.path, self._tree_sender(record)),
                     record["body"])
         return envelope.head(record), record["body"]
+
+    def _mail_item(self, owner: Owner, recipient: AgentRow, record: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The item that injects ``record`` and, for an agent of a collaboration tree, the form it takes.
+
+        Mail between agents of a tree is a native agent message (author and
+        recipient paths, the envelope) where the Codex version takes one
+        (capability ``agent_message``); otherwise, and outside a tree, a user
+        message. Its body is ``encrypted_content`` only when the sending call's
+        raw ``encrypted_function_args`` reached the core (``encrypted_call_args``)
+        and say so (:func:`peerwire.collab.message_encryption`).
+        """
+        head, body = self._envelope(record)
+        if not recipient.path:
+            return inject_item(head, body), ""
+        if not owner.capabilities.allows(Capability.AGENT_MESSAGE):
+            return inject_item(head, body), USER_MESSAGE_FORM
+        call = (record.get("tool_receipt") or {}).get("function_call")
+        encryption = (collab.message_encryption(call) if isinstance(call, dict)
+                      and owner.capabilities.allows(Capability.ENCRYPTED_CALL_ARGS) else collab.PLAINTEXT)
+        item = collab.agent_message(self._tree_sender(record), recipient.path, head, body, encryption)
+        return item, f"{AGENT_MESSAGE_FORM}/{encryption}"
 
     def _tree_sender(self, record: dict[str, Any]) -> str:
         """The path a collaboration envelope names as Sender. A turn's outcome that peerwire wrote (a failed

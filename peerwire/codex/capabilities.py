@@ -55,6 +55,8 @@ class Capability(StrEnum):
     HISTORY_READ = "history_read"
     MCP_STARTUP_STATUS = "mcp_startup_status"
     STEER_CONTEXT = "steer_context"
+    AGENT_MESSAGE = "agent_message"
+    ENCRYPTED_CALL_ARGS = "encrypted_call_args"
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class Declaration:
     since: str | None
     needs: tuple[Fact, ...]
     requires: tuple[Capability, ...] = ()
+    unknown: str = ""
+    """For ``since = None``: what was checked and found missing, when no protocol fact can say it."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,19 @@ DECLARATIONS: Mapping[Capability, Declaration] = {d.capability: d for d in (
     Declaration(Capability.STEER_CONTEXT, "a steer carries routing metadata apart from the peer text "
                 "(additionalContext)", None, (Fact("turn/steer", "additionalContext"),),
                 requires=(Capability.STEER,)),
+    # thread/inject_items takes raw Responses items (its schema types them only as `true`); the generated
+    # ResponseItem union of 0.171.0 has the agent_message variant {author, recipient, content: input_text |
+    # encrypted_content}, and the live probe shows it reaching the model as such. 0.171.0 is the release
+    # this was checked on; earlier ones were not, so none of them is claimed.
+    Declaration(Capability.AGENT_MESSAGE, "mail to an agent of a collaboration tree enters its thread as a "
+                "native agent message (author, recipient, the envelope)", "0.171.0",
+                (Fact("thread/inject_items"),), requires=(Capability.INJECT,)),
+    Declaration(Capability.ENCRYPTED_CALL_ARGS, "a collaboration call's encrypted_function_args reach the core, "
+                "so an encrypted message is forwarded as encrypted_content", None, (Fact("thread/inject_items"),),
+                requires=(Capability.AGENT_MESSAGE,),
+                unknown="Codex calls an MCP tool with its arguments only: the model's function_call keeps "
+                "encrypted_function_args in the rollout, but tools/call carries none of it, and the next model "
+                "request drops it from the replayed call"),
 )}
 
 OPTIONAL_FIELDS: tuple[OptionalField, ...] = (
@@ -219,7 +236,7 @@ def evaluate(version: str, offered: Collection[Fact] | None = None) -> Assessmen
         if missing:
             verdict = Verdict(capability, False, f"the app-server schema lacks {', '.join(missing)}")
         elif declaration.since is None:
-            verdict = Verdict(capability, False, f"no Codex release is known to offer {needs}")
+            verdict = Verdict(capability, False, declaration.unknown or f"no Codex release is known to offer {needs}")
         elif key < version_key(declaration.since):
             verdict = Verdict(capability, False, f"needs Codex {declaration.since} or later ({needs})")
         else:

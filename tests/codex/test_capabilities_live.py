@@ -137,7 +137,8 @@ def test_the_run_report_names_the_capabilities_and_keeps_the_probe_evidence(tmp_
     capabilities = report["run"]["codex_capabilities"]
     assert set(capabilities["enabled"]) == {c.value for c, d in DECLARATIONS.items() if d.since is not None}
     assert capabilities["not_enabled"] == {
-        "steer_context": "the app-server schema lacks turn/steer params.additionalContext"}
+        "steer_context": "the app-server schema lacks turn/steer params.additionalContext",
+        "encrypted_call_args": DECLARATIONS[Capability.ENCRYPTED_CALL_ARGS].unknown}
     listed = {artifact["path"] for artifact in report["artifacts"]}
     assert {"artifacts/capabilities/capabilities.json", "artifacts/capabilities/probe.g1.appserver.jsonl"} <= listed
     assert "Codex capabilities (live probe, artifacts/capabilities/): idle_start, steer, inject" in \

@@ -193,12 +193,16 @@ def _owner(lab: ReferenceLab, name: str) -> dict[str, Any]:
     return {o["name"]: o for o in lab.control().call("owners")["owners"]}[name]
 
 
-def _injected(lab: ReferenceLab, thread_id: str) -> list[str]:
-    """The texts thread/inject_items put into ``thread_id``, from the root's app-server transcript."""
+def _injected_items(lab: ReferenceLab, thread_id: str) -> list[dict]:
+    """The items thread/inject_items put into ``thread_id``, from the root's app-server transcript."""
     lines = [json.loads(line) for line in lab.transcript("root").read_text("utf-8").splitlines()]
-    return [item_text_any(item) for line in lines if line.get("dir") == "sent"
+    return [item for line in lines if line.get("dir") == "sent"
             and (line.get("message") or {}).get("method") == "thread/inject_items"
             and line["message"]["params"]["threadId"] == thread_id for item in line["message"]["params"]["items"]]
+
+
+def _injected(lab: ReferenceLab, thread_id: str) -> list[str]:
+    return [item_text_any(item) for item in _injected_items(lab, thread_id)]
 
 
 def item_text_any(item: dict) -> str:
@@ -253,14 +257,19 @@ def test_finished_and_failed_children_notify_an_idle_parent_without_a_turn(tmp_p
         assert "/root/crash's turn" in failed[0] and "failed" in failed[0]
         root = _owner(lab, "root")
         assert root["active_turn"] is None and [t["turn_id"] for t in root["completed_turns"]] == [first, second]
+        # the pinned Codex takes native agent messages: each notice names both ends
+        notices = [(i["type"], i.get("author"), i.get("recipient")) for i in _injected_items(lab, root_thread)]
+        assert notices == [("agent_message", "/root/ok", "/root"), ("agent_message", "/root/crash", "/root")]
         # both notices are in the parent's conversation: its next model request carries them
         third = lab.prompt("root", "[recall] what did your helpers say?")
         assert lab.await_turn("root", third, 60)["status"] == "completed"
         assert ok_turn["thread_id"] != root_thread
         log = ModelRequestLog.load(tmp_path / "artifacts" / "model-requests.jsonl")
     recall = [r for r in route_requests(log, "root") if any("[recall]" in t for t in _input_texts(r))]
-    assert recall and final_ok in "\n".join(_input_texts(recall[0]))
-    assert "Sender: /root/crash\nPayload:\n" in "\n".join(_input_texts(recall[0]))
+    # both reached the model as agent messages from the children's paths
+    native = [(item["author"], item_text_any(item)) for item in recall[0]["input"] if item.get("type") == "agent_message"]
+    assert [author for author, _ in native] == ["/root/ok", "/root/crash"]
+    assert native[0][1] == final_ok and "Sender: /root/crash\nPayload:\n" in native[1][1]
 
 
 def _wait_for(probe, what: str, timeout_s: float = 60):

@@ -353,3 +353,93 @@ async def _outcome(call) -> object:
         return await call
     except Exception as error:  # noqa: BLE001 - the refusal's code is the outcome
         return error.code.value
+
+
+ENCRYPTED_ARGS_FIXTURE = "fixtures/collab/encrypted-function-args.rollout.jsonl"
+"""Three send_message calls as the pinned Codex recorded them in a rollout: encrypted_function_args absent, empty
+and populated (the scripted model emitted them; the opaque strings stand for ciphertext)."""
+
+
+def _recorded_calls() -> list[dict]:
+    from harness.codex.install import project_root
+
+    lines = (project_root() / ENCRYPTED_ARGS_FIXTURE).read_text("utf-8").splitlines()
+    return [json.loads(line)["payload"] for line in lines]
+
+
+@requirement("collab:encrypted-args:forms")
+def test_encrypted_function_args_absent_empty_and_populated():
+    absent, empty, populated = calls = _recorded_calls()
+    assert "encrypted_function_args" not in absent and empty["encrypted_function_args"] == []
+    assert populated["encrypted_function_args"] == ["message"]
+    assert [collab.message_encryption(c) for c in calls] == [collab.ENCRYPTED, collab.PLAINTEXT, collab.ENCRYPTED]
+    head = collab.head("MESSAGE", "/root", "/root/a")
+    for call in calls:
+        message = json.loads(call["arguments"])["message"]
+        item = collab.agent_message("/root/a", "/root", head, message, collab.message_encryption(call))
+        assert item["type"] == "agent_message" and (item["author"], item["recipient"]) == ("/root/a", "/root")
+        assert item["content"][0] == {"type": "input_text", "text": head}
+        # the message goes on exactly as it came: text when plaintext, else opaque, never decrypted or re-encoded
+        expected = ({"type": "input_text", "text": message} if call is empty
+                    else {"type": "encrypted_content", "encrypted_content": message})
+        assert item["content"][1:] == [expected]
+    for bad in ("message", [1], {"message": True}):
+        with pytest.raises(Exception) as info:
+            collab.message_encryption({"encrypted_function_args": bad})
+        assert info.value.code.value == "invalid_argument"
+
+
+@pytest.mark.parametrize("version, record_call, form", [
+    ("0.171.0", None, "agent_message/plaintext"),
+    ("0.170.0", None, "user_message"),  # no release before the pinned one was checked for agent messages
+    # a populated list reached the core, but 0.171.0 cannot pass one (encrypted_call_args): plaintext still
+    ("0.171.0", 2, "agent_message/plaintext"),
+])
+@requirement("collab:mail:agent-message")
+def test_mail_to_a_tree_agent_takes_the_form_its_codex_version_offers(tmp_path, version, record_call, form):
+    from peerwire.codex.adapter import CodexProvider, Owner
+    from peerwire.codex.capabilities import evaluate
+
+    item, got = _mail(tmp_path, evaluate(version), None if record_call is None else _recorded_calls()[record_call])
+    assert got == form
+    text = "Message Type: MESSAGE\nTask name: /root\nSender: /root/a\nPayload:\nhello ✓"
+    if form == "user_message":
+        assert item["type"] == "message" and item["role"] == "user"
+    else:
+        assert (item["type"], item["author"], item["recipient"]) == ("agent_message", "/root/a", "/root")
+    assert "\n".join(part["text"] for part in item["content"]) == text
+
+
+@requirement("collab:encrypted-args:forms")
+def test_an_encrypted_call_is_forwarded_opaque_where_the_version_passes_its_arguments(tmp_path):
+    """What the adapter sends once a Codex version passes a call's encrypted_function_args to the core."""
+    from peerwire.codex.capabilities import Assessment, Capability, Verdict, evaluate
+
+    pinned = evaluate("0.171.0")
+    able = Assessment(pinned.version, {**pinned.verdicts, Capability.ENCRYPTED_CALL_ARGS: Verdict(
+        Capability.ENCRYPTED_CALL_ARGS, True, "a future release")}, pinned.fields)
+    absent, empty, populated = _recorded_calls()
+    for call, form in ((absent, "encrypted"), (empty, "plaintext"), (populated, "encrypted")):
+        item, got = _mail(tmp_path / form / str(id(call)), able, call)
+        assert got == f"agent_message/{form}"
+        part = item["content"][1]
+        assert part == ({"type": "input_text", "text": "hello ✓"} if form == "plaintext"
+                        else {"type": "encrypted_content", "encrypted_content": "hello ✓"})
+
+
+def _mail(tmp_path, assessment, call: dict | None) -> tuple[dict, str]:
+    """The item (and form) the adapter injects for a MESSAGE from /root/a to /root, under ``assessment``;
+    ``call``: the raw function call the core knows the message came from, if any."""
+    from peerwire.codex.adapter import CodexProvider, Owner
+
+    provider = CodexProvider.in_process(tmp_path)
+    try:
+        store = provider.store
+        root, _ = store.register_agent("lead", "codex", path=collab.ROOT)
+        child, _ = store.register_agent("/root/a", "codex", path="/root/a", parent_agent_id=root.agent_id)
+        receipt = {"via": "mcp", **({"function_call": call} if call else {})}
+        sent = store.admit_information(child, root, "hello ✓", receipt=receipt)
+        owner = Owner(root.agent_id, root.name, 1, "thread-root", None, capabilities=assessment)
+        return provider._mail_item(owner, store.agent(root.agent_id), store.interaction(sent["interaction_id"]))
+    finally:
+        provider.store.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.model.probe import ProbeExpectation, collab_probe, observe, requests_from_log
+from harness.model.probe import ProbeExpectation, collab_probe, mail_forms, observe, requests_from_log
 
 EXPECT = ProbeExpectation.from_table({"question": "Which year?", "reply": "2026.", "child_final": "It is Aurora.",
                                       "final": "The helper reports: It is Aurora."})
@@ -95,3 +95,22 @@ def test_a_probe_over_its_request_cap_fails_naming_the_cap() -> None:
     assert summary["success"] is False and all(summary[leg] for leg in
                                                ("childQuestionObserved", "parentReplyObserved", "finalExact"))
     assert summary["capExceeded"] == "the probe's request cap of 3 was exceeded: 4 model requests"
+
+
+def test_legs_count_as_native_agent_messages_and_the_summary_tells_the_forms_apart() -> None:
+    def native(item: dict) -> dict:
+        headers = dict(line.split(": ", 1) for line in item["content"][0]["text"].splitlines()[1:3])
+        return {"type": "agent_message", "author": headers["Sender"], "recipient": headers["Task name"],
+                "content": item["content"]}
+
+    requests = exchange()
+    for request in requests:  # every envelope but the child's task (a turn's input: a user message) goes native
+        request["input"] = [native(i) if TASK not in i["content"][0]["text"] and "Message Type" in
+                            i["content"][0]["text"] else i for i in request["input"]]
+    summary = observe(requests, EXPECT).summary
+    assert summary["success"] is True
+    assert (summary["nativeMessageOccurrences"], summary["agentMessageOccurrences"],
+            summary["userMessageOccurrences"]) == (5, 4, 1)
+    assert mail_forms(summary) == "5 envelopes in model inputs (4 as native agent messages, 1 as user messages)"
+    plain = observe(exchange(), EXPECT).summary
+    assert (plain["agentMessageOccurrences"], plain["userMessageOccurrences"]) == (0, 5)

@@ -17,12 +17,13 @@ Agents are named as the core names them: the runner's agents by their names
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from harness.evidence.rollouts import RolloutLine
 from harness.model.probe import LEGS
-from harness.model.responses import item_text
+from harness.model.responses import is_incoming, item_text
 from peerwire import collab, envelope
 from peerwire.lifecycle import Stage
 
@@ -168,21 +169,29 @@ def tree_message(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
     answer = obs.response_to(host, injects[0])
     ev.cite(injects[0], answer)
     require(answer is not None and "result" in answer.message, "thread/inject_items was not acknowledged")
+    # The form the adapter recorded is the one the transcript shows: a native agent message names both ends.
+    form = str(visible[0]["detail"].get("form") or "user_message")
+    (item,) = injects[0].params["items"]
+    native = {"type": "agent_message", "author": sender_path, "recipient": recipient_path}
+    require(form.split("/")[0] == item.get("type") and (item.get("type") != "agent_message" or all(
+        item.get(k) == v for k, v in native.items())) and (item.get("type") == "agent_message" or item.get("role")
+                                                               == "user"),
+            f"recorded as {form}, injected as {json.dumps({k: item.get(k) for k in ('type', 'role', 'author', 'recipient')})}")
     seen: list[RolloutLine] = [line for line in obs.rollout(recipient) if line.record_type == "response_item"
-                               and line.payload_type == "message" and line.payload.get("role") != "assistant"
-                               and line.text() == text]
+                               and is_incoming(line.payload) and line.text() == text]
     require(len(seen) == 1, f"{recipient}'s rollout holds the envelope {len(seen)} times, not once")
     ev.cite(seen[0])
     where = "its rollout"
     if obs.view.scripted:
         requests = [exchange.seq for exchange in obs.thread_exchanges(thread)
-                    if any(item.get("type") == "message" and item.get("role") != "assistant"
-                           and item_text(item) == text for item in exchange.input_items())]
+                    if any(is_incoming(sent) and sent.get("type") == item.get("type") and item_text(sent) == text
+                           for sent in exchange.input_items())]
         require(requests, f"no model request of thread {thread} carries the envelope")
         ev.cite(*requests[:3])
         where = f"model request {requests[0]}"
     return (f"{kind} {record['record_id']} {sender_path} -> {recipient_path}: {origin}, injected once into "
-            f"{recipient}'s thread {thread} as the collaboration envelope with the exact body, seen in {where}")
+            f"{recipient}'s thread {thread} as the collaboration envelope with the exact body, "
+            f"{'a native agent message' if form.startswith('agent_message') else 'a user message'}, seen in {where}")
 
 
 def probe_succeeded(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from harness.model.responses import item_text
+from harness.model.responses import is_incoming, item_text
 from peerwire.lifecycle import Stage
 
 from ..observations import Observations
@@ -61,7 +61,7 @@ def injected_without_turn(obs: Observations, params: Mapping[str, Any], ev: Evid
     next_turn = opened_turn(obs, host, next_start) if next_start is not None else None
     text = item_text(inject.params["items"][0])
     lines = obs.rollout(recipient)
-    injected = [line for line in lines if line.record_type == "response_item" and line.payload_type == "message"
+    injected = [line for line in lines if line.record_type == "response_item" and is_incoming(line.payload)
                 and line.text() == text]
     require(len(injected) == 1, f"{recipient}'s rollout holds the injected envelope {len(injected)} times")
     ev.cite(injected[0])
@@ -89,14 +89,13 @@ def in_model_input(obs: Observations, params: Mapping[str, Any], ev: Evidence) -
     turn = obs.turn(params["turn"])["turn_id"] if "turn" in params else None
     if obs.view.scripted:
         hits = [exchange for exchange in obs.exchanges(agent) if turn in (None, exchange.turn_id)
-                and any(item.get("role") != "assistant" and carries(obs, item_text(item), record)
-                        for item in exchange.input_items() if item.get("type") == "message")]
+                and any(carries(obs, item_text(item), record) for item in exchange.input_items() if is_incoming(item))]
         require(hits, f"no model request of {agent}{' in ' + params['turn'] if turn else ''} carries the envelope")
         ev.cite(*(exchange.seq for exchange in hits[:3]))
         where = f"model requests {[exchange.seq for exchange in hits]}"
     else:
         lines = [line for line in obs.rollout(agent)
-                 if line.record_type == "response_item" and line.payload_type == "message"
+                 if line.record_type == "response_item" and is_incoming(line.payload)
                  and carries(obs, line.text(), record)]
         require(lines, f"{agent}'s rollout holds no envelope of {record['record_id']}")
         ev.cite(*lines)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.evidence.rollouts import RolloutLine
-from harness.model.responses import item_text
+from harness.model.responses import is_incoming, item_text
 from peerwire import envelope
 
 from ..observations import Observations, TranscriptLine, output_json
@@ -72,8 +72,8 @@ def arrivals(obs: Observations, agent: str, record: Mapping[str, Any]) -> list[t
     found = [(output, "receive_messages") for output, received in receive_outputs(obs, agent, record["record_id"])
              if received.get("body") == record["body"]]
     found += [(line, "injected") for line in obs.rollout(agent)
-              if line.record_type == "response_item" and line.payload_type == "message"
-              and line.payload.get("role") != "assistant" and carries(obs, line.text(), record)]
+              if line.record_type == "response_item" and is_incoming(line.payload)
+              and carries(obs, line.text(), record)]
     lines = obs.rollout(agent)
     return sorted(found, key=lambda pair: lines.index(pair[0]) if pair[0] in lines else len(lines))
 
