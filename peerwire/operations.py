@@ -298,10 +298,13 @@ class Operations:
         if capabilities is not None and not (isinstance(capabilities, list)
                                              and all(isinstance(c, str) for c in capabilities)):
             raise PeerwireError(Code.INVALID_ARGUMENT, "attach_codex capabilities must be a list of names")
+        children = args.get("child_mcp_servers", [])
+        if not isinstance(children, list) or not all(isinstance(name, str) for name in children):
+            raise PeerwireError(Code.INVALID_ARGUMENT, "attach_codex child_mcp_servers must be a list of names")
         return await self._codex().attach(self._agent_arg(args), codex=args["codex"],
                                           codex_home=args["codex_home"], cwd=args["cwd"],
                                           env=args.get("env") or {}, resume=bool(args.get("resume")),
-                                          capabilities=capabilities)
+                                          capabilities=capabilities, child_mcp_servers=children)
 
     async def detach_codex(self, args: dict, token: str | None) -> dict:
         return await self._codex().detach(self._agent_arg(args).agent_id)

@@ -23,6 +23,7 @@ in the mailbox instead of being started or steered, information is left to
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 from collections import defaultdict
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
-from .. import collab, envelope
+from .. import collab, collab_fork, envelope
 from ..errors import Code, PeerwireError
 from ..lifecycle import Event
 from ..providers import Committed, ProviderResult
@@ -39,7 +40,7 @@ from ..store import Store
 from .app_server import AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError
 from .capabilities import Assessment, Capability, evaluate, version_from_user_agent
 from .outcome import outcome_of
-from .readiness import await_mcp_ready, configured_servers
+from .readiness import await_mcp_ready, configured_servers, core_servers
 
 log = logging.getLogger("peerwire.codex")
 
@@ -117,12 +118,19 @@ class Owner:
     """Set once the owner is detached: a wait for one of its turns ends then, the turn can no longer end."""
     mcp_servers: tuple[str, ...] = ()
     """The MCP servers its CODEX_HOME registers: each thread gets input only once they are ready."""
+    rollout: str | None = None
+    """Its thread's rollout file, as Codex reported it: what a collaboration child's history is copied from."""
+    tree_servers: tuple[str, ...] = ()
+    """Of ``mcp_servers``, the messaging core's own (they carry a session): the tools of every tree agent."""
+    child_servers: tuple[str, ...] = ()
+    """Other MCP servers the operator lets this agent's collaboration children keep."""
 
     def describe(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "name": self.name, "generation": self.generation,
                 "codex_version": self.capabilities.version,
                 "capabilities": [c.value for c in self.capabilities.supported()],
-                "thread_id": self.thread_id, "active_turn": self.active_turn, "pid": self.client.pid,
+                "thread_id": self.thread_id, "rollout": self.rollout, "active_turn": self.active_turn,
+                "pid": self.client.pid,
                 "completed_turns": list(self.completed.values()),
                 "transcript": str(self.client.transcript.path) if self.client.transcript.path else None}
 
@@ -151,11 +159,15 @@ class CodexProvider:
 
     async def attach(self, agent: AgentRow, *, codex: str, codex_home: str, cwd: str,
                      env: dict[str, str] | None = None, resume: bool = False,
-                     capabilities: Sequence[str] | None = None) -> dict[str, Any]:
+                     capabilities: Sequence[str] | None = None,
+                     child_mcp_servers: Sequence[str] = ()) -> dict[str, Any]:
         """Start the agent's owner; resume its known thread when ``resume`` is set.
 
         ``capabilities``, when given, are the only ones delivery may use (those
-        a live probe proved), on top of what the reported version allows.
+        a live probe proved), on top of what the reported version allows. The
+        root of a collaboration tree starts its thread with its role
+        instructions; its children keep, of its other MCP servers, only
+        ``child_mcp_servers``.
         """
         if agent.provider != "codex":
             raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} uses provider {agent.provider!r}")
@@ -183,7 +195,8 @@ class CodexProvider:
                     raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} has no thread to resume")
                 result = await client.thread_resume(agent.provider_session_id, timeout=REQUEST_TIMEOUT_S)
             else:
-                result = await client.thread_start(cwd=cwd, timeout=REQUEST_TIMEOUT_S)
+                role = {"developerInstructions": collab_fork.role_instructions(agent.path)} if agent.path else {}
+                result = await client.thread_start(cwd=cwd, extra=role, timeout=REQUEST_TIMEOUT_S)
             thread_id = result["thread"]["id"]
             await _tools_ready(client, assessment, thread_id, servers, since=since, agent=agent.name)
         except BaseException as exc:
@@ -193,7 +206,8 @@ class CodexProvider:
                 raise
             raise PeerwireError(Code.APP_UNAVAILABLE, f"codex could not open the thread of {agent.name}: {exc}")
         owner = Owner(agent.agent_id, agent.name, generation, thread_id, client, cwd=cwd, capabilities=assessment,
-                      mcp_servers=servers)
+                      mcp_servers=servers, rollout=result["thread"].get("path"),
+                      tree_servers=tuple(core_servers(codex_home)), child_servers=tuple(child_mcp_servers))
         self.owners[agent.agent_id] = owner
         self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=thread_id,
                                 status="idle", last_error=None)
@@ -231,10 +245,12 @@ class CodexProvider:
     async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int) -> None:
         """Start a child as a new thread in its tree's app-server and give it its first task.
 
-        ``fork``: ``all`` forks the parent's thread (Codex keeps the finished
-        history and cuts the turn in progress); ``none`` starts an empty thread;
-        N starts one and appends the parent's latest N user turns, completed tool
-        calls only (:func:`peerwire.collab.history_items`).
+        The thread starts with the child's role instructions, the model and
+        reasoning effort of the parent's latest turn, and the parent's tools
+        but its other MCP servers (:func:`peerwire.collab_fork.child_settings`).
+        ``fork``: ``none`` gives it no history; ``all`` or N appends the
+        parent's history, or its latest N user turns, read from the parent's
+        rollout and cleaned (:func:`peerwire.collab_fork.fork_history`).
         """
         parent_owner = self.owners.get(parent.agent_id)
         if parent_owner is None:
@@ -242,24 +258,22 @@ class CodexProvider:
                                     "attaches")
             return
         client = parent_owner.client
+        kept = tuple(s for s in parent_owner.mcp_servers
+                     if s in parent_owner.tree_servers or s in parent_owner.child_servers)
         try:
-            needed = ((Capability.HISTORY_READ, Capability.INJECT) if isinstance(fork, int)
-                      else (Capability.FORK,) if fork == "all" else ())
-            for capability in needed:
-                _require(parent_owner.capabilities, capability)
+            if fork != "none":
+                _require(parent_owner.capabilities, Capability.INJECT)
+            records = _rollout_records(parent_owner.rollout)
+            settings = collab_fork.child_settings(child.path, collab_fork.latest_settings(records),
+                                                  parent_owner.mcp_servers, parent_owner.tree_servers,
+                                                  parent_owner.child_servers)
             since = len(client.received)
-            if fork == "all":
-                result = await client.thread_fork(parent_owner.thread_id, timeout=REQUEST_TIMEOUT_S)
-            else:
-                result = await client.thread_start(cwd=parent_owner.cwd, timeout=REQUEST_TIMEOUT_S)
-                if isinstance(fork, int):
-                    read = await client.thread_read(parent_owner.thread_id, include_turns=True,
-                                                    timeout=REQUEST_TIMEOUT_S)
-                    items = collab.history_items(read["thread"].get("turns") or [], fork)
-                    if items:
-                        await client.thread_inject_items(result["thread"]["id"], items, timeout=REQUEST_TIMEOUT_S)
-            await _tools_ready(client, parent_owner.capabilities, result["thread"]["id"], parent_owner.mcp_servers,
-                               since=since, agent=child.name)
+            result = await client.thread_start(cwd=parent_owner.cwd, extra=settings, timeout=REQUEST_TIMEOUT_S)
+            items = collab_fork.fork_history(records, fork)
+            if items:
+                await client.thread_inject_items(result["thread"]["id"], items, timeout=REQUEST_TIMEOUT_S)
+            await _tools_ready(client, parent_owner.capabilities, result["thread"]["id"], kept, since=since,
+                               agent=child.name)
         except (AppServerError, TimeoutError, PeerwireError) as exc:
             # Nothing was submitted to the child: its first task fails, attributed to peerwire.
             self.store.update_agent(child.agent_id, status="failed", last_error=f"spawn failed: {exc}")
@@ -270,7 +284,8 @@ class CodexProvider:
             return
         thread_id = result["thread"]["id"]
         owner = Owner(child.agent_id, child.name, 1, thread_id, client, cwd=parent_owner.cwd, shared=True,
-                      capabilities=parent_owner.capabilities, mcp_servers=parent_owner.mcp_servers)
+                      capabilities=parent_owner.capabilities, mcp_servers=kept, rollout=result["thread"].get("path"),
+                      tree_servers=parent_owner.tree_servers, child_servers=parent_owner.child_servers)
         self.owners[child.agent_id] = owner
         self.store.update_agent(child.agent_id, generation=1, provider_session_id=thread_id, status="idle")
         owner.watcher = asyncio.ensure_future(self._watch(owner, since=len(client.received)))
@@ -612,6 +627,26 @@ async def _tools_ready(client: AppServerSession, assessment: Assessment, thread_
     that does not report their startup is given input at once, as before."""
     if servers and assessment.allows(Capability.MCP_STARTUP_STATUS):
         await await_mcp_ready(client, thread_id, list(servers), since=since, agent=agent)
+
+
+def _rollout_records(path: str | None) -> list[dict[str, Any]]:
+    """The records of a thread's rollout file; none when Codex named no file or it is not there yet (a thread
+    whose first turn has not run has none). A line cut short by a write in progress is skipped."""
+    if not path:
+        return []
+    try:
+        lines = Path(path).read_text("utf-8").splitlines()
+    except OSError:
+        return []
+    records = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
 
 
 def _require(assessment: Assessment, capability: Capability) -> None:

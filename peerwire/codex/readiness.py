@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Code, PeerwireError
+from ..home import SESSION_ENV
 from .app_server import AppServerSession
 
 STARTUP_METHOD = "mcpServer/startupStatus/updated"
@@ -38,6 +39,18 @@ def configured_servers(codex_home: str | Path) -> list[str]:
     if not isinstance(servers, dict):
         return []
     return [name for name, entry in servers.items() if not (isinstance(entry, dict) and entry.get("enabled") is False)]
+
+
+def core_servers(codex_home: str | Path) -> list[str]:
+    """Of :func:`configured_servers`, the messaging core's own: those whose environment names a session
+    (``PEERWIRE_SESSION_ID``), so they act for the agent."""
+    try:
+        config = tomllib.loads((Path(codex_home) / "config.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []
+    servers = config.get("mcp_servers") if isinstance(config.get("mcp_servers"), dict) else {}
+    return [name for name in configured_servers(codex_home)
+            if isinstance(servers.get(name), dict) and SESSION_ENV in (servers[name].get("env") or {})]
 
 
 async def await_mcp_ready(client: AppServerSession, thread_id: str, names: list[str], *, since: int,

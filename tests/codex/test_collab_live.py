@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,8 @@ from harness.contract.manifest import requirement
 from harness.acceptance.reference import ReferenceLab
 from harness.model.log import ModelRequestLog
 from harness.model.probe import ProbeExpectation, collab_probe, route_requests
+from peerwire.collab_fork import ROLE_HEADER
+from tests.core.conftest import wait_until
 
 pytestmark = pytest.mark.codex
 
@@ -243,7 +245,7 @@ def test_finished_and_failed_children_notify_an_idle_parent_without_a_turn(tmp_p
         done = _await_child_turn(lab, "/root/ok")
         assert done["status"] == "completed"
         final_ok = "Message Type: FINAL_ANSWER\nTask name: /root\nSender: /root/ok\nPayload:\nok finished"
-        _wait_for(lambda: final_ok in _injected(lab, root_thread), "the FINAL_ANSWER injected into /root")
+        wait_until(lambda: final_ok in _injected(lab, root_thread), 60, "the FINAL_ANSWER injected into /root")
         root = _owner(lab, "root")
         # notified, not woken: the parent's only turn is the one the prompt started
         assert root["active_turn"] is None and [t["turn_id"] for t in root["completed_turns"]] == [first]
@@ -251,8 +253,8 @@ def test_finished_and_failed_children_notify_an_idle_parent_without_a_turn(tmp_p
         assert lab.await_turn("root", second, 60)["status"] == "completed"
         crash = _await_child_turn(lab, "/root/crash")
         assert crash["status"] == "failed"
-        failed = [t for t in _wait_for(lambda: [t for t in _injected(lab, root_thread)
-                                               if "Sender: /root/crash\nPayload:\n" in t], "the failed child's answer")]
+        failed = wait_until(lambda: [t for t in _injected(lab, root_thread) if "Sender: /root/crash\nPayload:\n" in t],
+                            60, "the failed child's answer")
         assert len(failed) == 1 and failed[0].startswith("Message Type: FINAL_ANSWER\nTask name: /root\n")
         assert "/root/crash's turn" in failed[0] and "failed" in failed[0]
         root = _owner(lab, "root")
@@ -264,23 +266,14 @@ def test_finished_and_failed_children_notify_an_idle_parent_without_a_turn(tmp_p
         third = lab.prompt("root", "[recall] what did your helpers say?")
         assert lab.await_turn("root", third, 60)["status"] == "completed"
         assert ok_turn["thread_id"] != root_thread
+        # by now a turn the notices had started would show: the root ran exactly the turns its prompts opened
+        assert [t["turn_id"] for t in _owner(lab, "root")["completed_turns"]] == [first, second, third]
         log = ModelRequestLog.load(tmp_path / "artifacts" / "model-requests.jsonl")
     recall = [r for r in route_requests(log, "root") if any("[recall]" in t for t in _input_texts(r))]
     # both reached the model as agent messages from the children's paths
     native = [(item["author"], item_text_any(item)) for item in recall[0]["input"] if item.get("type") == "agent_message"]
     assert [author for author, _ in native] == ["/root/ok", "/root/crash"]
     assert native[0][1] == final_ok and "Sender: /root/crash\nPayload:\n" in native[1][1]
-
-
-def _wait_for(probe, what: str, timeout_s: float = 60):
-    """Poll ``probe`` (an observable state without an event of its own) until truthy, bounded."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def _await_child_turn(lab: ReferenceLab, name: str) -> dict[str, Any]:
@@ -298,7 +291,7 @@ def _wait_for_turn(lab: ReferenceLab, name: str) -> str:
         if owner is None:
             return None
         return owner["active_turn"] or next((t["turn_id"] for t in owner["completed_turns"]), None)
-    return _wait_for(turn, f"{name}'s first turn")
+    return wait_until(turn, 60, f"{name}'s first turn")
 
 
 def _user_input_script() -> dict[str, Any]:
@@ -327,7 +320,7 @@ def test_user_input_ends_a_wait_while_a_busy_child_does_not(tmp_path: Path):
         lab.model.wait_for_hold("slow", timeout=60)
         root_id = lab.agents["root"].caller.agent_id
         # the root's model is in wait_agent: the app counts its wait once it has read and blocked
-        _wait_for(lambda: lab.control().call("status")["waiting"].get(root_id), "the root's blocked wait")
+        wait_until(lambda: lab.control().call("status")["waiting"].get(root_id), 60, "the root's blocked wait")
         steered = lab.control().call("prompt", {"agent_id": root_id, "text": "[interject] how is it going?"},
                                      wait_s=30)
         assert steered["steered"] is True and steered["turn_id"] == turn
@@ -338,3 +331,101 @@ def test_user_input_ends_a_wait_while_a_busy_child_does_not(tmp_path: Path):
     answered = [r for r in route_requests(log, "root") for item in r["emitted"]
                 if item.get("phase") == "final_answer" and json_text(item) == "answered the user"]
     assert len(answered) == 1
+
+
+def _fork_script(fork_turns: str) -> dict[str, Any]:
+    """Turn 1: the root lists agents. Turn 2: it sends itself a note (mail in its own thread), then spawns a
+    helper with ``fork_turns`` while that call is in flight; the helper answers at once."""
+    return {"scenario": {"name": "collab-fork"}, "rules": {"root": [
+        {"id": "helper-answers", "when": [_task_to("/root/helper", "[help]")], "emit": [_final("helped")]},
+        {"id": "t2-done", "when": [{"tool_output": {"tool": "spawn_agent", "last": True}}], "emit": [_final("spawned")]},
+        {"id": "t2-spawn", "when": [{"tool_output": {"tool": "send_message"}}],
+         "unless": [{"tool_call": {"tool": "spawn_agent"}}],
+         "emit": [_call("spawn_agent", task_name="helper", message="[help] go", fork_turns=fork_turns)]},
+        {"id": "t2-note", "when": [{"user_text": {"last": True, "contains": "[t2]"}}],
+         "emit": [_call("send_message", target="/root", message="note to self")]},
+        {"id": "t1-done", "when": [{"tool_output": {"tool": "list_agents", "last": True}}], "emit": [_final("listed")]},
+        {"id": "t1", "when": [{"user_text": {"last": True, "contains": "[t1]"}}], "emit": [_call("list_agents")]},
+    ]}}
+
+
+OTHER_SERVER = "notes"
+"""An MCP server of the root's home that is not the collaboration server: children must not get it."""
+
+
+def _forked(tmp_path: Path, fork_turns: str) -> dict[str, Any]:
+    """A root with an extra MCP server and, after its first turn, a home whose defaults changed (another
+    model and effort): the helper it spawns in turn 2, and the model requests of both."""
+    from harness.model.rules import script_from_document
+
+    script = script_from_document(_fork_script(fork_turns), source="collab-fork")
+    with ReferenceLab(tmp_path, script, agents=("root",), profile="collab", attach=False) as lab:
+        config = lab.agents["root"].codex_home / "config.toml"
+        config.write_text(config.read_text("utf-8") + f'\n[mcp_servers.{OTHER_SERVER}]\ncommand = "{sys.executable}"\n'
+                          'args = ["-m", "peerwire", "mcp", "serve"]\n', "utf-8")
+        lab.attach("root")
+        first = lab.prompt("root", "[t1] who is there?")
+        assert lab.await_turn("root", first, 60)["status"] == "completed"
+        # The home's defaults change under the running root: a child that took them, not its parent's, shows it.
+        text = config.read_text("utf-8")
+        config.write_text(re.sub(r'(?m)^model_reasoning_effort = .*$', 'model_reasoning_effort = "high"', text)
+                          .replace('model = "', 'model = "changed-', 1), "utf-8")
+        second = lab.prompt("root", "[t2] note, then get help")
+        assert lab.await_turn("root", second, 60)["status"] == "completed"
+        assert _await_child_turn(lab, "/root/helper")["status"] == "completed"
+        root_rollout = Path(_owner(lab, "root")["rollout"])
+        records = [json.loads(line) for line in root_rollout.read_text("utf-8").splitlines()]
+        log = ModelRequestLog.load(tmp_path / "artifacts" / "model-requests.jsonl")
+    bodies = [r for r in log.requests if r.agent == "root"]
+    helper = [r for r in bodies if any("Task name: /root/helper\n" in item_text_any(i) for i in r.input_items())]
+    parent = [r for r in bodies if r not in helper]
+    return {"records": records, "helper": helper[0], "parent": parent[-1]}
+
+
+def _tools(request: Any) -> set[str]:
+    return {str(tool.get("name")) for tool in request.body.get("tools") or []}
+
+
+@pytest.fixture(scope="module")
+def forked_all(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _forked(tmp_path_factory.mktemp("collab-fork"), "all")
+
+
+@requirement("collab:fork:clean")
+def test_a_forked_child_gets_clean_history_and_its_own_role(forked_all):
+    helper, parent = forked_all["helper"], forked_all["parent"]
+    items = helper.input_items()
+    texts = [item_text_any(i) for i in items if isinstance(i, dict)]
+    # history: both user turns and the completed calls, each with its result
+    assert any("[t1] who is there?" in t for t in texts) and any("[t2] note, then get help" in t for t in texts)
+    calls = {i["call_id"]: i["name"] for i in items if i.get("type") == "function_call"}
+    outputs = {i["call_id"] for i in items if i.get("type") == "function_call_output"}
+    assert sorted(calls.values()) == ["list_agents", "send_message"] and set(calls) == outputs
+    # not the parent's mail, nor its in-flight spawn_agent call, nor its role
+    assert not [i for i in items if i.get("type") == "agent_message"]
+    assert not any("note to self" in t for t in texts)
+    assert any(t.startswith(f"{ROLE_HEADER} you are /root/helper") for t in texts)
+    assert not any(f"{ROLE_HEADER} you are /root," in t for t in texts)
+    assert any(f"{ROLE_HEADER} you are /root," in item_text_any(i) for i in parent.input_items())
+
+
+@requirement("collab:child:inherits")
+def test_a_child_inherits_its_parents_model_effort_and_tools_but_not_its_other_servers(forked_all):
+    helper, parent = forked_all["helper"], forked_all["parent"]
+    # the parent's model and effort, not the home's changed defaults
+    assert helper.body["model"] == parent.body["model"] and not helper.body["model"].startswith("changed-")
+    assert (helper.body.get("reasoning") or {}).get("effort") == (parent.body.get("reasoning") or {}).get("effort")
+    assert (helper.body.get("reasoning") or {}).get("effort") != "high"
+    # the built-in coding tools and the collaboration tools, but not the parent's other MCP server
+    assert f"mcp__{OTHER_SERVER}" in _tools(parent) and f"mcp__{OTHER_SERVER}" not in _tools(helper)
+    builtin = {name for name in _tools(parent) if not name.startswith("mcp__")}
+    assert builtin and builtin <= _tools(helper) and "mcp__collaboration" in _tools(helper)
+
+
+@requirement("collab:fork:clean")
+def test_fork_turns_one_inherits_only_the_latest_user_turn(tmp_path: Path):
+    forked = _forked(tmp_path, "1")
+    texts = [item_text_any(i) for i in forked["helper"].input_items() if isinstance(i, dict)]
+    assert any("[t2] note, then get help" in t for t in texts) and not any("[t1]" in t for t in texts)
+    names = [i["name"] for i in forked["helper"].input_items() if i.get("type") == "function_call"]
+    assert names == ["send_message"]

@@ -141,22 +141,110 @@ def test_non_tree_agent_is_refused(core):
     assert _error(out) == "not_authorized"
 
 
+FORK_FIXTURE = "fixtures/collab/fork-parent.rollout.jsonl"
+"""A root's rollout as the pinned Codex wrote it, up to the moment it called spawn_agent: turn 1 lists agents
+(a completed call), turn 2 sends a note to itself (a completed call, then the note injected as an agent
+message) and calls spawn_agent, which is still in flight. Its thread began with its collaboration role."""
+
+
+def _parent_records() -> list[dict]:
+    from harness.codex.install import project_root
+
+    return [json.loads(line) for line in (project_root() / FORK_FIXTURE).read_text("utf-8").splitlines()]
+
+
+def _shape(items: list[dict]) -> list[str]:
+    return [f"{i['type']}:{i.get('role') or i.get('name') or i.get('call_id', '')[:4]}" for i in items]
+
+
+@requirement("collab:fork:clean")
+def test_a_fork_leaves_out_mail_and_the_parents_role_and_keeps_completed_pairs():
+    from peerwire import collab_fork
+
+    records = _parent_records()
+    recorded = [r["payload"] for r in records if r["type"] == "response_item"]
+    assert [i["type"] for i in recorded].count("agent_message") == 1  # the note, mail in the parent's thread
+    assert recorded[-1]["type"] == "function_call" and recorded[-1]["name"] == "spawn_agent"  # in flight
+    items = collab_fork.fork_history(records, "all")
+    texts = [collab_fork._text(i) for i in items]
+    # mail: neither the native note nor the same mail as a user message (its form on a Codex without agent messages)
+    assert not any(collab_fork.is_mail(i) for i in items) and not any("note to self" in t for t in texts)
+    from peerwire.codex.adapter import inject_item
+
+    note = next(i for i in recorded if i["type"] == "agent_message")
+    as_user = inject_item(*[part["text"] for part in note["content"]])
+    with_user_mail = records + [{"type": "response_item", "payload": as_user}]
+    assert collab_fork.fork_history(with_user_mail, "all") == items
+    # the parent's role instructions are gone; the child's thread starts with its own
+    assert not any(collab_fork.ROLE_HEADER in t for t in texts)
+    assert collab_fork.role_instructions("/root/helper").startswith(f"{collab_fork.ROLE_HEADER} you are /root/helper")
+    # completed calls with their results, in order; the in-flight spawn_agent is dropped
+    calls = [(i["type"], i.get("name"), i["call_id"]) for i in items if "call_id" in i]
+    assert [(t, n) for t, n, _ in calls] == [("function_call", "list_agents"), ("function_call_output", None),
+                                           ("function_call", "send_message"), ("function_call_output", None)]
+    assert calls[0][2] == calls[1][2] and calls[2][2] == calls[3][2]
+    assert not any(i.get("name") == "spawn_agent" for i in items)
+    # the user's turns and the parent's answer stay, as recorded (minus the parent's internal turn attribution)
+    assert any("[t1] who is there?" in t for t in texts) and any("[t2] note, then get help" in t for t in texts)
+    assert "listed" in texts and not any("internal_chat_message_metadata_passthrough" in i for i in items)
+
+
+@requirement("collab:fork:clean")
+def test_a_fork_drops_orphaned_results_and_never_completes_an_unfinished_call():
+    from peerwire import collab_fork
+
+    records = _parent_records()
+    # an orphan: the list_agents result without its call (as when the call fell outside the turns kept)
+    orphaned = [r for r in records if not (r["type"] == "response_item" and r["payload"].get("name") == "list_agents")]
+    items = collab_fork.fork_history(orphaned, "all")
+    assert [i.get("name") for i in items if i["type"] == "function_call"] == ["send_message"]
+    assert len([i for i in items if i["type"] == "function_call_output"]) == 1
+    # a result recorded before its call completes nothing
+    out_of_order = list(records)
+    spawn = out_of_order.pop()
+    result = {"type": "response_item", "payload": {"type": "function_call_output", "call_id": spawn["payload"]["call_id"],
+                                                   "output": "early"}}
+    items = collab_fork.fork_history(out_of_order + [result, spawn], "all")
+    assert not any(i.get("call_id") == spawn["payload"]["call_id"] for i in items)
+    # once its result follows, the same call is a completed pair and is kept
+    items = collab_fork.fork_history(records + [result], "all")
+    assert [i["type"] for i in items if i.get("call_id") == spawn["payload"]["call_id"]] == [
+        "function_call", "function_call_output"]
+
+
 @requirement("collab:fork:history")
-def test_history_keeps_only_completed_call_pairs():
-    turns = [
-        {"items": [{"type": "userMessage", "content": [{"type": "text", "text": "first"}]},
-                   {"type": "agentMessage", "text": "ok"}]},
-        {"items": [{"type": "userMessage", "content": [{"type": "text", "text": "second"}]},
-                   {"type": "mcpToolCall", "id": "c1", "server": "peerwire", "tool": "list_agents",
-                    "arguments": {}, "status": "completed", "result": {"agents": []}},
-                   {"type": "mcpToolCall", "id": "c2", "server": "peerwire", "tool": "spawn_agent",
-                    "arguments": {"task_name": "x"}, "status": "inProgress", "result": None}]},
-    ]
-    items = collab.history_items(turns, 1)
-    assert [i.get("role") or i["type"] for i in items] == ["user", "function_call", "function_call_output"]
-    assert [i["call_id"] for i in items if "call_id" in i] == ["c1", "c1"]
-    assert len(collab.history_items(turns, "all")) == 5
-    assert collab.history_items(turns, "none") == []
+def test_fork_turns_selects_whole_history_latest_user_turns_or_none():
+    from peerwire import collab_fork
+
+    records = _parent_records()
+    latest = collab_fork.fork_history(records, 1)
+    texts = [collab_fork._text(i) for i in latest]
+    assert any("[t2] note, then get help" in t for t in texts) and not any("[t1]" in t for t in texts)
+    assert [i.get("name") for i in latest if i["type"] == "function_call"] == ["send_message"]
+    assert collab_fork.fork_history(records, 2) == collab_fork.fork_history(records, "all")
+    assert collab_fork.fork_history(records, 5) == collab_fork.fork_history(records, "all")
+    assert collab_fork.fork_history(records, "none") == []
+    # a turn a task opened (its input is mail) is no user turn
+    task = {"type": "message", "role": "user", "content": [{"type": "input_text",
+                                                            "text": collab.render("NEW_TASK", "/root", "/root/a", "x")}]}
+    with_task = records + [{"type": "event_msg", "payload": {"type": "task_started"}},
+                           {"type": "response_item", "payload": task}]
+    assert collab_fork.fork_history(with_task, 1) == latest
+
+
+@requirement("collab:child:inherits")
+def test_a_childs_thread_settings_carry_its_role_its_parents_model_and_only_the_tree_servers():
+    from peerwire import collab_fork
+
+    inherited = collab_fork.latest_settings(_parent_records())
+    assert inherited == {"model": "peerwire-scripted", "effort": "low"}  # the recorded turn_context
+    settings = collab_fork.child_settings("/root/helper", inherited, ["collaboration", "notes", "docs"],
+                                          ["collaboration"], ["docs"])
+    assert settings == {"developerInstructions": collab_fork.role_instructions("/root/helper"),
+                        "model": "peerwire-scripted",
+                        "config": {"model_reasoning_effort": "low", "mcp_servers.notes.enabled": False}}
+    assert collab_fork.child_settings("/root/a", {}, ["collaboration"], ["collaboration"]) == {
+        "developerInstructions": collab_fork.role_instructions("/root/a")}
 
 
 @requirement("collab:limit:retained")
