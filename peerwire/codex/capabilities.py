@@ -100,9 +100,11 @@ DECLARATIONS: Mapping[Capability, Declaration] = {d.capability: d for d in (
                 (Fact("turn/interrupt"),), requires=(Capability.IDLE_START,)),
     Declaration(Capability.RESUME, "a new owner generation resumes the agent's thread", "0.58.0",
                 (Fact("thread/resume"),)),
-    Declaration(Capability.FORK, "a collaboration child forks its parent's thread (fork_turns all)", "0.80.0",
+    Declaration(Capability.FORK, "a thread forks with its finished history (probed; collaboration children copy "
+                "their history from the parent's rollout instead, to leave its mail out)", "0.80.0",
                 (Fact("thread/fork"),)),
-    Declaration(Capability.HISTORY_READ, "a collaboration child gets the parent's latest turns (fork_turns N)",
+    Declaration(Capability.HISTORY_READ, "a thread's turns read back (probed; collaboration children copy their "
+                "history from the parent's rollout instead, which keeps every item as the model saw it)",
                 "0.89.0", (Fact("thread/read"), Fact("thread/read", "includeTurns"))),
     Declaration(Capability.MCP_STARTUP_STATUS, "the app-server reports whether the peerwire MCP server started",
                 "0.117.0", (Fact("mcpServer/startupStatus/updated"),)),

@@ -38,7 +38,7 @@ def test_declared_capabilities_come_first_and_are_not_repeated() -> None:
 
 
 def test_an_unknown_capability_is_refused_naming_the_known_ones() -> None:
-    with pytest.raises(ScenarioError, match=r"unknown capability 'teleport' \(known: fork, .*steer"):
+    with pytest.raises(ScenarioError, match=r"unknown capability 'teleport' \(known: agent_message, .*fork, .*steer"):
         scenario_from_document(document(requires=["teleport"]))
 
 
