@@ -83,6 +83,9 @@ class RunSettings:
     """The scripted model's persona (``scenarios/personas/``), or None for the scenario's own rules."""
     max_requests: int | None = None
     """At most this many model requests per agent per scenario run (``--max-requests``); None: no cap."""
+    trust_workspaces: bool = True
+    """False for the untrusted start-up diagnostic (``--untrusted-workspace``): no fixture workspace is
+    trusted, and nothing answers a trust prompt."""
 
 
 def progress_label(scenario: Scenario, mode: str) -> str:
@@ -121,7 +124,7 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         lab = CodexLab(home.path, script, scenario.agents, codex=settings.codex,
                        approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home,
                        profile=scenario.profile, driver=settings.driver, token_ledger=ledger,
-                       capabilities=settings.capabilities)
+                       capabilities=settings.capabilities, trust_workspaces=settings.trust_workspaces)
         budget = (RequestBudget(lab, settings.max_requests, on_hit=lambda agent: progress.say(
             f"{agent} reached the cap of {settings.max_requests} model requests: stopping the agents"))
             if settings.max_requests else contextlib.nullcontext())

@@ -52,6 +52,8 @@ class Options:
     max_requests: int | None = None
     personas: tuple[str | None, ...] = (None,)
     """The scripted model's personas to run every scenario under; ``None``: the scenario's own rules."""
+    trust_workspaces: bool = True
+    """False: the untrusted start-up diagnostic (``--untrusted-workspace``)."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -87,6 +89,9 @@ def parser() -> argparse.ArgumentParser:
                         f"{DEFAULT_DURATIONS.name} when present)")
     p.add_argument("--workers", type=int, default=MAX_WORKERS, choices=range(1, MAX_WORKERS + 1),
                    help=f"scenarios run in parallel (at most {MAX_WORKERS})")
+    p.add_argument("--untrusted-workspace", action="store_true",
+                   help="diagnose untrusted start-up: run the one --scenario given without trusting the fixture "
+                        "workspaces (the run never answers a trust prompt; the report states the trust)")
     p.add_argument("--driver", default=REFERENCE, metavar="MODULE:CLASS",
                    help="the core under test, as its acceptance driver (default: the reference core; "
                         "see contracts/README.md)")
@@ -135,6 +140,8 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
         shard = Shard.parse(args.shard) if args.shard is not None else None
     except ShardError as error:
         raise UsageError(str(error)) from None
+    if args.untrusted_workspace and len(args.scenario) != 1:
+        raise UsageError("--untrusted-workspace is a diagnostic of one scenario: give exactly one --scenario NAME")
     auth_home = None
     if args.provider != "scripted" and environ.get(AUTH_HOME_ENV):
         auth_home = Path(environ[AUTH_HOME_ENV]).expanduser().absolute()
@@ -150,4 +157,5 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
         shard=shard, durations=args.durations,
         trials=args.trials, min_pass_rate=args.min_pass_rate, max_requests=args.max_requests,
         personas=tuple(args.persona) or (None,),
+        trust_workspaces=not args.untrusted_workspace,
     )

@@ -170,7 +170,7 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
                                    provider=options.provider, auth_home=options.auth_home,
                                    token_ledgers=home.path / "tokens", driver=options.driver,
                                    capabilities=tuple(capabilities.enabled_names()) if capabilities else (),
-                                   max_requests=options.max_requests)
+                                   max_requests=options.max_requests, trust_workspaces=options.trust_workspaces)
             results = _run_all(trial_runs(runs, options), settings, job, home.path / "tasks",
                                options.workers) if runs else []
         finally:
@@ -181,6 +181,7 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
         rates = trials.pass_rates(results, options.trials, options.min_pass_rate)
         run = {"run_id": run_id, "started_at": started_at, "finished_at": _now(), "codex_version": codex.version,
                "provider": options.provider, "scenarios": results,
+               "workspace_trust": "projected" if options.trust_workspaces else "off (untrusted start-up diagnostic)",
                "codex_capabilities": capabilities.run_summary() if capabilities else None,
                "suite": suite_identity(options.scenarios_dir), "shard": shard,
                "usage": {"label": USAGE_LABEL, "totals": usage_total({str(i): r.get("usage", {}).get("totals", {})

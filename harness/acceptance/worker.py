@@ -39,6 +39,7 @@ def settings_to_json(settings: RunSettings) -> dict[str, Any]:
         "driver": settings.driver,
         "capabilities": None if settings.capabilities is None else list(settings.capabilities),
         "persona": settings.persona, "max_requests": settings.max_requests,
+        "trust_workspaces": settings.trust_workspaces,
     }
 
 
@@ -53,6 +54,7 @@ def settings_from_json(data: dict[str, Any]) -> RunSettings:
         driver=data["driver"],
         capabilities=None if data.get("capabilities") is None else tuple(data["capabilities"]),
         persona=data.get("persona"), max_requests=data.get("max_requests"),
+        trust_workspaces=data.get("trust_workspaces", True),
     )
 
 

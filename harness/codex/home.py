@@ -141,6 +141,9 @@ class AgentSettings:
     provider: ScriptedProvider | None = None
     native_tools: tuple[str, ...] = ()
     """The :data:`COMPETING_FEATURES` left as configured; the others are turned off."""
+    trust_workspace: bool = True
+    """False only for the untrusted start-up diagnostic: the workspace gets no trust entry (and nothing
+    answers a trust prompt either)."""
 
 
 def render_config(original: str, settings: AgentSettings, *, config_path: Path = Path(CONFIG_NAME)) -> str:
@@ -178,8 +181,9 @@ def render_config(original: str, settings: AgentSettings, *, config_path: Path =
         if feature not in settings.native_tools:
             _put_value(document, table, key, off)
     _put_table(document, "mcp_servers", name, _peerwire_table(settings.peerwire))
-    workspace = os.fspath(Path(settings.workspace).resolve())
-    _put_table(document, "projects", workspace, _table({"trust_level": "trusted"}))
+    if settings.trust_workspace:
+        workspace = os.fspath(Path(settings.workspace).resolve())
+        _put_table(document, "projects", workspace, _table({"trust_level": "trusted"}))
     return tomlkit.dumps(document)
 
 

@@ -82,10 +82,11 @@ class LabAgent:
 
 def project_agent(codex_home: Path, workspace: Path, *, server: Sequence[str], server_env: Mapping[str, str],
                   base_url: str | None, profile: str = profiles.MESSAGING, approve_tools: bool = True,
-                  native_tools: Sequence[str] = ()) -> Projection:
+                  native_tools: Sequence[str] = (), trust_workspace: bool = True) -> Projection:
     """Project one agent's Codex home: the core's MCP server (``server`` with ``server_env``, acting as the
     agent, registered under its profile's name), exactly the profile's tools approved, Codex's competing
-    features off (but ``native_tools``) and the model.
+    features off (but ``native_tools``) and the model; the workspace trusted unless ``trust_workspace`` is
+    False (the untrusted start-up diagnostic).
 
     ``base_url`` is the agent's scripted-model route; ``None`` keeps the user's own
     (real) provider settings.
@@ -97,6 +98,7 @@ def project_agent(codex_home: Path, workspace: Path, *, server: Sequence[str], s
                                 name=SERVER_NAMES[profile]),
         provider=ScriptedProvider(base_url=base_url) if base_url is not None else None,
         native_tools=tuple(native_tools),
+        trust_workspace=trust_workspace,
     )
     return Projection(codex_home, settings).apply()
 
@@ -131,6 +133,7 @@ class CodexLab:
         token_ledger: TokenLedger | None = None,
         capabilities: Sequence[str] | None = None,
         native_tools: Sequence[str] = (),
+        trust_workspaces: bool = True,
     ):
         self.root = Path(root)
         # A ModelScript, or anything that decides like one (a persona playing a scenario's script).
@@ -145,6 +148,8 @@ class CodexLab:
         self.capabilities = None if capabilities is None else list(capabilities)
         # Codex's own features that compete with the core's tools, left on (see harness.codex.home).
         self.native_tools = tuple(native_tools)
+        # False: the untrusted start-up diagnostic (no fixture workspace trusted, no trust prompt answered).
+        self.trust_workspaces = trust_workspaces
         self.auth_home = Path(auth_home) if auth_home is not None else None
         # Every session token the core issues to this lab, kept for the report's secret scan.
         self.token_ledger = token_ledger
@@ -232,7 +237,7 @@ class CodexLab:
                                    server_env=self.core.caller_env(caller),
                                    base_url=self.model.base_url(name) if self.scripted else None,
                                    profile=self.profile, approve_tools=self.approve_tools,
-                                   native_tools=self.native_tools)
+                                   native_tools=self.native_tools, trust_workspace=self.trust_workspaces)
         return LabAgent(name, caller, codex_home, workspace.path, projection)
 
     # -- driving the core -----------------------------------------------------------------

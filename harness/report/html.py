@@ -81,6 +81,8 @@ def _header(report: dict[str, Any]) -> str:
     if capabilities:
         facts.append(("Codex capabilities", ", ".join(capabilities["enabled"]) or "none"))
         facts += [(f"not enabled: {name}", why) for name, why in capabilities["not_enabled"].items()]
+    if run.get("workspace_trust"):
+        facts.append(("fixture workspace trust", run["workspace_trust"]))
     if run.get("suite"):
         facts.append(("suite", f"{run['suite']['name']} {run['suite']['version']} (scenarios sha256 "
                                f"{run['suite']['scenarios_sha256'][:12]}…)"))

@@ -25,6 +25,7 @@ def render(report: dict[str, Any]) -> str:
         *_capabilities(run.get("codex_capabilities")),
         *_shards(run),
         *_run_usage(run),
+        *([f"- Fixture workspace trust: {run['workspace_trust']}"] if run.get("workspace_trust") else []),
         f"- {report['counting']}",
         "",
     ]

@@ -155,7 +155,7 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
                        "checks": len(checks), "checks_failed": sum(c["verdict"] != "pass" for c in checks)},
             **({"codex_capabilities": run["codex_capabilities"]} if run.get("codex_capabilities") else {}),
             **{key: run[key] for key in ("suite", "shard") if run.get(key) is not None},
-            **({key: run[key] for key in ("usage", "trials") if run.get(key) is not None}),
+            **({key: run[key] for key in ("usage", "trials", "workspace_trust") if run.get(key) is not None}),
         },
         "counting": COUNTING,
         "scenarios": sections,

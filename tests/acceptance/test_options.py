@@ -159,3 +159,12 @@ def test_a_shard_with_nothing_to_run_still_reports_and_passes(tmp_path: Path) ->
     assert run["passed"] is True and run["totals"]["scenarios"] == 0
     assert (run["shard"]["index"], run["shard"]["cases"], run["shard"]["plan"]) == (2, [], {"negative.attached": 1})
     assert run["suite"]["name"] == "peerwire acceptance" and len(run["suite"]["scenarios_sha256"]) == 64
+
+
+def test_the_untrusted_workspace_diagnostic_runs_exactly_one_scenario() -> None:
+    assert parse([], environ={}).trust_workspaces is True
+    options = parse(["--untrusted-workspace", "--scenario", "smoke"], environ={})
+    assert options.trust_workspaces is False and options.scenarios == ("smoke",)
+    for argv in (["--untrusted-workspace"], ["--untrusted-workspace", "--scenario", "smoke", "--scenario", "modes"]):
+        with pytest.raises(UsageError, match="exactly one --scenario"):
+            parse(argv, environ={})

@@ -413,3 +413,15 @@ def test_each_profile_registers_its_server_under_its_own_name(tmp_path: Path) ->
     # a user's own entry under that name that launches something else is refused, naming the entry
     with pytest.raises(PeerwireEntryConflict, match=r"\[mcp_servers.collaboration\]"):
         render_config('[mcp_servers.collaboration]\ncommand = "other"\n', settings(tmp_path, peerwire=collab))
+
+
+def test_the_untrusted_diagnostic_projects_no_trust_for_the_workspace(tmp_path: Path) -> None:
+    trusted = tomllib.loads(render_config(USER_CONFIG, settings(tmp_path)))
+    untrusted = tomllib.loads(render_config(USER_CONFIG, settings(tmp_path, trust_workspace=False)))
+    workspace = os.fspath((tmp_path / "workspace").resolve())
+    assert trusted["projects"][workspace] == {"trust_level": "trusted"}
+    assert workspace not in untrusted["projects"]
+    # the user's own trust decisions are theirs either way
+    assert untrusted["projects"]["/somewhere/else"] == {"trust_level": "untrusted"}
+    assert {k: v for k, v in untrusted.items() if k != "projects"} == {
+        k: v for k, v in trusted.items() if k != "projects"}

@@ -273,3 +273,15 @@ def test_a_tool_call_codex_never_ran_is_an_error_in_the_transcript(tmp_path):
     assert call["error"] == "Codex did not run the call: unsupported call: mcp__peerwirefollowup_task"
     others = [e for e in scenario["transcripts"]["A"] if e["kind"] == "tool_call" and e["call_id"] != CALL_TASK]
     assert others and all(e["error"] is None for e in others), "calls Codex ran and answered are no errors"
+
+
+def test_the_workspace_trust_of_a_diagnostic_run_is_stated(tmp_path, artifacts):
+    plain = load_report(write(tmp_path / "plain", artifacts))
+    assert "workspace_trust" not in plain["run"]
+    run = {**run_description(), "workspace_trust": "off (untrusted start-up diagnostic)"}
+    folder = write(tmp_path / "off", artifacts, run)
+    report = load_report(folder)
+    jsonschema.validate(report, report_schema())
+    assert report["run"]["workspace_trust"] == "off (untrusted start-up diagnostic)"
+    assert "- Fixture workspace trust: off (untrusted start-up diagnostic)" in (folder / "report.md").read_text()
+    assert "off (untrusted start-up diagnostic)" in (folder / "report.html").read_text()
