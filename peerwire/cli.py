@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     att.add_argument("--capabilities", metavar="NAME,...",
                      help="use only these delivery capabilities, comma-separated ('' for none; default: what the "
                           "Codex version has), e.g. those a capability probe proved")
+    att.add_argument("--listen", metavar="SOCKET",
+                     help="also listen on this Unix socket for a Codex TUI (codex --remote unix://SOCKET); the owner "
+                          "adopts the thread the TUI starts and delivers nothing before")
     det = agent.add_parser("detach", parents=[common], help="stop a codex agent's owner")
     det.add_argument("agent")
     agent.add_parser("owners", parents=[common], help="attached codex owners and their active turns")
@@ -205,10 +208,12 @@ def _run(args: argparse.Namespace) -> int:
                                               "cwd": os.path.abspath(args.cwd), "resume": args.resume,
                                               "env": _assignments(args.env),
                                               **({"capabilities": [c for c in args.capabilities.split(",") if c]}
-                                                 if args.capabilities is not None else {})},
+                                                 if args.capabilities is not None else {}),
+                                              **({"listen": os.path.abspath(args.listen)} if args.listen else {})},
                              wait_s=60)
-            return _print(args, out, f"attached {out['name']}: generation {out['generation']}, "
-                                     f"thread {out['thread_id']}")
+            return _print(args, out, f"attached {out['name']}: generation {out['generation']}, " + (
+                f"thread {out['thread_id']}" if out.get("thread_id") else
+                f"awaiting the thread a Codex TUI starts on unix://{out.get('listen')}"))
         if args.agent_command == "detach":
             out = admin.call("detach_codex", {"agent_id": _agent_id(admin, args.agent)}, wait_s=30)
             return _print(args, out, f"detached {out['name']} (generation {out['generation']})")

@@ -290,7 +290,10 @@ class Operations:
         return self.store.agent(agent_id)
 
     async def attach_codex(self, args: dict, token: str | None) -> dict:
-        """Start an agent's Codex owner (operator): codex, codex_home, cwd, env, resume, capabilities."""
+        """Start an agent's Codex owner (operator): codex, codex_home, cwd, env, resume, capabilities, and
+        listen (a Unix socket path where an attached Codex TUI connects)."""
+        if args.get("listen") is not None and not (isinstance(args["listen"], str) and args["listen"]):
+            raise PeerwireError(Code.INVALID_ARGUMENT, "attach_codex listen must be a socket path")
         for key in ("codex", "codex_home", "cwd"):
             if not isinstance(args.get(key), str):
                 raise PeerwireError(Code.INVALID_ARGUMENT, f"attach_codex needs {key}")
@@ -304,7 +307,8 @@ class Operations:
         return await self._codex().attach(self._agent_arg(args), codex=args["codex"],
                                           codex_home=args["codex_home"], cwd=args["cwd"],
                                           env=args.get("env") or {}, resume=bool(args.get("resume")),
-                                          capabilities=capabilities, child_mcp_servers=children)
+                                          capabilities=capabilities, child_mcp_servers=children,
+                                          **({"listen": args["listen"]} if args.get("listen") else {}))
 
     async def detach_codex(self, args: dict, token: str | None) -> dict:
         return await self._codex().detach(self._agent_arg(args).agent_id)

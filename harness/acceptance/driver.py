@@ -48,13 +48,18 @@ class AcceptanceDriver(Provisioner, Protocol):
         with :meth:`caller_env` of the agent's caller added to its environment."""
 
     def attach(self, caller: Caller, *, codex: str, codex_home: Path, workspace: Path, env: Mapping[str, str],
-               resume: bool = False, capabilities: Sequence[str] | None = None) -> dict[str, Any]:
+               resume: bool = False, capabilities: Sequence[str] | None = None,
+               listen: Path | None = None) -> dict[str, Any]:
         """Give a ``codex``-provider caller a live owner: the core starts ``codex app-server`` with
         ``CODEX_HOME=codex_home`` in ``workspace`` (``env`` added), opening a thread, or with ``resume``
         resuming the caller's known one as a new generation. Returns ``generation``, ``thread_id``, ``pid``.
 
         ``capabilities``: the delivery capabilities the runner's live probe proved for this Codex
-        (``peerwire/codex/capabilities.py`` names them); the owner must not use others. ``None``: not probed."""
+        (``peerwire/codex/capabilities.py`` names them); the owner must not use others. ``None``: not probed.
+
+        ``listen`` (mode ``attached_tui``): the app-server also listens on this Unix socket for a Codex TUI;
+        the owner opens no thread but adopts the one the TUI starts, and ``thread_id`` is None until then
+        (the runner watches :meth:`owner` for it). Only called when the probe enabled ``attached_tui``."""
 
     def detach(self, caller: Caller) -> dict[str, Any]:
         """Stop the caller's owner; returns at least its ``generation``. Turns it had in flight become uncertain."""

@@ -51,11 +51,13 @@ class ReferenceDriver(ReferenceProvisioner):
         return [sys.executable, "-m", "peerwire", "mcp", "serve", "--profile", profile]
 
     def attach(self, caller: Caller, *, codex: str, codex_home: Path, workspace: Path, env: Mapping[str, str],
-               resume: bool = False, capabilities: Sequence[str] | None = None) -> dict[str, Any]:
+               resume: bool = False, capabilities: Sequence[str] | None = None,
+               listen: Path | None = None) -> dict[str, Any]:
         return self._call("attach_codex", {"agent_id": caller.agent_id, "codex": codex, "codex_home": str(codex_home),
                                            "cwd": str(workspace), "env": dict(env), "resume": resume,
                                            **({"capabilities": list(capabilities)} if capabilities is not None
-                                              else {})}, wait_s=60)
+                                              else {}),
+                                           **({"listen": str(listen)} if listen is not None else {})}, wait_s=60)
 
     def detach(self, caller: Caller) -> dict[str, Any]:
         return self._call("detach_codex", {"agent_id": caller.agent_id}, wait_s=30)

@@ -18,6 +18,11 @@ against :mod:`peerwire.codex.capabilities` (narrowed to the ``capabilities``
 the operator enabled, if given). What it lacks is never attempted: tasks wait
 in the mailbox instead of being started or steered, information is left to
 ``receive_messages``, and operator requests fail with ``unsupported``.
+
+Attached TUI (``listen``, capability ``attached_tui``): the owner's app-server
+also listens on a Unix socket where a person's Codex TUI connects
+(``codex --remote unix://SOCKET``). The owner then opens no thread of its own:
+it adopts the one the TUI starts, and delivers nothing before it subscribed.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import asyncio
 import json
 import logging
 import os
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,11 +46,13 @@ from ..store import Store
 from .app_server import AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError
 from .capabilities import Assessment, Capability, evaluate, version_from_user_agent
 from .outcome import outcome_of
-from .readiness import await_mcp_ready, configured_servers, core_servers
+from .readiness import await_mcp_ready, configured_servers, core_servers, listed_ready
 
 log = logging.getLogger("peerwire.codex")
 
 REQUEST_TIMEOUT_S = 30.0
+TUI_ADOPT_TIMEOUT_S = 120.0
+"""How long an owner with a listen socket waits for its TUI to start a thread."""
 STALE_TURN_CODE = -32600
 
 
@@ -147,6 +155,8 @@ class CodexProvider:
         # The transport: a real app-server, or a recorded exchange replayed in tests.
         self.start_client = start_client
         self.owners: dict[str, Owner] = {}
+        self._adopting: dict[str, tuple[asyncio.Future, AppServerSession, dict[str, Any]]] = {}
+        """Owners started with a listen socket, still waiting for their TUI's thread (see :meth:`attach`)."""
 
     @classmethod
     def in_process(cls, home: Path) -> "CodexProvider":
@@ -160,7 +170,7 @@ class CodexProvider:
     async def attach(self, agent: AgentRow, *, codex: str, codex_home: str, cwd: str,
                      env: dict[str, str] | None = None, resume: bool = False,
                      capabilities: Sequence[str] | None = None,
-                     child_mcp_servers: Sequence[str] = ()) -> dict[str, Any]:
+                     child_mcp_servers: Sequence[str] = (), listen: str | None = None) -> dict[str, Any]:
         """Start the agent's owner; resume its known thread when ``resume`` is set.
 
         ``capabilities``, when given, are the only ones delivery may use (those
@@ -168,18 +178,33 @@ class CodexProvider:
         root of a collaboration tree starts its thread with its role
         instructions; its children keep, of its other MCP servers, only
         ``child_mcp_servers``.
+
+        ``listen`` (a Unix socket path; capability ``attached_tui``): the
+        app-server also listens there, so a Codex TUI can attach to it
+        (``codex --remote unix://PATH``). The owner then opens no thread: it
+        waits for the thread the TUI starts, observes it (``thread/started``),
+        subscribes to it and only then enables delivery. Until then the answer
+        has ``thread_id`` None, the owner is not listed, and tasks wait in the
+        mailbox; a TUI that starts no thread within :data:`TUI_ADOPT_TIMEOUT_S`
+        leaves the agent offline with ``last_error`` saying so. With ``resume``
+        it is refused: the TUI starts its own thread.
         """
         if agent.provider != "codex":
             raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} uses provider {agent.provider!r}")
-        if agent.agent_id in self.owners:
+        if listen is not None and resume:
+            raise PeerwireError(Code.INVALID_ARGUMENT, "an attached TUI starts its own thread: listen cannot resume")
+        if agent.agent_id in self.owners or agent.agent_id in self._adopting:
             raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} already has an owner; detach it first")
         generation = agent.generation + 1
         self.transcripts.mkdir(parents=True, exist_ok=True, mode=0o700)
         stem = self.transcripts / f"{agent.name}.g{generation}"
         child_env = {**os.environ, **(env or {})}
+        # With a listen socket the owner talks to the app-server through the bridge (WebSocket on the socket).
+        launch = ({"codex": [sys.executable, "-m", "peerwire.codex.listen_bridge", codex],
+                   "args": ["--listen", f"unix://{listen}"]} if listen else {"codex": codex})
         try:
             client = await self.start_client(
-                codex=codex, codex_home=codex_home, cwd=cwd, env=child_env,
+                **launch, codex_home=codex_home, cwd=cwd, env=child_env,
                 transcript_path=f"{stem}.appserver.jsonl", stderr_path=f"{stem}.stderr.log",
             )
         except (AppServerError, OSError, TimeoutError) as exc:
@@ -188,6 +213,15 @@ class CodexProvider:
         servers = tuple(configured_servers(codex_home))
         try:
             assessment = assess(client, capabilities)
+            if listen:
+                _require(assessment, Capability.ATTACHED_TUI)
+                awaiting = {"agent_id": agent.agent_id, "name": agent.name, "generation": generation,
+                            "codex_version": assessment.version, "thread_id": None, "listen": listen,
+                            "pid": client.pid, "awaiting": "the thread an attached TUI starts"}
+                self._adopting[agent.agent_id] = (asyncio.ensure_future(
+                    self._adopt(agent, client, generation, cwd, assessment, servers, codex_home, child_mcp_servers)),
+                    client, awaiting)
+                return awaiting
             since = len(client.received)
             if resume:
                 _require(assessment, Capability.RESUME)
@@ -205,18 +239,67 @@ class CodexProvider:
                 self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}")
                 raise
             raise PeerwireError(Code.APP_UNAVAILABLE, f"codex could not open the thread of {agent.name}: {exc}")
+        return await self._enable(agent, client, generation, result["thread"], cwd, assessment, servers, codex_home,
+                                  child_mcp_servers)
+
+    async def _enable(self, agent: AgentRow, client: AppServerSession, generation: int, thread: dict[str, Any],
+                      cwd: str, assessment: Assessment, servers: tuple[str, ...], codex_home: str,
+                      child_mcp_servers: Sequence[str], since: int = 0) -> dict[str, Any]:
+        """The owner's thread (as thread/start or thread/resume answered it) is ready: record it, watch it
+        (from notification ``since``), and give pending tasks their first opportunity."""
+        thread_id = thread["id"]
         owner = Owner(agent.agent_id, agent.name, generation, thread_id, client, cwd=cwd, capabilities=assessment,
-                      mcp_servers=servers, rollout=result["thread"].get("path"),
+                      mcp_servers=servers, rollout=thread.get("path"),
                       tree_servers=tuple(core_servers(codex_home)), child_servers=tuple(child_mcp_servers))
         self.owners[agent.agent_id] = owner
         self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=thread_id,
                                 status="idle", last_error=None)
-        owner.watcher = asyncio.ensure_future(self._watch(owner))
+        owner.watcher = asyncio.ensure_future(self._watch(owner, since=since))
         log.info("attached %s: generation %d, thread %s", agent.name, generation, thread_id)
         await self.dispatch(self.store.agent(agent.agent_id))
         return owner.describe()
 
+    async def _adopt(self, agent: AgentRow, client: AppServerSession, generation: int, cwd: str,
+                     assessment: Assessment, servers: tuple[str, ...], codex_home: str,
+                     child_mcp_servers: Sequence[str]) -> None:
+        """Observe the thread an attached TUI starts, subscribe to it, then enable delivery into it.
+
+        Codex resumes only a thread it has written down; naming the thread
+        (``thread/name/set``) does that before any turn, so the owner can
+        subscribe (``thread/resume``) to the TUI's empty thread. Nothing is
+        delivered before the subscription is confirmed and the thread's MCP
+        servers are ready.
+        """
+        try:
+            async with asyncio.timeout(TUI_ADOPT_TIMEOUT_S):
+                started = await anext(n async for n in client.notifications() if n.method == "thread/started")
+            thread_id = started.params["thread"]["id"]
+            await client.thread_set_name(thread_id, agent.name, timeout=REQUEST_TIMEOUT_S)
+            resumed = await client.thread_resume(thread_id, timeout=REQUEST_TIMEOUT_S)
+            if resumed["thread"]["id"] != thread_id:
+                raise AppServerError(f"thread/resume of {thread_id} answered thread {resumed['thread']['id']}")
+            if servers and assessment.allows(Capability.MCP_STARTUP_STATUS):
+                # The TUI's thread started its servers before the owner subscribed: some may have reported
+                # already, to the TUI only.
+                ready = await listed_ready(client, thread_id, list(servers), timeout=REQUEST_TIMEOUT_S)
+                await _tools_ready(client, assessment, thread_id, [s for s in servers if s not in ready],
+                                   since=started.index, agent=agent.name)
+        except (AppServerError, TimeoutError, KeyError, StopAsyncIteration, PeerwireError) as exc:
+            why = exc.message if isinstance(exc, PeerwireError) else f"{type(exc).__name__}: {exc}"
+            self.store.update_agent(agent.agent_id, last_error=f"no attached TUI thread to adopt: {why}"[:500])
+            await client.close()
+            return
+        finally:
+            self._adopting.pop(agent.agent_id, None)
+        await self._enable(self.store.agent(agent.agent_id), client, generation, resumed["thread"], cwd, assessment,
+                           servers, codex_home, child_mcp_servers, since=started.index + 1)
+
     async def detach(self, agent_id: str, *, reason: str = "owner detached") -> dict[str, Any]:
+        if agent_id in self._adopting:  # its TUI never started a thread: nothing was delivered
+            adopting, client, awaiting = self._adopting.pop(agent_id)
+            adopting.cancel()
+            await client.close()
+            return {**awaiting, "awaiting": None, "detached": "before its TUI started a thread"}
         owner = self.owners.pop(agent_id, None)
         if owner is None:
             raise PeerwireError(Code.NOT_ACTIVE, "that agent has no attached owner")
@@ -236,6 +319,8 @@ class CodexProvider:
         return owner.describe()
 
     async def close(self) -> None:
+        for agent_id in list(self._adopting):
+            await self.detach(agent_id, reason="app stopping")
         for agent_id in list(self.owners):
             if agent_id in self.owners:
                 await self.detach(agent_id, reason="app stopping")

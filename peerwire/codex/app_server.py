@@ -215,6 +215,12 @@ class AppServerSession(Protocol):
     async def thread_fork(self, thread_id: str, *, extra: Mapping[str, Any] | None = None,
                           timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
 
+    async def thread_set_name(self, thread_id: str, name: str, *,
+                              timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
+
+    async def mcp_server_status(self, thread_id: str, *,
+                                timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
+
     async def thread_read(self, thread_id: str, *, include_turns: bool = False,
                           timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
 
@@ -459,8 +465,22 @@ class AppServerClient:
         timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> dict[str, Any]:
         """`thread/resume` of a thread with a recorded rollout (a thread that
-        never ran a turn has none and the server answers with an error)."""
+        never ran a turn has none and the server answers with an error, unless
+        it was named: see `thread_set_name`)."""
         return await self.request("thread/resume", {**(extra or {}), "threadId": thread_id}, timeout=timeout)
+
+    async def mcp_server_status(self, thread_id: str, *,
+                                timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]:
+        """`mcpServerStatus/list` of a thread's MCP servers (`result["data"]`, each with its `runtimeStatus`),
+        without their tool inventories."""
+        return await self.request("mcpServerStatus/list", {"threadId": thread_id, "detail": "toolsAndAuthOnly"},
+                                  timeout=timeout)
+
+    async def thread_set_name(self, thread_id: str, name: str, *,
+                              timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]:
+        """`thread/name/set`: names the thread, which also writes it down, so a thread that ran no turn
+        yet can be resumed (subscribed to) by another connection."""
+        return await self.request("thread/name/set", {"threadId": thread_id, "name": name}, timeout=timeout)
 
     async def thread_fork(
         self,

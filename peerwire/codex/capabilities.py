@@ -57,6 +57,7 @@ class Capability(StrEnum):
     STEER_CONTEXT = "steer_context"
     AGENT_MESSAGE = "agent_message"
     ENCRYPTED_CALL_ARGS = "encrypted_call_args"
+    ATTACHED_TUI = "attached_tui"
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,12 @@ DECLARATIONS: Mapping[Capability, Declaration] = {d.capability: d for d in (
                 unknown="Codex calls an MCP tool with its arguments only: the model's function_call keeps "
                 "encrypted_function_args in the rollout, but tools/call carries none of it, and the next model "
                 "request drops it from the replayed call"),
+    # The listen endpoint (app-server --listen unix://PATH) and the TUI's --remote are command-line facts,
+    # not schema facts; 0.171.0 is the release where they were checked (earlier ones were not).
+    Declaration(Capability.ATTACHED_TUI, "a Codex TUI attaches to the owner's app-server (--listen, --remote) and "
+                "the owner adopts the thread the TUI started", "0.171.0",
+                (Fact("thread/started"), Fact("thread/name/set"), Fact("thread/resume")),
+                requires=(Capability.IDLE_START,)),
 )}
 
 OPTIONAL_FIELDS: tuple[OptionalField, ...] = (

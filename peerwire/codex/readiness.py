@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import Code, PeerwireError
 from ..home import SESSION_ENV
-from .app_server import AppServerSession
+from .app_server import AppServerError, AppServerSession
 
 STARTUP_METHOD = "mcpServer/startupStatus/updated"
 MCP_READY_TIMEOUT_S = 45.0
@@ -91,3 +91,28 @@ async def await_mcp_ready(client: AppServerSession, thread_id: str, names: list[
                             + ", ".join(f"{name!r} ({status[name]}{': ' + str(errors[name]) if errors[name] else ''})"
                                         for name in broken))
     return {name: status[name] for name in names}
+
+
+_LISTED = {"connected": "ready", "failed": "failed", "cancelled": "cancelled"}
+
+
+async def listed_ready(client: AppServerSession, thread_id: str, names: list[str], *, timeout: float) -> list[str]:
+    """Those of ``names`` that ``mcpServerStatus/list`` shows connected for ``thread_id`` already.
+
+    A connection that subscribes to a thread another client started (an
+    attached TUI's) missed the startup notifications sent before it
+    subscribed: what they said is asked for instead. A server listed as failed
+    or cancelled raises :class:`PeerwireError` naming it; a version or a
+    moment where the list says nothing leaves the names to the notifications.
+    """
+    try:
+        listed = await client.mcp_server_status(thread_id, timeout=timeout)
+    except (AppServerError, TimeoutError):
+        return []
+    status = {str(entry.get("name")): _LISTED.get(str(entry.get("runtimeStatus")))
+              for entry in listed.get("data") or [] if isinstance(entry, dict)}
+    broken = [name for name in names if status.get(name) in ("failed", "cancelled")]
+    if broken:
+        raise PeerwireError(Code.APP_UNAVAILABLE, f"Codex could not start the MCP server"
+                            f"{'s' if len(broken) > 1 else ''} " + ", ".join(f"{n!r} ({status[n]})" for n in broken))
+    return [name for name in names if status.get(name) == "ready"]

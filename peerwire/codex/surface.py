@@ -72,7 +72,11 @@ SURFACE: tuple[Use, ...] = (
         why="an owner's new thread; a collaboration agent's thread with its role (a child's also with its "
             "parent's model, effort and MCP servers); the rollout a child's history is copied from"),
     Use("thread/resume", "request", sends=("threadId",), reads=("thread.id", "thread.path"),
-        why="a new generation on the same thread"),
+        why="a new generation on the same thread; an attached TUI's thread, subscribed to (attached_tui)"),
+    Use("mcpServerStatus/list", "request", sends=("threadId", "detail"), reads=("data",),
+        why="an attached TUI's thread started its MCP servers before the owner subscribed (attached_tui)"),
+    Use("thread/name/set", "request", sends=("threadId", "name"),
+        why="an attached TUI's thread is written down so the owner can subscribe to it (attached_tui)"),
     Use("thread/fork", "request", sends=("threadId",), reads=("thread.id",),
         why="the capability probe forks a thread (fork)"),
     Use("thread/read", "request", sends=("threadId", "includeTurns"),
@@ -92,6 +96,8 @@ SURFACE: tuple[Use, ...] = (
     Use("thread/inject_items", "request", sends=("threadId", "items"),
         why="information, replies and notices enter the history without a turn"),
     # -- notifications --------------------------------------------------------------------------
+    Use("thread/started", "notification", reads=("thread.id",),
+        why="the thread an attached TUI started, which the owner adopts (attached_tui)"),
     Use("turn/started", "notification", reads=("threadId", "turn.id"), why="the owner's active turn"),
     Use("item/completed", "notification",
         reads=("threadId", "turnId", "item.type", "item.id", "item.phase", "item.text"),
@@ -101,9 +107,9 @@ SURFACE: tuple[Use, ...] = (
         reads=("threadId", "turn.id", "turn.status", "turn.items", "turn.error.message"),
         values={"turn.status": ("completed", "interrupted", "failed")},
         why="a turn's outcome becomes the task's reply"),
-    Use("mcpServer/startupStatus/updated", "notification", reads=("name", "status", "error"),
+    Use("mcpServer/startupStatus/updated", "notification", reads=("threadId", "name", "status", "error"),
         values={"status": ("ready", "failed")},
-        why="the capability probe's attachment check: the peerwire MCP server started"),
+        why="nothing is delivered into a thread before its MCP servers started; the probe's attachment check"),
     # -- server requests: how peerwire declines them ----------------------------------------------
     Use("item/commandExecution/requestApproval", "server_request", sends=_DECISION),
     Use("item/fileChange/requestApproval", "server_request", sends=_DECISION),

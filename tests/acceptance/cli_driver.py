@@ -111,9 +111,11 @@ class CliDriver:
         return [PEERWIRE, "mcp", "serve", "--profile", profile]
 
     def attach(self, caller: Caller, *, codex: str, codex_home: Path, workspace: Path, env: Mapping[str, str],
-               resume: bool = False, capabilities: Sequence[str] | None = None) -> dict[str, Any]:
+               resume: bool = False, capabilities: Sequence[str] | None = None,
+               listen: Path | None = None) -> dict[str, Any]:
         return self._run("agent", "attach", caller.agent_id, "--codex-home", str(codex_home), "--cwd", str(workspace),
                          "--codex", codex, *(["--resume"] if resume else []),
+                         *([f"--listen={listen}"] if listen is not None else []),
                          *([f"--capabilities={','.join(capabilities)}"] if capabilities is not None else []),
                          *[f"--env={name}={value}" for name, value in env.items()], wait_s=60)
 
