@@ -1,7 +1,8 @@
 # Two entry points: `make accept` (the acceptance run) and `make test` (the whole suite).
 # Each installs what it needs: a virtualenv with the project and its test
 # dependencies, the pinned Codex CLI and MCP clients from package-lock.json,
-# and Debian's Chromium, in which the tests open report.html.
+# Debian's Chromium, in which the tests open report.html, and Debian's tmux, which runs the
+# agents' Codex TUIs in the attached_tui mode.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -15,9 +16,9 @@ REPORT_DIR ?=
 SHARDS ?= shards
 OUT ?= reports/merged
 
-.PHONY: setup chromium test personas accept contract merge bench drift clean
+.PHONY: setup chromium tmux test personas accept contract merge bench drift clean
 
-setup: $(PY_STAMP) $(NODE_STAMP) chromium
+setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux
 
 $(PY_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +32,10 @@ $(NODE_STAMP): package.json package-lock.json
 # Idempotent: installs Debian's chromium only where none is on PATH (needs root, as on CI).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+# Idempotent: installs Debian's tmux only where none is on PATH (needs root, as on CI).
+tmux:
+	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux; }
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.codex.home import AUTH_FILE
 from harness.codex.lab import CodexLab
-from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR
+from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TUI_DIR, screen_name
 from harness.model.bodies import bodies_path
 from harness.report.secrets import MIN_SECRET_CHARS, auth_values
 
@@ -42,6 +42,7 @@ def collect(lab: CodexLab, destination: Path) -> Path:
     copy_private(lab.root / "artifacts" / MODEL_REQUESTS, destination / MODEL_REQUESTS)
     copy_private(bodies_path(lab.root / "artifacts" / MODEL_REQUESTS), bodies_path(destination / MODEL_REQUESTS))
     for name, agent in lab.agents.items():
+        copy_private(lab.root / "artifacts" / TUI_DIR / screen_name(name), destination / TUI_DIR / screen_name(name))
         for rollout in sorted((agent.codex_home / "sessions").rglob("rollout-*.jsonl")):
             copy_private(rollout, destination / ROLLOUTS_DIR / name / rollout.name)
     return destination

@@ -50,7 +50,7 @@ from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
 from .driver import REFERENCE
 from .observations import Observations, RunnerView
 from .progress import Progress
-from .scenario import Scenario
+from .scenario import TUI_MODE, Scenario
 from .steps import StepRunner
 
 # Seconds the job's processes get to exit on SIGTERM before SIGKILL.
@@ -124,7 +124,8 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
         lab = CodexLab(home.path, script, scenario.agents, codex=settings.codex,
                        approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home,
                        profile=scenario.profile, driver=settings.driver, token_ledger=ledger,
-                       capabilities=settings.capabilities, trust_workspaces=settings.trust_workspaces)
+                       capabilities=settings.capabilities, trust_workspaces=settings.trust_workspaces,
+                       tui=mode == TUI_MODE)
         budget = (RequestBudget(lab, settings.max_requests, on_hit=lambda agent: progress.say(
             f"{agent} reached the cap of {settings.max_requests} model requests: stopping the agents"))
             if settings.max_requests else contextlib.nullcontext())
@@ -141,6 +142,9 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
                     view.attachments[:] = lab.attachments
                     progress.say("agents attached: " + ", ".join(
                         f"{a['agent']} g{a['generation']}" for a in lab.attachments))
+                    if lab.tui is not None:
+                        progress.say(f"each agent's Codex TUI runs under tmux; watch one with "
+                                     f"`tmux -L {lab.tui.server} attach -t {scenario.agents[-1]}`")
                 with phase("steps"), budget:
                     steps = StepRunner(scenario, mode, lab, view, progress)
                     steps.run()

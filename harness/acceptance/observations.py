@@ -10,6 +10,8 @@ The sources, all inside one scenario's artifacts folder:
 * ``rollouts/<agent>/*.jsonl`` — the agent's Codex rollouts;
 * ``model-requests.jsonl`` — every request Codex sent the scripted model and
   what it answered (absent with a real provider);
+* ``tui/<agent>.screen.txt`` — in mode ``attached_tui``, the agent's TUI screen
+  at the end of the run (``tmux capture-pane`` text with its scroll-back);
 
 plus what the runner itself saw: the turn ids of its prompts, the receipts of
 its tool steps and the owners it attached. Every line handed to a check
@@ -32,7 +34,8 @@ from typing import Any
 
 from harness.codex.home import TOOL_NAMESPACES
 from harness.evidence.core import CoreEvidence
-from harness.evidence.layout import APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT
+from harness.evidence.layout import (APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT, TUI_DIR,
+                                     screen_name)
 from harness.evidence.rollouts import RolloutIndex, RolloutLine
 from harness.model.log import ModelRequest, ModelRequestLog
 from harness.model.responses import json_objects
@@ -58,6 +61,14 @@ class TranscriptLine:
     @property
     def params(self) -> dict[str, Any]:
         return self.message.get("params") or {}
+
+
+@dataclass(frozen=True)
+class ScreenLine:
+    """One line of an attached TUI's screen capture, with its reference (``tui/<agent>.screen.txt:<line>``)."""
+
+    ref: str
+    text: str
 
 
 @dataclass
@@ -199,6 +210,16 @@ class Observations:
                     and line.message.get("id") == request.message.get("id") and "method" not in line.message):
                 return line
         return None
+
+    # -- attached TUI screens ------------------------------------------------------
+
+    def screen(self, agent: str) -> list[ScreenLine]:
+        """The lines of ``agent``'s TUI screen (mode attached_tui); EvidenceMissing when the run kept none."""
+        path = self.artifacts / TUI_DIR / screen_name(agent)
+        if not path.is_file():
+            raise EvidenceMissing(f"no TUI screen of {agent} ({TUI_DIR}/{screen_name(agent)})")
+        return [ScreenLine(f"{TUI_DIR}/{path.name}:{number}", text)
+                for number, text in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1)]
 
     # -- rollouts ----------------------------------------------------------------
 

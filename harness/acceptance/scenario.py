@@ -47,7 +47,11 @@ from .checks.kernel import CheckSpec
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "scenario.schema.json"
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
-MODES = ("attached", "background")
+MODES = ("attached", "background", "attached_tui")
+TUI_MODE = "attached_tui"
+"""Each agent's real Codex TUI runs under tmux, attached to the thread its owner delivers to."""
+OPT_IN_MODES = (TUI_MODE,)
+"""Modes a scenario runs in only when asked for (``--mode``): a watched TUI adds a terminal per agent."""
 PROVIDERS = ("scripted", "openai")
 
 
@@ -238,7 +242,8 @@ def _consistency(scenario: Scenario, known_checks: Sequence[str] | None) -> list
 # What a step or check implies about the Codex capabilities a scenario needs.
 _IMPLIED_BY_STEP = {"prompt": "idle_start"}
 _IMPLIED_BY_CHECK = {"injected_without_turn": "inject", "interrupted_exactly": "interrupt",
-                     "resumed_same_thread": "resume", "task_bound": "idle_start"}
+                     "resumed_same_thread": "resume", "task_bound": "idle_start",
+                     "tui_thread_adopted": "attached_tui", "tui_shows_exchange": "attached_tui"}
 
 
 def implied_capabilities(scenario: Scenario, mode: str) -> dict[str, str]:
@@ -248,6 +253,8 @@ def implied_capabilities(scenario: Scenario, mode: str) -> dict[str, str]:
     that no check judges.
     """
     implied: dict[str, str] = {}
+    if mode == TUI_MODE:
+        implied["attached_tui"] = "mode attached_tui attaches each agent's TUI to its owner's app-server"
     for step in (step for step in scenario.steps if step.applies(mode)):
         if step.do in _IMPLIED_BY_STEP:
             implied.setdefault(_IMPLIED_BY_STEP[step.do], f"{step.describe()} opens a turn")
@@ -281,7 +288,7 @@ def select(scenarios: Sequence[Scenario], *, names: Sequence[str] = (), mode: st
            provider: str = "scripted") -> Selection:
     """The runs for ``--scenario`` ``names`` (empty: all), ``--mode`` and ``--provider``.
 
-    A scenario runs once per mode it declares, or only in ``mode`` when given.
+    A scenario runs once per mode it declares but the :data:`OPT_IN_MODES`, or only in ``mode`` when given.
     Raises ValueError for a name that selects nothing, and for an explicitly
     named scenario that cannot run with ``mode`` or ``provider``; scenarios
     merely not named are skipped with a reason instead.
@@ -305,6 +312,6 @@ def select(scenarios: Sequence[Scenario], *, names: Sequence[str] = (), mode: st
             selection.skipped.append(why)
             continue
         for scenario_mode in scenario.modes:
-            if mode in (None, scenario_mode):
+            if mode == scenario_mode or (mode is None and scenario_mode not in OPT_IN_MODES):
                 selection.runs.append((scenario, scenario_mode))
     return selection

@@ -17,7 +17,10 @@ enabled: on a throwaway Codex home talking to the scripted model, it starts
   request (inject), and so does a native agent message, as one (agent_message); a turn runs to a final answer (idle_start); a turn held by
   the model accepts a steer fenced by its id and refuses one fenced by another
   (steer), then ends interrupted (interrupt); the history reads back
-  (history_read), forks (fork), and resumes in a new app-server (resume).
+  (history_read), forks (fork), and resumes in a new app-server (resume);
+  an app-server listening on a socket lets a second client (standing in for
+  a TUI's ``--remote`` connection) start a thread that the owner observes,
+  names and subscribes to (attached_tui).
 
 A capability is enabled when it is eligible, connection and attachment
 passed, and every check of its own passed. :class:`CapabilityReport` holds all
@@ -31,6 +34,7 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,6 +45,7 @@ from typing import Any, TypeVar
 from peerwire import collab
 from peerwire.codex.adapter import inject_item, is_stale_turn
 from peerwire.codex.app_server import AppServerClient, AppServerError, JsonRpcError
+from peerwire.codex.listen_bridge import WebSocket
 from peerwire.codex.capabilities import (Assessment, Capability, Fact, declared_facts, evaluate,
                                          version_from_user_agent)
 from peerwire.home import HOME_ENV, SESSION_ENV
@@ -252,6 +257,9 @@ async def _probe(codex: CodexInstallation, assessment: Assessment, evidence: Pat
 
     try:
         await _run_probe(probe, codex, start, workspace.path, model)
+        if probe.eligible(Capability.ATTACHED_TUI) and not any(c.capability is None and not c.passed
+                                                              for c in probe.checks):
+            await _attached_tui(probe, codex, codex_home, workspace.path, env, evidence)
     finally:
         projection.restore()
         model.stop()
@@ -282,6 +290,57 @@ async def _run_probe(probe: _Probe, codex: CodexInstallation, start: Callable[[i
     # A thread can be resumed once it has a rollout, which its first turn writes.
     if probe.eligible(Capability.RESUME) and probe.eligible(Capability.IDLE_START):
         await _resume(probe, start, thread_id)
+
+
+async def _attached_tui(probe: _Probe, codex: CodexInstallation, codex_home: Path, cwd: Path,
+                        env: dict[str, str], evidence: Path) -> None:
+    """The owner's app-server listens on a socket; a second client there (standing in for the TUI's
+    ``--remote`` connection) starts a thread; the owner observes it, names it and subscribes to it."""
+    where = Path(tempfile.mkdtemp(prefix="pw-probe-"))  # short: a socket path has ~100 bytes
+    socket = where / "tui.sock"
+    try:
+        owner = await AppServerClient.start(
+            codex=[sys.executable, "-m", "peerwire.codex.listen_bridge", os.fspath(codex.executable)],
+            args=["--listen", f"unix://{socket}"], codex_home=codex_home, cwd=cwd, env=env,
+            transcript_path=evidence / "probe.tui-owner.appserver.jsonl",
+            stderr_path=evidence / "probe.tui-owner.stderr.log", timeout=STEP_TIMEOUT_S)
+    except (AppServerError, OSError, TimeoutError) as error:
+        probe.record("attached tui", Capability.ATTACHED_TUI, False,
+                     f"the app-server did not listen on a socket: {error}"[:500])
+        shutil.rmtree(where, ignore_errors=True)
+        return
+    tui = None
+    try:
+        tui = await WebSocket.connect_unix(os.fspath(socket))
+        for message in ({"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "probe-tui",
+                                                                                     "version": "0"}}},
+                        {"method": "initialized"},
+                        {"id": 2, "method": "thread/start", "params": {"cwd": os.fspath(cwd)}}):
+            await tui.send_text(json.dumps({"jsonrpc": "2.0", **message}))
+        started = None
+        async with asyncio.timeout(STEP_TIMEOUT_S):
+            while started is None:
+                answer = json.loads(await tui.receive_text() or "null")
+                if answer is None:
+                    raise AppServerError("the listen socket closed the second client's connection")
+                if isinstance(answer, dict) and answer.get("id") == 2:
+                    started = ((answer.get("result") or {}).get("thread") or {}).get("id")
+                    if started is None:
+                        raise AppServerError(f"the second client's thread/start failed: {answer}")
+        seen = await owner.wait_for_notification("thread/started", lambda p: p["thread"]["id"] == started,
+                                                  timeout=STEP_TIMEOUT_S)
+        await owner.thread_set_name(started, PROBE_AGENT, timeout=STEP_TIMEOUT_S)
+        resumed = (await owner.thread_resume(started, timeout=STEP_TIMEOUT_S))["thread"]["id"]
+        probe.record("attached tui", Capability.ATTACHED_TUI, resumed == started,
+                     f"a second client on the listen socket started thread {started}; the owner observed it "
+                     f"(notification {seen.index}), named it and subscribed (thread/resume answered {resumed})")
+    except (AppServerError, OSError, TimeoutError, ValueError, KeyError) as error:
+        probe.record("attached tui", Capability.ATTACHED_TUI, False, f"{type(error).__name__}: {error}"[:500])
+    finally:
+        if tui is not None:
+            tui.close()
+        await owner.close()
+        shutil.rmtree(where, ignore_errors=True)
 
 
 async def _attachment(probe: _Probe, client: AppServerClient, cwd: Path) -> str | None:

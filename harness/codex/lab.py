@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,9 +47,10 @@ from harness.codex.home import (
     AUTH_FILE, CONFIG_NAME, SERVER_NAMES, AgentSettings, PeerwireServer, Projection, ScriptedProvider,
 )
 from harness.codex.install import CodexInstallation, locate_codex
+from harness.codex.tui import TuiError, TuiSession
 from harness.codex.workspace import FixtureWorkspace
 from harness.contract.interface import Caller
-from harness.evidence.layout import MODEL_REQUESTS
+from harness.evidence.layout import MODEL_REQUESTS, TUI_DIR, screen_name
 from harness.model.rules import ModelScript, load_script
 from harness.model.server import ScriptedModel
 from harness.process.jobs import Job, spawn_through
@@ -134,6 +137,7 @@ class CodexLab:
         capabilities: Sequence[str] | None = None,
         native_tools: Sequence[str] = (),
         trust_workspaces: bool = True,
+        tui: bool = False,
     ):
         self.root = Path(root)
         # A ModelScript, or anything that decides like one (a persona playing a scenario's script).
@@ -150,6 +154,12 @@ class CodexLab:
         self.native_tools = tuple(native_tools)
         # False: the untrusted start-up diagnostic (no fixture workspace trusted, no trust prompt answered).
         self.trust_workspaces = trust_workspaces
+        # Mode attached_tui: each agent's real Codex TUI under tmux, attached to its owner's app-server.
+        self.tui: TuiSession | None = None
+        self._tui_dir: Path | None = None
+        if tui:
+            self._tui_dir = Path(tempfile.mkdtemp(prefix="pw-tui-"))  # short: a socket path has ~100 bytes
+            self.tui = TuiSession(f"peerwire-{self._tui_dir.name}", self._tui_dir)
         self.auth_home = Path(auth_home) if auth_home is not None else None
         # Every session token the core issues to this lab, kept for the report's secret scan.
         self.token_ledger = token_ledger
@@ -195,6 +205,11 @@ class CodexLab:
         return self
 
     def stop(self) -> None:
+        if self.tui is not None:
+            self._keep_screens()
+            self.tui.close()
+        if self._tui_dir is not None:
+            shutil.rmtree(self._tui_dir, ignore_errors=True)
         if self.started:
             self.core.stop()
             self.started = False
@@ -255,9 +270,14 @@ class CodexLab:
     def attach(self, name: str, *, resume: bool = False) -> dict[str, Any]:
         agent = self.agents[name]
         env = {ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {}
+        # An attached TUI starts its own thread; a later generation (resume) runs without one.
+        listen = {"listen": self._tui_dir / f"{name}.sock"} if self._tui_dir is not None and not resume else {}
         agent.owner = self.core.attach(agent.caller, codex=str(self.codex.executable), codex_home=agent.codex_home,
                                        workspace=agent.workspace, env=env, resume=resume,
-                                       **({"capabilities": self.capabilities} if self.capabilities is not None else {}))
+                                       **({"capabilities": self.capabilities} if self.capabilities is not None else {}),
+                                       **listen)
+        if listen:
+            agent.owner = self._attach_tui(agent, listen["listen"], env)
         self.attachments.append({"agent": name, "generation": agent.owner["generation"],
                                  "thread_id": agent.owner["thread_id"], "pid": agent.owner["pid"],
                                  "resume": resume})
@@ -266,6 +286,36 @@ class CodexLab:
             # remembers them even if they later leave the app's process tree.
             self.job.observe()
         return agent.owner
+
+    def _attach_tui(self, agent: LabAgent, socket: Path, env: Mapping[str, str]) -> dict[str, Any]:
+        """Start the agent's TUI on its owner's socket, then wait until the owner adopted the TUI's thread."""
+        assert self.tui is not None
+        self.tui.start(agent.name, codex=str(self.codex.executable), socket=socket, codex_home=agent.codex_home,
+                       workspace=agent.workspace, env=env)
+
+        def adopted() -> dict[str, Any] | None:
+            owner = self.owner(agent.name)
+            return owner if owner and owner.get("thread_id") else None
+
+        return self.await_core(adopted, TURN_TIMEOUT_S, f"{agent.name}'s owner to adopt the thread its TUI started")
+
+    def _keep_screens(self) -> None:
+        """Each TUI's last screen, with its scroll-back, as evidence (``artifacts/tui/<agent>.screen.txt``)."""
+        assert self.tui is not None
+        folder = self.root / "artifacts" / TUI_DIR
+        for name in self.tui.agents:
+            try:
+                text = self.tui.screen(name)
+            except (TuiError, OSError, subprocess.SubprocessError) as error:
+                text = f"(no screen: {error})\n"
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            (folder / screen_name(name)).write_text(text, encoding="utf-8")
+
+    def screen(self, name: str) -> str:
+        """What ``name``'s attached TUI shows now, with its scroll-back (mode attached_tui)."""
+        if self.tui is None:
+            raise RuntimeError("this lab runs no TUI")
+        return self.tui.screen(name)
 
     def detach(self, name: str) -> dict[str, Any]:
         return self.core.detach(self.agents[name].caller)

@@ -7,6 +7,7 @@
     model-requests.jsonl                     the scripted model's request log (scripted provider only)
     appserver/<agent>.g<n>.appserver.jsonl   each owner generation's app-server transcript (and .stderr.log)
     rollouts/<agent>/rollout-*.jsonl         the agent's Codex rollouts
+    tui/<agent>.screen.txt                   mode attached_tui: the agent's TUI screen at the end, with scroll-back
 
 The run writes it (:mod:`harness.acceptance.artifacts`, a core's driver for its own
 files); the checks (:mod:`harness.acceptance.observations`) and the report read it.
@@ -21,6 +22,7 @@ CORE_LOG = "core/app.log"
 MODEL_REQUESTS = "model-requests.jsonl"
 APPSERVER_DIR = "appserver"
 ROLLOUTS_DIR = "rollouts"
+TUI_DIR = "tui"
 TRANSCRIPT = re.compile(r"(?P<agent>.+)\.g(?P<generation>\d+)\.appserver\.jsonl")
 """An app-server transcript's file name: the agent's name, then its owner generation."""
 
@@ -28,3 +30,8 @@ TRANSCRIPT = re.compile(r"(?P<agent>.+)\.g(?P<generation>\d+)\.appserver\.jsonl"
 def transcript_name(agent: str, generation: int) -> str:
     """The file name of ``agent``'s app-server transcript at owner ``generation``."""
     return f"{agent}.g{generation}.appserver.jsonl"
+
+
+def screen_name(agent: str) -> str:
+    """The file name of ``agent``'s TUI screen (``tmux capture-pane`` text) in :data:`TUI_DIR`."""
+    return f"{agent}.screen.txt"

@@ -106,10 +106,15 @@ def test_selection_by_name_group_mode_and_provider() -> None:
     scenarios = discover(SCENARIOS_DIR)
     everything = select(scenarios)
     assert ("modes", "background") in {(s.name, m) for s, m in everything.runs}
-    assert len(everything.runs) == sum(len(s.modes) for s in scenarios)
+    # attached_tui is opt-in: declared, but run only when asked for
+    assert len(everything.runs) == sum(len([m for m in s.modes if m != "attached_tui"]) for s in scenarios)
+    assert "attached_tui" not in {m for _, m in everything.runs}
 
     group = select(scenarios, names=["task-reply"])
     assert sorted(s.name for s, _ in group.runs) == ["task-reply-auto", "task-reply-explicit"]
+    watched = select(scenarios, names=["task-reply"], mode="attached_tui")
+    assert [(s.name, m) for s, m in watched.runs] == [("task-reply-auto", "attached_tui")]
+    assert any("task-reply-explicit: has no attached_tui mode" in why for why in watched.skipped)
 
     background = select(scenarios, mode="background")
     assert [(s.name, m) for s, m in background.runs] == [("modes", "background")]

@@ -77,8 +77,9 @@ def test_drift_against_an_older_release_end_to_end(older_codex, tmp_path: Path) 
     assert not fixtures["inject"]["ok"] and all(f["ok"] for name, f in fixtures.items() if name != "inject")
     candidate = report["capabilities"]["candidate"]["capabilities"]
     assert not candidate["inject"]["enabled"] and candidate["idle_start"]["enabled"]
-    # agent_message needs inject, and no release before the pinned one was checked for it
-    assert report["summary"]["capabilities_lost"] == ["inject", "agent_message"]
+    # agent_message needs inject, and no release before the pinned one was checked for it; attached_tui is
+    # declared since 0.171.0, the release where the listen socket and --remote were checked
+    assert report["summary"]["capabilities_lost"] == ["inject", "agent_message", "attached_tui"]
     by_route = {r["name"]: r for r in report["routes"]}
     assert by_route["idle_start"]["status"] == "pass"
     assert by_route["inject"] == {**by_route["inject"], "status": "skipped",

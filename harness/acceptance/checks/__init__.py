@@ -10,7 +10,8 @@ the order of events that produced it.
 * :mod:`.readings` — what several judgements read the same way;
 * the messaging judgements by concern: :mod:`.tools`, :mod:`.delivery`,
   :mod:`.replies`, :mod:`.turns`;
-* :mod:`.collab` — the judgements over a collaboration tree.
+* :mod:`.collab` — the judgements over a collaboration tree;
+* :mod:`.tui` — the judgements over an attached TUI (mode ``attached_tui``).
 
 Every scenario also gets the :data:`UNIVERSAL` checks: nothing is delivered
 twice, every turn is accounted for, no agent replies twice to one request,
@@ -21,14 +22,14 @@ model request matched a rule.
 from __future__ import annotations
 
 from ..observations import Observations
-from . import collab, delivery, replies, tools, turns
+from . import collab, delivery, replies, tools, tui, turns
 from .kernel import CheckSpec, Evidence, Failed, Judgement, Verdict, merge, require
 from .kernel import judge as _judge
 
 
 MESSAGING = merge(tools.JUDGEMENTS, delivery.JUDGEMENTS, replies.JUDGEMENTS, turns.JUDGEMENTS)
 """The judgements of the messaging profile's exchanges."""
-JUDGEMENTS = merge(MESSAGING, collab.JUDGEMENTS)
+JUDGEMENTS = merge(MESSAGING, collab.JUDGEMENTS, tui.JUDGEMENTS)
 """Every judgement a scenario can name."""
 
 UNIVERSAL = (

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.evidence.rollouts import RolloutLine
 
-from ..observations import EvidenceMissing, Observations, TranscriptLine
+from ..observations import EvidenceMissing, Observations, ScreenLine, TranscriptLine
 
 
 class Failed(AssertionError):
@@ -35,6 +35,8 @@ class Evidence:
     rollout: list[str] = field(default_factory=list)
     model_requests: list[int] = field(default_factory=list)
     appserver: list[str] = field(default_factory=list)
+    screen: list[str] = field(default_factory=list)
+    """Lines of an attached TUI's screen capture (``tui/<agent>.screen.txt:<line>``)."""
     content: dict[str, str] | None = None
     """A labelled content assessment (see :func:`assess_content`), reported beside the verdict, never part
     of it."""
@@ -52,6 +54,8 @@ class Evidence:
                 _add(self.rollout, str(item.at))
             elif isinstance(item, TranscriptLine):
                 _add(self.appserver, item.ref)
+            elif isinstance(item, ScreenLine):
+                _add(self.screen, item.ref)
             elif isinstance(item, int):
                 _add(self.model_requests, item)
             elif isinstance(item, str):
@@ -61,7 +65,7 @@ class Evidence:
 
     def as_dict(self) -> dict[str, list[Any]]:
         return {"records": self.records, "rollout": self.rollout, "model_requests": self.model_requests,
-                "appserver": self.appserver}
+                "appserver": self.appserver, **({"screen": self.screen} if self.screen else {})}
 
 
 def normalised(text: str) -> str:

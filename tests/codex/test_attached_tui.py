@@ -1,0 +1,93 @@
+"""Mode attached_tui, live: B's real Codex TUI under tmux, attached to the app-server its owner delivers through.
+
+The owner starts ``codex app-server --listen unix://SOCKET`` (through
+:mod:`peerwire.codex.listen_bridge`) and opens no thread; the TUI
+(``codex --remote unix://SOCKET``) starts one; the owner observes it
+(``thread/started``), subscribes and only then delivers. The TUI's screen
+(``tmux capture-pane``) shows the task and B's answer; the runner never types
+into the composer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from harness.acceptance.driver import CoreRefused
+from harness.acceptance.reference import ReferenceLab
+from harness.codex.recorded import routes
+from harness.codex.tui import tmux_path
+from harness.contract.manifest import requirement
+
+pytestmark = pytest.mark.codex
+
+
+@pytest.fixture
+def lab(tmp_path: Path):
+    tmux_path()  # a missing tmux fails here, naming the set-up step
+    with ReferenceLab(tmp_path, routes.model_script(), agents=("A", "B"), attach=False, tui=True) as lab:
+        yield lab
+
+
+def transcript(lab: ReferenceLab) -> list[dict]:
+    return [json.loads(line) for line in lab.transcript("B").read_text().splitlines()]
+
+
+@requirement("tui:attached:same-thread")
+def test_the_owner_delivers_into_the_thread_the_tui_started(lab):
+    task = lab.as_agent("A").call("followup_task", {"target": "B", "message": "[idle] What is six times seven?"})
+    owner = lab.attach("B")
+    lines = transcript(lab)
+    started = [l["message"]["params"]["thread"]["id"] for l in lines
+               if l["dir"] == "received" and l["message"].get("method") == "thread/started"]
+    sent = [l["message"] for l in lines if l["dir"] == "sent"]
+    methods = [m.get("method") for m in sent]
+    # the owner opened no thread: it adopted the TUI's, subscribing before anything was delivered
+    assert started == [owner["thread_id"]] and "thread/start" not in methods
+    resume = methods.index("thread/resume")
+    assert sent[resume]["params"]["threadId"] == owner["thread_id"]
+    assert methods.index("turn/start") > resume
+    reply = routes.await_reply(lab, task["request_id"])
+    (binding,) = lab.trace(task["request_id"])["bindings"]
+    assert binding["thread_id"] == owner["thread_id"] and reply["body"].startswith("Answer: 42")
+
+
+@requirement("tui:attached:exchange-on-screen")
+def test_the_exchange_is_on_the_tui_screen_and_nothing_is_typed(lab):
+    lab.attach("B")
+    out = routes.idle_start(lab)
+    screen = lab.tui.wait_for_text("B", ["[idle] What is six times seven?", "Answer: 42 — “quoted”"], 30)
+    assert out["request_id"] in screen  # the task item's request id is shown too
+    # the runner only started the TUI and read its screen: no send-keys, no paste
+    verbs = {command[0] for command in lab.tui.commands}
+    assert verbs == {"new-session", "capture-pane"}, verbs
+
+
+def test_an_owner_whose_tui_never_starts_a_thread_delivers_nothing_and_detaches_cleanly(tmp_path: Path):
+    with ReferenceLab(tmp_path, routes.model_script(), agents=("A", "B"), attach=False) as lab:
+        agent = lab.agents["B"]
+        socket = tmp_path / "B.sock"
+        if len(os.fsencode(socket)) > 100:  # a Unix socket path has ~100 bytes
+            socket = Path(tempfile.mkdtemp(prefix="pw-")) / "B.sock"
+        task = lab.as_agent("A").call("followup_task", {"target": "B", "message": "[idle] Anyone there?"})
+        answer = lab.core.attach(agent.caller, codex=str(lab.codex.executable), codex_home=agent.codex_home,
+                                 workspace=agent.workspace, env=lab.child_env(), listen=socket)
+        assert answer["thread_id"] is None and answer["listen"] == str(socket)
+        assert lab.owner("B") is None  # not an owner until it adopted a thread
+        # a second attach while it waits is refused; so is a listening owner that would resume
+        with pytest.raises(CoreRefused, match="already has an owner"):
+            lab.core.attach(agent.caller, codex=str(lab.codex.executable), codex_home=agent.codex_home,
+                            workspace=agent.workspace, env=lab.child_env())
+        detached = lab.detach("B")
+        assert detached["detached"] == "before its TUI started a thread" and detached["name"] == "B"
+        with pytest.raises(CoreRefused, match="cannot resume"):
+            lab.core.attach(agent.caller, codex=str(lab.codex.executable), codex_home=agent.codex_home,
+                            workspace=agent.workspace, env=lab.child_env(), listen=socket, resume=True)
+        sent = [json.loads(line)["message"] for line in lab.transcript("B").read_text().splitlines()
+                if json.loads(line)["dir"] == "sent"]
+        assert {m.get("method") for m in sent} <= {"initialize", "initialized"}, sent
+        assert lab.trace(task["request_id"])["bindings"] == []
