@@ -58,6 +58,14 @@ class ScriptedAppServer:
         self.sent.append(("thread/fork", thread_id))
         return {"thread": {"id": f"thread-{next(self._threads)}"}}
 
+    async def thread_set_name(self, thread_id: str, name: str, *, timeout: float = 0) -> dict:
+        self.sent.append(("thread/name/set", thread_id))
+        return {}
+
+    async def mcp_server_status(self, thread_id: str, *, timeout: float = 0) -> dict:
+        self.sent.append(("mcpServerStatus/list", thread_id))
+        return {"data": []}
+
     async def thread_read(self, thread_id: str, *, include_turns: bool = False, timeout: float = 0) -> dict:
         self.sent.append(("thread/read", thread_id))
         return {"thread": {"id": thread_id, "turns": []}}

@@ -164,6 +164,12 @@ class ReplaySession:
     async def thread_fork(self, thread_id: str, *, extra: Any = None, timeout: float = 0) -> Any:
         return await self.request("thread/fork", {**(extra or {}), "threadId": thread_id})
 
+    async def thread_set_name(self, thread_id: str, name: str, *, timeout: float = 0) -> Any:
+        return await self.request("thread/name/set", {"threadId": thread_id, "name": name})
+
+    async def mcp_server_status(self, thread_id: str, *, timeout: float = 0) -> Any:
+        return await self.request("mcpServerStatus/list", {"threadId": thread_id, "detail": "toolsAndAuthOnly"})
+
     async def thread_read(self, thread_id: str, *, include_turns: bool = False, timeout: float = 0) -> Any:
         return await self.request("thread/read", {"threadId": thread_id, "includeTurns": include_turns})
 
