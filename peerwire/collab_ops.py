@@ -78,7 +78,8 @@ class CollabOperations:
         self.store.admit_task(caller, child, message, receipt=tool_receipt(meta))
         runtime = self.delivery.providers.get(child.provider)
         if runtime is not None:
-            self.delivery.in_background(runtime.spawn_child(caller, child, fork), f"spawn {path}")
+            self.delivery.in_background(runtime.spawn_child(caller, child, fork, after_call=meta.get("call_id")),
+                                        f"spawn {path}")
         return {"task_name": path}
 
     async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:

@@ -89,11 +89,14 @@ class Provider(Protocol):
     async def interrupt(self, target: AgentRow) -> dict[str, Any]:
         """Interrupt the target's active turn, or raise ``not_active``/``unsupported``."""
 
-    async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int) -> None:
+    async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int,
+                          after_call: str | None = None) -> None:
         """Start a collaboration child (already registered, its first task admitted) beside ``parent``.
 
         ``fork`` is ``all``, ``none`` or a number of the parent's latest turns
-        (:func:`peerwire.collab.fork_turns`). A child that cannot start has its
+        (:func:`peerwire.collab.fork_turns`). ``after_call``: the id of the
+        parent's spawn call, when its client named it; the history a child
+        inherits reaches at least that far. A child that cannot start has its
         first task failed, attributed to peerwire; nothing is raised.
         """
 
@@ -151,7 +154,8 @@ class ManualProvider:
             {"target": target.ref, "previous_status": target.status},
         )
 
-    async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int) -> None:
+    async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int,
+                          after_call: str | None = None) -> None:
         return None  # no runtime: the child reads its first task with receive
 
     def recover(self) -> None:

@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,8 @@ log = logging.getLogger("peerwire.codex")
 
 REQUEST_TIMEOUT_S = 30.0
 TUI_ADOPT_TIMEOUT_S = 120.0
+ROLLOUT_CATCH_UP_S = 5.0
+"""How long a spawn waits for the parent's rollout to record the spawn call (Codex writes it behind)."""
 """How long an owner with a listen socket waits for its TUI to start a thread."""
 STALE_TURN_CODE = -32600
 
@@ -327,7 +330,8 @@ class CodexProvider:
 
     # -- collaboration children ----------------------------------------------------------
 
-    async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int) -> None:
+    async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int,
+                          after_call: str | None = None) -> None:
         """Start a child as a new thread in its tree's app-server and give it its first task.
 
         The thread starts with the child's role instructions, the model and
@@ -348,7 +352,7 @@ class CodexProvider:
         try:
             if fork != "none":
                 _require(parent_owner.capabilities, Capability.INJECT)
-            records = _rollout_records(parent_owner.rollout)
+            records = await _rollout_through(parent_owner.rollout, after_call if fork != "none" else None)
             settings = collab_fork.child_settings(child.path, collab_fork.latest_settings(records),
                                                   parent_owner.mcp_servers, parent_owner.tree_servers,
                                                   parent_owner.child_servers)
@@ -712,6 +716,23 @@ async def _tools_ready(client: AppServerSession, assessment: Assessment, thread_
     that does not report their startup is given input at once, as before."""
     if servers and assessment.allows(Capability.MCP_STARTUP_STATUS):
         await await_mcp_ready(client, thread_id, list(servers), since=since, agent=agent)
+
+
+async def _rollout_through(path: str | None, call_id: str | None) -> list[dict[str, Any]]:
+    """The rollout's records once they reach the function call ``call_id`` (the parent's spawn call).
+
+    Codex writes a rollout behind the conversation, from a queue: read the moment the spawn call
+    arrives, the file may still lack the call and the items before it. The file has no event to wait
+    on, so it is read again, bounded by :data:`ROLLOUT_CATCH_UP_S`; past that (or with no call id to
+    look for) the child inherits what is written.
+    """
+    deadline = time.monotonic() + ROLLOUT_CATCH_UP_S
+    while True:
+        records = _rollout_records(path)
+        if call_id is None or time.monotonic() >= deadline or any(
+                (r.get("payload") or {}).get("call_id") == call_id for r in records):
+            return records
+        await asyncio.sleep(0.02)
 
 
 def _rollout_records(path: str | None) -> list[dict[str, Any]]:
