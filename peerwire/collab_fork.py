@@ -15,6 +15,9 @@ that began with user input, and the copy follows four rules:
   call still in flight (the parent's own ``spawn_agent``, typically) and a
   result whose call is not kept are dropped, so a fork never shows the
   parent's unfinished call as completed;
+* nothing from the parent's spawn call on: when the call's id is known, the
+  history ends before it, however far Codex had written the rollout when it
+  was read (the call's result, or later items, may already be there);
 * everything else is copied as recorded, minus the parent's internal turn
   attribution (it names a turn of another thread).
 
@@ -97,13 +100,20 @@ def _user_turn(turn: Sequence[Mapping[str, Any]]) -> bool:
                and not _text(item).lstrip().startswith("<") for item in turn)
 
 
-def fork_history(records: Iterable[Mapping[str, Any]], keep: str | int) -> list[dict[str, Any]]:
+def fork_history(records: Iterable[Mapping[str, Any]], keep: str | int,
+                 until_call: str | None = None) -> list[dict[str, Any]]:
     """The items a child inherits from a parent whose rollout holds ``records`` (see the module's rules).
 
-    ``keep``: ``all``, ``none`` or the number of latest turns that began with user input.
+    ``keep``: ``all``, ``none`` or the number of latest turns that began with user input. ``until_call``:
+    the id of the parent's spawn call; the history stops before that call.
     """
     if keep == "none":
         return []
+    if until_call is not None:
+        records = list(records)
+        cut = next((n for n, r in enumerate(records) if isinstance(r.get("payload"), dict)
+                    and r["payload"].get("call_id") == until_call), None)
+        records = records if cut is None else records[:cut]
     selected = turns(records)
     if isinstance(keep, int):
         selected = [turn for turn in selected if _user_turn(turn)][-keep:]

@@ -358,7 +358,7 @@ class CodexProvider:
                                                   parent_owner.child_servers)
             since = len(client.received)
             result = await client.thread_start(cwd=parent_owner.cwd, extra=settings, timeout=REQUEST_TIMEOUT_S)
-            items = collab_fork.fork_history(records, fork)
+            items = collab_fork.fork_history(records, fork, until_call=after_call)
             if items:
                 await client.thread_inject_items(result["thread"]["id"], items, timeout=REQUEST_TIMEOUT_S)
             await _tools_ready(client, parent_owner.capabilities, result["thread"]["id"], kept, since=since,

@@ -338,7 +338,8 @@ def _fork_script(fork_turns: str) -> dict[str, Any]:
     helper with ``fork_turns`` while that call is in flight; the helper answers at once."""
     return {"scenario": {"name": "collab-fork"}, "rules": {"root": [
         {"id": "helper-answers", "when": [_task_to("/root/helper", "[help]")], "emit": [_final("helped")]},
-        {"id": "t2-done", "when": [{"tool_output": {"tool": "spawn_agent", "last": True}}], "emit": [_final("spawned")]},
+        # latest, not last: the helper answers at once, and its answer may reach the turn before this request
+        {"id": "t2-done", "when": [{"tool_output": {"tool": "spawn_agent", "latest": True}}], "emit": [_final("spawned")]},
         {"id": "t2-spawn", "when": [{"tool_output": {"tool": "send_message"}}],
          "unless": [{"tool_call": {"tool": "spawn_agent"}}],
          "emit": [_call("spawn_agent", task_name="helper", message="[help] go", fork_turns=fork_turns)]},

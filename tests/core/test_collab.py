@@ -212,6 +212,28 @@ def test_a_fork_drops_orphaned_results_and_never_completes_an_unfinished_call():
         "function_call", "function_call_output"]
 
 
+@requirement("collab:fork:clean")
+def test_a_fork_ends_before_the_spawn_call_however_far_the_rollout_was_written():
+    from peerwire import collab_fork
+
+    records = _parent_records()
+    spawn = records[-1]["payload"]
+    expected = collab_fork.fork_history(records, "all")
+    # read late: the spawn call's own result, and the parent's next items, are already recorded
+    result = {"type": "response_item", "payload": {"type": "function_call_output", "call_id": spawn["call_id"],
+                                                   "output": ""}}
+    later = {"type": "response_item", "payload": {"type": "message", "role": "assistant",
+                                                  "content": [{"type": "output_text", "text": "spawned it"}]}}
+    late = records + [result, later]
+    assert any(i.get("call_id") == spawn["call_id"] for i in collab_fork.fork_history(late, "all"))  # without the id
+    for keep in ("all", 1):
+        cut = collab_fork.fork_history(late, keep, until_call=spawn["call_id"])
+        assert cut == collab_fork.fork_history(records, keep)
+        assert not any(i.get("call_id") == spawn["call_id"] or "spawned it" in collab_fork._text(i) for i in cut)
+    # an id the rollout does not hold (yet) cuts nothing
+    assert collab_fork.fork_history(records, "all", until_call="call_unknown") == expected
+
+
 @requirement("collab:fork:history")
 def test_fork_turns_selects_whole_history_latest_user_turns_or_none():
     from peerwire import collab_fork
