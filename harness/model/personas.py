@@ -243,6 +243,14 @@ def _open_task(items: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def _receive_cursor(items: Sequence[Mapping[str, Any]]) -> str | None:
+    """The cursor the newest ``receive_messages`` output returned (None before any receive)."""
+    calls = _calls(items)
+    return next((data["cursor"] for item in reversed(items) if item.get("type") == "function_call_output"
+                 and calls.get(str(item.get("call_id")), {}).get("name") == "receive_messages"
+                 for data in json_objects(item_text(item)) if isinstance(data.get("cursor"), str)), None)
+
+
 def _with_calls_replaced(decision: Decision, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> Decision:
     items = []
     for item in decision.items:
@@ -310,9 +318,7 @@ def receive_to_wait(agent: str, body: Mapping[str, Any], base: Base, params: Map
     items = _items(body)
     newest = _newest_output(items)
     decision = base(body)
-    cursor = next((data["cursor"] for item in reversed(items) if item.get("type") == "function_call_output"
-                   and _calls(items).get(str(item.get("call_id")), {}).get("name") == "receive_messages"
-                   for data in json_objects(item_text(item)) if isinstance(data.get("cursor"), str)), None)
+    cursor = _receive_cursor(items)
     arguments = {"timeout_ms": RECEIVE_TIMEOUT_MS, **({"cursor": cursor, "ack_cursor": cursor} if cursor else {})}
     if decision is None and newest is not None and newest[0].get("name") == "receive_messages":
         return _decision(body, agent, "receive-again", [_call(body, agent, "receive_messages", arguments)])
@@ -437,9 +443,8 @@ def answers_before_reply(agent: str, body: Mapping[str, Any], base: Base, params
         return decision
     if not own:
         return _decision(body, agent, "deliberate-check", [_call(body, agent, "receive_messages", {})])
-    if len(own) == 1 and newest is not None:
-        cursor = next((data["cursor"] for data in json_objects(item_text(newest[1]))
-                       if isinstance(data.get("cursor"), str)), None)
+    if len(own) == 1:
+        cursor = _receive_cursor(items)
         wait = {"timeout_ms": int(params.get("deliberate_ms", 5000)),
                 **({"cursor": cursor, "ack_cursor": cursor} if cursor else {})}
         return _decision(body, agent, "deliberate-wait", [_call(body, agent, "receive_messages", wait)])

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from .sequence import LABEL_CHARS
+from .sequence import shorten
 
 COLUMN = 340
-"""Pixels between lifelines: room for the longest label (the diagram shortens labels to 48 characters)."""
+"""Pixels between lifelines: room for the longest label (:func:`~.sequence.shorten` caps its length)."""
 ROW = 30
 HEAD = 34
 MARGIN = 20
@@ -61,12 +61,6 @@ def sequence_svg(participants: Sequence[str], steps: Sequence[Mapping[str, Any]]
     return "\n".join(parts)
 
 
-def label(text: str) -> str:
-    """One line, shortened to the diagram's label length (the whole text stays in the step's title)."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= LABEL_CHARS else flat[: LABEL_CHARS - 1] + "…"
-
-
 def _box(name: str, center: float, y: float) -> str:
     return (f'<g class="who"><rect x="{center - BOX_WIDTH / 2:.0f}" y="{y:.0f}" width="{BOX_WIDTH}" height="{HEAD - 8}" '
             f'rx="4"/><text x="{center:.0f}" y="{y + (HEAD - 8) / 2 + 4:.0f}" text-anchor="middle">'
@@ -75,7 +69,7 @@ def _box(name: str, center: float, y: float) -> str:
 
 def _step(step: Mapping[str, Any], x: Mapping[str, float], y: float, width: float, head: str) -> str:
     whole = " ".join(str(step.get("text", "")).split())
-    text = label(whole)
+    text = shorten(whole)  # the whole text stays in the step's title
     hover = f"<title>{escape(whole + (' · ' + str(step['source']) if step.get('source') else ''))}</title>"
     start, end = x[step["from"]], x[step["to"]]
     if step["arrow"] == "note":

@@ -94,11 +94,15 @@ class SequenceDiagram:
                  "arrow": s.arrow, "text": s.text} for s in self.steps]
 
 
+def shorten(text: str) -> str:
+    """One line, at most :data:`LABEL_CHARS` characters (an ellipsis ends a shortened one)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= LABEL_CHARS else flat[: LABEL_CHARS - 1] + "…"
+
+
 def escape(text: str) -> str:
     """One line of Mermaid-safe text: entity codes for ``#;<>``, no line breaks."""
-    flat = " ".join(str(text).split())
-    if len(flat) > LABEL_CHARS:
-        flat = flat[: LABEL_CHARS - 1] + "…"
+    flat = shorten(text)
     out = []
     for ch in flat:
         if ch == "#":
