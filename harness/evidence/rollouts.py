@@ -33,6 +33,10 @@ from harness.model.responses import content_text, item_text
 UNVERIFIED = "unverified"
 """What the index says for a model or effort the rollout does not record."""
 
+_CLOCK_SLACK_S = 0.005
+"""Rollout timestamps have millisecond precision; a record written just after an instant may
+carry a stamp up to a millisecond before it."""
+
 
 @dataclass(frozen=True, order=True)
 class Location:
@@ -361,6 +365,29 @@ class RolloutIndex:
         for (_thread, tid), turn in self.turns.items():
             if tid == turn_id:
                 return turn
+        return None
+
+    def why_cut(self, turn_id: str | None, since: float | None) -> str | None:
+        """Why Codex may have hung up on a model request of ``turn_id`` that arrived at ``since``
+        (Unix seconds), as the rollouts tell it, or ``None`` when they do not explain it.
+
+        Codex closes a turn's in-flight request when the turn is interrupted or aborted, when
+        its process stops first (the turn never ends: ``incomplete``), and when input is steered
+        into the turn while the request is in flight (a user message of that turn recorded at or
+        after the request arrived; Codex then asks again with it). A request cut in a turn that
+        ran on and completed without any of these is unexplained: an answer went missing."""
+        turn = self.find_turn(turn_id) if turn_id else None
+        if turn is None:
+            return None
+        if turn.status in ("interrupted", "aborted", "incomplete"):
+            return turn.status
+        if since is None:
+            return None
+        for message in self.messages:
+            stamp = parse_time(message.timestamp)
+            if (message.turn_id == turn_id and message.role == "user" and stamp is not None
+                    and stamp.timestamp() >= since - _CLOCK_SLACK_S):
+                return "steered"
         return None
 
     def call(self, call_id: str) -> ToolCall | None:

@@ -20,7 +20,9 @@ import pytest
 
 from harness.acceptance.options import AUTH_HOME_ENV
 from harness.acceptance.scenario import OPT_IN_MODES, discover
+from harness.evidence.rollouts import RolloutIndex
 from harness.model.bodies import read_log
+from harness.model.log import ModelRequestLog
 from harness.model.server import ScriptedModel
 from harness.model.standin import stand_in
 
@@ -76,11 +78,15 @@ def test_every_openai_scenario_passes_through_the_real_provider_path(tmp_path: P
 
     # what the provider saw: only the core's tools next to Codex's own shell tools, every request routed
     requests = [r for _, r in read_log(tmp_path / "standin.jsonl") if r and r.get("event") == "request"]
-    responses = [r for _, r in read_log(tmp_path / "standin.jsonl") if r and r.get("event") == "response"]
-    # Every request answered, except that the interrupt scenario's B may have a request in flight when its
-    # turn is interrupted: Codex then hangs up on that stream (and only there).
-    unanswered = [(r["agent"], r["outcome"]) for r in responses if r["outcome"] != "answered"]
-    assert requests and set(unanswered) <= {("interrupt/B", "disconnected")}, unanswered
+    # Every request answered, or hung up on by Codex for a reason the agents' rollouts show: a turn that
+    # was interrupted with a request in flight (interrupt's or lifecycle's B, when the model was asked
+    # before the interrupt), or input steered into the turn. Nothing the stand-in answered went missing.
+    log = ModelRequestLog.load(tmp_path / "standin.jsonl")
+    rollouts = RolloutIndex.load(sorted((report_dir / "artifacts").glob("*/rollouts/*/*.jsonl")))
+    unanswered = {(r.seq, r.agent, r.outcome, rollouts.why_cut(r.turn_id, r.received_at))
+                  for r in log.requests if r.outcome != "answered"}
+    assert requests and not log.problems
+    assert all(outcome == "disconnected" and why for _, _, outcome, why in unanswered), unanswered
     for request in requests:
         names = {tool.get("name") for tool in request["body"]["tools"] if tool.get("type") == "namespace"}
         assert names == {"mcp__peerwire"}, names  # no multi_agent namespace

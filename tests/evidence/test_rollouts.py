@@ -154,3 +154,38 @@ def test_a_fork_does_not_inherit_the_turn_its_parent_was_in(tmp_path):
     assert index.threads["t-child"].forked_from == "t-parent"
     assert [(t.turn_id, t.status) for t in index.thread_turns("t-child")] == [("turn-c", "completed")]
     assert index.turn("t-parent", "turn-p").status == "incomplete"
+
+
+def test_a_cut_model_request_is_explained_only_by_its_turn(tmp_path):
+    """Codex hangs up on a turn's in-flight request when the turn is interrupted or aborted, when its
+    process stops first, or when input is steered in; a cut request in a turn that ran on and completed
+    otherwise is unexplained (an answer went missing)."""
+    from datetime import datetime
+
+    def at(line: dict) -> float:
+        return datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00")).timestamp()
+
+    rollout = Rollout("t-cuts")
+    rollout.meta()
+    asked: dict[str, float] = {}
+    for turn in ("interrupted", "aborted", "steered", "steered-before", "completed"):
+        rollout.start(turn, "operator", effort=None)
+        rollout.message(turn, "user", f"prompt of {turn}")
+        if turn == "steered-before":
+            rollout.message(turn, "user", "steered before the request was made")
+        asked[turn] = at(rollout.lines[-1]) + 0.008  # the model request, after the turn's input so far
+        if turn == "steered":
+            rollout.message(turn, "user", "steered while the request was in flight")
+        if turn in ("interrupted", "aborted"):
+            rollout.abort(turn, "interrupted" if turn == "interrupted" else "replaced")
+        else:
+            rollout.complete(turn, "done")
+    rollout.start("incomplete", "operator", effort=None)
+    asked["incomplete"] = at(rollout.lines[-1]) + 0.008
+    index = RolloutIndex.load([rollout.write(tmp_path / "cuts.jsonl")], root=tmp_path)
+    assert {turn: index.why_cut(turn, since) for turn, since in asked.items()} == {
+        "interrupted": "interrupted", "aborted": "aborted", "steered": "steered", "steered-before": None,
+        "completed": None, "incomplete": "incomplete"}
+    assert index.why_cut("no-such-turn", asked["steered"]) is None
+    assert index.why_cut(None, None) is None
+    assert index.why_cut("steered", None) is None  # without the request's arrival, a steer explains nothing

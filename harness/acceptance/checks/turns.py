@@ -121,13 +121,21 @@ def turns_accounted_for(obs: Observations, params: Mapping[str, Any], ev: Eviden
 
 
 def model_requests_matched_rules(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
-    """Every model request matched a scenario rule (held requests cut by an interrupt count as matched)."""
+    """Every model request matched a scenario rule and was answered, or Codex hung up on it for a
+    reason its rollout shows (the turn interrupted, aborted or cut short, or input steered in)."""
     bad = [exchange for exchange in obs.model_exchanges
            if exchange.rule is None or exchange.outcome not in ("answered", "disconnected")]
     ev.cite(*(exchange.seq for exchange in bad))
     require(obs.model_exchanges, "the scripted model received no request")
     require(not bad, f"model requests {[exchange.seq for exchange in bad]} matched no rule or did not finish")
-    return f"all {len(obs.model_exchanges)} model requests matched a rule"
+    cut = {exchange.seq: obs.rollouts.why_cut(exchange.turn_id, exchange.received_at)
+           for exchange in obs.model_exchanges if exchange.outcome == "disconnected"}
+    unexplained = [seq for seq, why in cut.items() if why is None]
+    ev.cite(*unexplained)
+    require(not unexplained, f"Codex hung up on model requests {unexplained} although their turns ran on "
+            "without an interrupt or steered input: an answer went missing")
+    reasons = f"; {len(cut)} cut by Codex ({', '.join(sorted(set(cut.values())))})" if cut else ""
+    return f"all {len(obs.model_exchanges)} model requests matched a rule{reasons}"
 
 
 JUDGEMENTS = judgements(interrupted_exactly, owners_stable, resumed_same_thread, turns_accounted_for,
