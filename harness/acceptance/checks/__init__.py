@@ -16,7 +16,7 @@ the order of events that produced it.
 Every scenario also gets the :data:`UNIVERSAL` checks: nothing is delivered
 twice, every turn is accounted for, no agent replies twice to one request,
 and (with the scripted model) every
-model request matched a rule.
+model request matched a rule and was answered, or was cut for a reason the rollouts show.
 """
 
 from __future__ import annotations
