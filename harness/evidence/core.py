@@ -23,6 +23,8 @@ from typing import Any
 
 from peerwire.contract import document_validator
 
+from . import stored
+
 SCHEMA = "export.schema.json"
 FORMAT, VERSION = "peerwire-export", 1
 
@@ -60,7 +62,7 @@ class CoreEvidence:
     def load(cls, path: str | os.PathLike[str], *, strict: bool = True) -> "CoreEvidence":
         """Read an export file; ``strict`` also refuses one that does not match the schema."""
         try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
+            document = json.loads(stored.read_bytes(path).decode("utf-8"))
         except ValueError as error:
             raise ExportError(f"{Path(path).name} is not JSON ({error})") from None
         return cls.of(document, strict=strict)

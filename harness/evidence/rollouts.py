@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness.evidence import stored
 from harness.json_values import strings
 from harness.model.responses import content_text, item_text
 
@@ -209,14 +210,15 @@ class RolloutIndex:
 
         Each file is labelled by its path relative to ``root`` (POSIX separators),
         or by its path as given without ``root`` (a path outside ``root`` raises
-        ``ValueError``). A file without ``session_meta`` is still indexed; its
+        ``ValueError``); a file a report stores compressed is read and labelled as the run wrote it
+        (:mod:`harness.evidence.stored`). A file without ``session_meta`` is still indexed; its
         lines belong to no thread until one is seen and are listed in ``problems``.
         """
         index = cls()
         for path in paths:
             path = Path(path)
-            label = path.relative_to(root).as_posix() if root is not None else path.as_posix()
-            with path.open("r", encoding="utf-8", errors="replace") as handle:
+            label = stored.cited_name(path.relative_to(root).as_posix() if root is not None else path.as_posix())
+            with stored.open_text(path, errors="replace") as handle:
                 index._read(label, handle)
         return index
 

@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from harness.evidence import stored
+
 BODIES_SUFFIX = ".bodies.jsonl"
 """The bodies file sits beside its log: ``model-requests.jsonl`` -> ``model-requests.bodies.jsonl``."""
 REF = "$sha256"
@@ -78,9 +80,9 @@ def load_bodies(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The values of a bodies file by digest; a missing file holds none."""
     path = Path(path)
     values: dict[str, Any] = {}
-    if not path.is_file():
+    if not stored.exists(path):
         return values
-    with path.open(encoding="utf-8") as handle:
+    with stored.open_text(path) as handle:
         for raw in handle:
             if raw.strip():
                 entry = json.loads(raw)
@@ -119,7 +121,7 @@ def read_log(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]
     can name them; a body that cannot be expanded raises :class:`BodyError` with its line."""
     path = Path(path)
     values = load_bodies(bodies_path(path))
-    with path.open(encoding="utf-8", errors="replace") as handle:
+    with stored.open_text(path, errors="replace") as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue

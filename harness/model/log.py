@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.codex.home import TOOL_NAMESPACES
+from harness.evidence import stored
 from harness.model.bodies import BodyError, bodies_path, expand, load_bodies
 
 
@@ -107,9 +108,9 @@ class ModelRequestLog:
         real provider has no scripted model, hence no log.
         """
         path = Path(path)
-        if not path.exists():
+        if not stored.exists(path):
             return cls([], [f"{path.name}: missing"] if expected else [])
-        with path.open(encoding="utf-8", errors="replace") as handle:
+        with stored.open_text(path, errors="replace") as handle:
             return cls.parse(handle, name=path.name, values=load_bodies(bodies_path(path)))
 
     @classmethod

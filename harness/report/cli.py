@@ -32,6 +32,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from harness.evidence import stored
 from harness.model.bodies import read_log
 
 from .identity import RunIdentity
@@ -172,7 +173,7 @@ def show_request(path: Path, run: str, seq: str, out: TextIO) -> int:
     digest logged when it arrived; LookupError when the run or the request is not in the report."""
     folder = path.parent if path.is_file() else path
     log = folder / "artifacts" / run / "model-requests.jsonl"
-    if not log.is_file():
+    if not stored.exists(log):
         raise LookupError(f"no model request log for scenario run {run!r} in {folder}")
     for number, record in read_log(log):
         if record is not None and record.get("event") == "request" and str(record.get("seq")) == seq:

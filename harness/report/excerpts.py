@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.evidence import stored
+
 EXCERPT_CHARS = 4000
 
 
@@ -21,7 +23,7 @@ class Excerpt:
     ref: str
     """``<file>:<line>`` as cited, relative to the scenario's artifacts folder."""
     path: str | None
-    """The file relative to the report folder, when it exists."""
+    """The file relative to the report folder as stored (a compressed file's ``.gz`` name), when it exists."""
     text: str | None
     """The line, pretty-printed and clipped; ``None`` when the reference is not a line of a file."""
     problem: str | None = None
@@ -38,8 +40,9 @@ class ArtifactLines:
         path, sep, line = str(ref).rpartition(":")
         if not sep or not line.isdigit():
             return Excerpt(str(ref), None, None, "not <file>:<line>")
-        target = (self.folder / artifacts_dir / path).resolve()
-        if self.folder not in target.parents or not target.is_file():
+        cited = (self.folder / artifacts_dir / path).resolve()
+        target = stored.locate(cited) if self.folder in cited.parents else None
+        if target is None:
             return Excerpt(str(ref), None, None, "no such artifact")
         relative = target.relative_to(self.folder).as_posix()
         lines = self._read(target)
@@ -52,14 +55,14 @@ class ArtifactLines:
         if path not in self._lines:
             # Lines end at "\n" only: str.splitlines would also split at U+2028 and friends, which
             # JSON written with ensure_ascii=False may hold inside a string, and shift every number.
-            with path.open("rb") as handle:
+            with stored.open_binary(path) as handle:
                 self._lines[path] = [raw.rstrip(b"\n").decode("utf-8", errors="replace") for raw in handle]
         return self._lines[path]
 
 
 def _pretty(raw: str) -> str:
     try:
-        text = json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+        text = json.dumps(json.loads(raw), indent=1, ensure_ascii=False)
     except ValueError:
         text = raw
     if len(text) > EXCERPT_CHARS:

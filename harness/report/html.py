@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from harness.evidence import stored
 from harness.model.probe import mail_forms
 
 from .excerpts import ArtifactLines, Excerpt
@@ -156,9 +157,10 @@ def _scenario(s: dict[str, Any], lines: ArtifactLines) -> str:
 def _checks(s: dict[str, Any], lines: ArtifactLines) -> str:
     anchor = _run_id(s)
     locations = _transcript_locations(s)
+    shown: dict[str, str] = {}  # a cited line shown once per run; later citations link to it
     rows = []
     for check in s["checks"]:
-        evidence = [_evidence_item(kind, ref, s, lines, locations) for kind, refs in check["evidence"].items()
+        evidence = [_evidence_item(kind, ref, s, lines, locations, shown) for kind, refs in check["evidence"].items()
                     for ref in refs]
         missing = "".join(f'<li class="fail">missing: {escape(p)}</li>' for p in check["evidence_problems"])
         cited = (f'<details class="evidence"><summary>evidence ({len(evidence)})</summary><ul>{"".join(evidence)}'
@@ -171,7 +173,7 @@ def _checks(s: dict[str, Any], lines: ArtifactLines) -> str:
 
 
 def _evidence_item(kind: str, ref: Any, s: dict[str, Any], lines: ArtifactLines,
-                   locations: Mapping[str, str]) -> str:
+                   locations: Mapping[str, str], shown: dict[str, str]) -> str:
     anchor = _run_id(s)
     if kind == "records":
         record = next((r for r in s["records"] if r["interaction_id"] == ref or r["request_id"] == ref), None)
@@ -185,23 +187,31 @@ def _evidence_item(kind: str, ref: Any, s: dict[str, Any], lines: ArtifactLines,
         link = f'<a href="#{target}">model request {escape(str(ref))}</a>' if target else f"model request {ref}"
         return f"<li>{link} (in the transcript)</li>"
     excerpt = lines.excerpt(s["artifacts_dir"], str(ref))
-    return f"<li>{escape(kind)}: {_excerpt(excerpt, locations.get(str(ref)))}</li>"
+    first = shown.get(excerpt.ref)
+    if first is None and excerpt.text is not None:
+        first = shown[excerpt.ref] = f"{anchor}-cited-{len(shown) + 1}"
+        return f"<li>{escape(kind)}: {_excerpt(excerpt, locations.get(str(ref)), first)}</li>"
+    return f"<li>{escape(kind)}: {_excerpt(excerpt, locations.get(str(ref)), first, again=True)}</li>"
 
 
-def _excerpt(excerpt: Excerpt, transcript_anchor: str | None) -> str:
+def _excerpt(excerpt: Excerpt, transcript_anchor: str | None, anchor: str | None, *, again: bool = False) -> str:
+    """A cited line: a link to its file, the line itself the first time the run cites it, and a link back to
+    that first showing when cited again."""
     ref = escape(excerpt.ref)
     link = f'<a href="{_href(excerpt.path)}">{ref}</a>' if excerpt.path else f"<code>{ref}</code>"
     also = f' · <a href="#{transcript_anchor}">in the transcript</a>' if transcript_anchor else ""
     if excerpt.text is None:
         return f'{link}{also} <span class="fail">({escape(excerpt.problem or "unreadable")})</span>'
-    return f'{link}{also}<pre class="excerpt">{escape(excerpt.text)}</pre>'
+    if again:
+        return f'{link}{also} · <a href="#{anchor}">the line, as cited above</a>'
+    return f'{link}{also}<pre class="excerpt" id="{anchor}">{_text(excerpt.text)}</pre>'
 
 
 def _sequence(s: dict[str, Any]) -> str:
     source = s["sequence_diagram"]
     picture = sequence_svg(s.get("sequence_participants") or [], s.get("sequence") or [], ident=_run_id(s))
     return (f'<h3>Sequence</h3><div class="diagram">{picture}</div>'
-            f'<details><summary>Mermaid source</summary><pre class="text">{escape(source)}</pre></details>')
+            f'<details><summary>Mermaid source</summary><pre class="text">{_text(source)}</pre></details>')
 
 
 def _messages(s: dict[str, Any]) -> str:
@@ -218,7 +228,7 @@ def _messages(s: dict[str, Any]) -> str:
             f'{" request <code>" + escape(r["request_id"]) + "</code>" if r["request_id"] else ""}'
             f'{" · " + escape(status) if status else ""} · state {escape(str(r["state"]))} · '
             f'{r["characters"]} characters, {r["words"]} words</p>'
-            f'<pre class="text">{escape(r["body"])}</pre></article>')
+            f'<pre class="text">{_text(r["body"])}</pre></article>')
     return "<h3>Messages (bodies exactly as admitted)</h3>" + "".join(cards)
 
 
@@ -246,17 +256,17 @@ def _transcript_row(s: dict[str, Any], agent: str, e: dict[str, Any]) -> str:
         # Codex repeats these every turn; folded, with their first line as the summary.
         first = e["text"].strip().splitlines()[0] if e["text"].strip() else ""
         content.append(f'<details><summary>{escape(_clip(first, 100))}</summary>'
-                       f'<pre class="text">{escape(e["text"])}</pre></details>')
+                       f'<pre class="text">{_text(e["text"])}</pre></details>')
     elif e["kind"] in TEXT_KINDS and e["text"] is not None:
-        content.append(f'<pre class="text">{escape(e["text"])}</pre>')
+        content.append(f'<pre class="text">{_text(e["text"])}</pre>')
     if e["kind"] == "tool_call":
-        content.append(f'<div class="label">arguments</div><pre class="json">{escape(_json(e["arguments"]))}</pre>')
+        content.append(f'<div class="label">arguments</div><pre class="json">{_text(_json(e["arguments"]))}</pre>')
         if e["output"] is not None:
-            content.append(f'<div class="label">output</div><pre class="text">{escape(e["output"])}</pre>')
+            content.append(f'<div class="label">output</div><pre class="text">{_text(e["output"])}</pre>')
         else:
             content.append('<p class="muted">no output recorded</p>')
     if e["kind"] == "turn_ended" and e["text"]:
-        content.append(f'<div class="label">last agent message</div><pre class="text">{escape(e["text"])}</pre>')
+        content.append(f'<div class="label">last agent message</div><pre class="text">{_text(e["text"])}</pre>')
     if e["kind"] in ("turn_started", "turn_ended", "model_request") and e["turn_id"]:
         content.append(f'<span class="muted">turn <code>{escape(e["turn_id"])}</code></span>')
     if e["error"]:
@@ -307,8 +317,8 @@ def _runner_calls(s: dict[str, Any]) -> str:
         return ""
     rows = "".join(
         f'<tr><td>{c["step"]}</td><td>{escape(c["agent"])}</td><td><code>{escape(c["tool"])}</code></td>'
-        f'<td><pre class="json">{escape(_json(c["arguments"]))}</pre></td>'
-        f'<td><pre class="json">{escape(_json(c["error"] or c["result"]))}</pre></td></tr>'
+        f'<td><pre class="json">{_text(_json(c["arguments"]))}</pre></td>'
+        f'<td><pre class="json">{_text(_json(c["error"] or c["result"]))}</pre></td></tr>'
         for c in s["runner_tool_calls"])
     return ('<h3>The runner\'s own tool calls</h3><p class="note">Scenario steps that call the core directly as an '
             "agent, with no model behind them. The records they admit have no Codex call, so no rollout can bind "
@@ -356,7 +366,7 @@ def _tool_schemas(report: dict[str, Any]) -> str:
     for digest, (schema, users) in seen.items():
         parts.append(f'<details id="schema-{digest}" open><summary><code>{escape(schema["namespace"])}</code> sha256 '
                      f'<code>{digest}</code> — {len(schema["tools"])} tools, seen by {escape("; ".join(users))}'
-                     f'</summary><pre class="json">{escape(_json(schema["tools"]))}</pre></details>')
+                     f'</summary><pre class="json">{_text(_json(schema["tools"]))}</pre></details>')
     if not seen:
         parts.append('<p class="muted">No model request log recorded a tool list.</p>')
     return "".join(parts) + "</section>"
@@ -404,7 +414,8 @@ def _source_link(s: dict[str, Any], ref: str) -> str:
     # Rollout names are long and alike but for their tail; the full reference is the tooltip.
     short = name if len(name) <= 24 else "…" + name[-16:]
     label = f"{folder + '/' if folder else ''}{short}:{line}"
-    return f'<a class="source" href="{_href(s["artifacts_dir"] + path)}" title="{escape(ref)}">{escape(label)}</a>'
+    return (f'<a class="source" href="{_href(s["artifacts_dir"] + stored.stored_name(path))}" title="{escape(ref)}">'
+            f'{escape(label)}</a>')
 
 
 def _run_id(s: dict[str, Any]) -> str:
@@ -417,6 +428,12 @@ def _entry_id(s: dict[str, Any], agent: str, e: dict[str, Any]) -> str:
 
 def _id(text: str) -> str:
     return _ID_UNSAFE.sub("_", text)
+
+
+def _text(text: str) -> str:
+    """``text`` as element content: only ``&``, ``<`` and ``>`` need escaping there (quotes do not, and JSON is
+    full of them)."""
+    return escape(text, quote=False)
 
 
 def _href(path: str | None) -> str:

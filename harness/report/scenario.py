@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.evidence import stored
 from harness.evidence.binding import bind_records
 from harness.evidence.core import CoreEvidence, ExportError, violations
 from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR
@@ -64,7 +65,8 @@ class ScenarioArtifacts:
             problems.append(f"{EXPORT_FILE}: unreadable ({exc})")
         if core is not None:
             problems.extend(f"{EXPORT_FILE}: {problem}" for problem in violations(core.document))
-        rollout_files = sorted((root / ROLLOUTS_DIR).rglob("*.jsonl")) if (root / ROLLOUTS_DIR).is_dir() else []
+        rollout_files = sorted(p for p in (root / ROLLOUTS_DIR).rglob("*")
+                               if p.is_file() and stored.cited_name(p.name).endswith(".jsonl"))
         if not rollout_files:
             problems.append(f"{ROLLOUTS_DIR}/: no rollout files")
         index = RolloutIndex.load(rollout_files, root=root)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.codex.home import AUTH_FILE
+from harness.evidence import stored
 from harness.json_values import walk
 
 MIN_SECRET_CHARS = 8
@@ -117,9 +118,11 @@ class SecretScan:
         return value
 
     def redact_file(self, path: Path, location: str) -> list[Finding]:
-        """Redact one file in place (text as UTF-8, anything else byte-wise); keeps its mode."""
+        """Redact one file in place (text as UTF-8, anything else byte-wise); keeps its mode. A file a report
+        stores compressed is searched and redacted in the content it holds, and stays compressed."""
         findings: list[Finding] = []
-        data = path.read_bytes()
+        packed = path.name != stored.cited_name(path.name)
+        data = stored.read_bytes(path) if packed else path.read_bytes()
         counts: dict[str, int] = {}
         for name, form in self._patterns():
             needle = form.encode("utf-8")
@@ -129,7 +132,7 @@ class SecretScan:
                 counts[name] = counts.get(name, 0) + hits
         if counts:
             mode = path.stat().st_mode & 0o777
-            path.write_bytes(data)
+            path.write_bytes(stored.pack(data) if packed else data)
             path.chmod(mode)
         findings.extend(Finding(name, location, n) for name, n in sorted(counts.items()))
         return findings
@@ -139,7 +142,7 @@ class SecretScan:
         findings: list[Finding] = []
         targets = sorted(files) if files is not None else sorted(p for p in root.rglob("*") if p.is_file())
         for path in targets:
-            findings.extend(self.redact_file(path, path.relative_to(root).as_posix()))
+            findings.extend(self.redact_file(path, stored.cited_name(path.relative_to(root).as_posix())))
         return findings
 
 

@@ -8,7 +8,8 @@ Layout::
         report.md                       0600
         report.html                     0600  (self-contained; open it in a browser)
         junit.xml                       0600  (one test case per check)
-        artifacts/<scenario>/...        0700 folders, 0600 files
+        artifacts/<scenario>/...        0700 folders, 0600 files; text evidence stored as <name>.gz
+                                        (harness.evidence.stored), cited by <name>
 
 The report is assembled in a hidden sibling folder and renamed into place at the
 end, so a reader never sees half a report. Before the rename the secret scan
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+
+from harness.evidence import stored
 
 from . import html, markdown
 from .artifacts import copy_artifacts, manifest, private_dir, write_private
@@ -140,6 +143,8 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
                                         scripted=(identity.provider or DEFAULT_PROVIDER) == DEFAULT_PROVIDER)
         sections.append(scenario_section(scenario, loaded, artifacts_dir=f"{ARTIFACTS}/{relative}/",
                                          codex_version=run.get("codex_version"), provider=run.get("provider")))
+    # Read whole above; stored compressed from here on (the manifest lists the stored files).
+    copied = stored.compress_all(copied)
     checks = [c for s in sections for c in s["checks"]]
     report: dict[str, Any] = {
         "report_version": 1,
@@ -192,7 +197,8 @@ def finish_report(work: Path, report: dict[str, Any], scan: SecretScan, findings
 
 
 def _write(work: Path, report: dict[str, Any]) -> None:
-    write_private(work / REPORT_JSON, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    # For machines: compact (read it with jq or python -m json.tool); the pages are for people.
+    write_private(work / REPORT_JSON, json.dumps(report, ensure_ascii=False, separators=(",", ":")) + "\n")
     write_private(work / REPORT_MD, markdown.render(report))
     write_private(work / REPORT_HTML, html.render(report, work))
     write_private(work / JUNIT_XML, junit_xml(report))

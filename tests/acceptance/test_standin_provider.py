@@ -82,7 +82,7 @@ def test_every_openai_scenario_passes_through_the_real_provider_path(tmp_path: P
     # was interrupted with a request in flight (interrupt's or lifecycle's B, when the model was asked
     # before the interrupt), or input steered into the turn. Nothing the stand-in answered went missing.
     log = ModelRequestLog.load(tmp_path / "standin.jsonl")
-    rollouts = RolloutIndex.load(sorted((report_dir / "artifacts").glob("*/rollouts/*/*.jsonl")))
+    rollouts = RolloutIndex.load(sorted((report_dir / "artifacts").glob("*/rollouts/*/rollout-*")))
     unanswered = {(r.seq, r.agent, r.outcome, rollouts.why_cut(r.turn_id, r.received_at))
                   for r in log.requests if r.outcome != "answered"}
     assert requests and not log.problems

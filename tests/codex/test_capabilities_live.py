@@ -140,6 +140,7 @@ def test_the_run_report_names_the_capabilities_and_keeps_the_probe_evidence(tmp_
         "steer_context": "the app-server schema lacks turn/steer params.additionalContext",
         "encrypted_call_args": DECLARATIONS[Capability.ENCRYPTED_CALL_ARGS].unknown}
     listed = {artifact["path"] for artifact in report["artifacts"]}
-    assert {"artifacts/capabilities/capabilities.json", "artifacts/capabilities/probe.g1.appserver.jsonl"} <= listed
+    # kept whole, stored compressed like all text evidence of a report
+    assert {"artifacts/capabilities/capabilities.json.gz", "artifacts/capabilities/probe.g1.appserver.jsonl.gz"} <= listed
     assert "Codex capabilities (live probe, artifacts/capabilities/): idle_start, steer, inject" in \
         (folder / "report.md").read_text(encoding="utf-8")

@@ -665,6 +665,7 @@ def test_the_report_command_shows_any_request_whole(model: ScriptedModel, tmp_pa
     import io
     import shutil
 
+    from harness.evidence import stored
     from harness.report.cli import main as report_main
 
     bodies = [request_body(user("hello first")), request_body(user("first"), user("hello second — ✓"))]
@@ -681,3 +682,9 @@ def test_the_report_command_shows_any_request_whole(model: ScriptedModel, tmp_pa
     assert header.startswith("# smoke.attached model request 1 (model-requests.jsonl:3, agent A, sha256 ")
     assert json.loads(shown) == {**bodies[1], "instructions": "be brief " * 50}
     assert report_main([str(tmp_path / "report"), "--request", "smoke.attached", "7"], out=io.StringIO()) == 1
+    # As a written report stores them, compressed: the same request, the same bytes.
+    for name in ("model-requests.jsonl", bodies_path(folder / "model-requests.jsonl").name):
+        stored.compress(folder / name)
+    again = io.StringIO()
+    assert report_main([str(tmp_path / "report"), "--request", "smoke.attached", "1"], out=again) == 0
+    assert again.getvalue() == out.getvalue()

@@ -77,7 +77,7 @@ def test_each_sequence_is_a_picture_of_its_steps_with_the_source_beside_it(folde
     # the whole text of each step is its hover title; the Mermaid source is kept beside the picture
     for step in steps:
         assert html.escape(" ".join(step["text"].split())) in page
-    assert html.escape(scenario["sequence_diagram"]) in page
+    assert html.escape(scenario["sequence_diagram"], quote=False) in page  # element text: quotes need no escape
 
 
 def test_the_page_shows_checks_evidence_bodies_transcripts_and_schemas(folder):
@@ -92,7 +92,9 @@ def test_the_page_shows_checks_evidence_bodies_transcripts_and_schemas(folder):
         assert record["body"] in text
     assert TASK_BODY in text and ANSWER in text and PROMPT_A in text
     # The cited rollout line is shown inline, and linked to the file and the transcript entry.
-    assert f'href="artifacts/task/rollouts/B/{ROLLOUT_B}"' in page
+    # The link goes to the file as the report stores it (compressed), and that file is there.
+    assert f'href="artifacts/task/rollouts/B/{ROLLOUT_B}.gz"' in page
+    assert (folder / f"artifacts/task/rollouts/B/{ROLLOUT_B}.gz").is_file()
     assert f"rollouts/B/{ROLLOUT_B}:5" in text and "in the transcript" in text
     # The transcript has A's followup_task call with its arguments and its output.
     calls = [e for e in scenario["transcripts"]["A"] if e["kind"] == "tool_call"]
@@ -121,3 +123,20 @@ def test_texts_cannot_inject_markup(tmp_path):
     page = Page((folder / "report.html").read_text(encoding="utf-8"))
     assert page.scripts == [], "no script, whatever the texts hold"
     assert not any(tag == "img" for tag, _name, _value in page.attributes)
+
+
+def test_a_line_cited_by_several_checks_is_shown_once_and_linked_from_the_others(tmp_path):
+    artifacts = tmp_path / "artifacts"
+    task_exchange().write(artifacts / "task")
+    cited = f"rollouts/B/{ROLLOUT_B}:5"
+    checks = [{"id": f"check-{n}", "verdict": "pass", "summary": f"check {n}",
+               "evidence": {"rollout": [cited, f"rollouts/B/{ROLLOUT_B}:{n + 1}"] if n else [cited]}}
+              for n in range(3)]
+    folder = write_report(tmp_path / "reports", run_description(checks=checks), artifacts, secrets=SecretScan({}))
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    shown = re.findall(r'<pre class="excerpt" id="([^"]+)">(.*?)</pre>', page, re.S)
+    # the line cited three times once, each other line once: three excerpts, all different
+    assert len(shown) == 3 and len({text for _, text in shown}) == 3
+    (first,) = [anchor for anchor, text in shown if '"ordinal": 4' in html.unescape(text)]
+    assert page.count(f'<a href="#{first}">the line, as cited above</a>') == 2
+    assert page.count(f'>{cited}</a>') == 3  # every citation still names and links its file

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.acceptance.reference import ReferenceLab
+from harness.evidence import stored
 from harness.report import SecretScan, load_report, write_report
 
 pytestmark = pytest.mark.codex
@@ -59,7 +60,8 @@ def test_a_smoke_exchange_is_reported_with_bound_evidence_and_no_session_token(t
     assert (info["agent"], info["turn_id"]) == ("A", turns["A"])
     assert info["call"].startswith("rollouts/A/rollout-") and info["output"].startswith("rollouts/A/rollout-")
     call_file, call_line = info["call"].rsplit(":", 1)
-    call = json.loads((folder / scenario["artifacts_dir"] / call_file).read_text().splitlines()[int(call_line) - 1])
+    call = json.loads(stored.read_bytes(folder / scenario["artifacts_dir"] / call_file).decode().splitlines()[
+        int(call_line) - 1])
     assert call["payload"]["type"] == "function_call" and call["payload"]["call_id"] == info["call_id"]
     assert info["delivered"] and all(d.startswith("rollouts/B/") for d in info["delivered"])
     assert scenario["agents"]["A"]["codex_versions"] == [lab.codex.version]
@@ -68,7 +70,7 @@ def test_a_smoke_exchange_is_reported_with_bound_evidence_and_no_session_token(t
     assert all("send_message" in s["tool_names"] for s in scenario["tool_schemas"])
     assert [i["rollout"] != [] for i in scenario["inputs"]] == [True, True]
     assert "send_message to B" in scenario["sequence_diagram"]
-    everything = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+    everything = b"".join(stored.read_bytes(p) for p in folder.rglob("*") if p.is_file())
     assert not any(token.encode() in everything for token in tokens.values())
     assert {(f["name"], f["location"]) for f in report["secret_scan"]["findings"]} == {
         ("peerwire session token of A", "artifacts/smoke/appserver/A.g1.appserver.jsonl")}

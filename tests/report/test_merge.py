@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.evidence import stored
 from harness.report import SecretScan, load_report, write_report
 from harness.report.cli import main
 from harness.report.merge import MergeRefused, merge_reports
@@ -130,9 +131,9 @@ def test_reports_of_different_suite_versions_are_refused(tmp_path):
 
 def test_an_artifact_changed_after_its_shard_was_reported_is_flagged(tmp_path):
     folders = shard_reports(tmp_path)
-    export = next(folders[0].rglob("core-export.json"))
+    export = next(folders[0].rglob("core-export.json.gz"))
     export.chmod(0o600)
-    export.write_text(export.read_text().replace("Count", "C0unt", 1) + " ")
+    export.write_bytes(stored.pack(stored.read_bytes(export).replace(b"Count", b"C0unt", 1) + b" "))
     merged = merge_reports(folders, tmp_path / "merged", secrets=SecretScan({}))
     assert any("changed after its report was written" in p for p in merged.problems)
     assert merged.report["run"]["passed"] is False

@@ -10,6 +10,7 @@ import pytest
 
 from harness.acceptance.reference import ReferenceLab
 from harness.acceptance.run import write_run_report
+from harness.evidence import stored
 from harness.model.rules import ModelScript
 from harness.report import SecretScan, load_report, write_report
 from harness.report.secrets import Finding, TokenLedger
@@ -22,7 +23,8 @@ AUTH_TOKEN = "eyJhbGciOi.auth-canary.sig"
 
 
 def every_byte(folder: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+    """Every byte of every file, compressed ones (a report's text evidence) as they were written."""
+    return b"".join(stored.read_bytes(p) for p in sorted(folder.rglob("*")) if p.is_file())
 
 
 @pytest.fixture
@@ -48,10 +50,11 @@ def test_an_environment_canary_in_an_artifact_and_the_run_is_redacted(tmp_path, 
         ("PEERWIRE_TEST_API_TOKEN", f"artifacts/task/rollouts/A/{ROLLOUT_A}"),
         ("PEERWIRE_TEST_API_TOKEN", "report.json"),
     }
-    assert "[redacted:PEERWIRE_TEST_API_TOKEN]" in (folder / "artifacts/task/rollouts/A" / ROLLOUT_A).read_text()
+    rollout = stored.read_bytes(folder / "artifacts/task/rollouts/A" / ROLLOUT_A).decode()
+    assert "[redacted:PEERWIRE_TEST_API_TOKEN]" in rollout
     assert report["scenarios"][0]["outputs"][1]["text"] == "the key is [redacted:PEERWIRE_TEST_API_TOKEN]"
     # The redacted rollout still parses, and its hash is of the redacted copy.
-    lines = (folder / "artifacts/task/rollouts/A" / ROLLOUT_A).read_text().splitlines()
+    lines = rollout.splitlines()
     assert all(json.loads(line) for line in lines)
     md = (folder / "report.md").read_text(encoding="utf-8")
     assert "PEERWIRE_TEST_API_TOKEN" in md and CANARY not in md

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import html
 import json
@@ -50,13 +51,18 @@ def test_report_json_matches_its_schema_and_hashes_every_artifact(tmp_path, arti
     jsonschema.validate(report, report_schema())
     listed = {a["path"]: a for a in report["artifacts"]}
     on_disk = sorted(p.relative_to(folder).as_posix() for p in (folder / "artifacts").rglob("*") if p.is_file())
+    # Text evidence is stored compressed: the manifest lists and hashes the stored files.
     assert sorted(listed) == on_disk == [
-        "artifacts/task/appserver/B.g1.appserver.jsonl", "artifacts/task/core-export.json",
-        "artifacts/task/model-requests.jsonl", f"artifacts/task/rollouts/A/{ROLLOUT_A}",
-        f"artifacts/task/rollouts/B/{ROLLOUT_B}"]
+        "artifacts/task/appserver/B.g1.appserver.jsonl.gz", "artifacts/task/core-export.json.gz",
+        "artifacts/task/model-requests.jsonl.gz", f"artifacts/task/rollouts/A/{ROLLOUT_A}.gz",
+        f"artifacts/task/rollouts/B/{ROLLOUT_B}.gz"]
     for path, entry in listed.items():
         data = (folder / path).read_bytes()
         assert entry["sha256"] == hashlib.sha256(data).hexdigest() and entry["bytes"] == len(data)
+    # ...and each holds, byte for byte, the file the run wrote.
+    for path in listed:
+        written = artifacts / path.removeprefix("artifacts/").removesuffix(".gz")
+        assert gzip.decompress((folder / path).read_bytes()) == written.read_bytes()
 
 
 def test_scenario_section_carries_inputs_outputs_models_and_bindings(tmp_path, artifacts):
