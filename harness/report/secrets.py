@@ -62,6 +62,8 @@ class SecretScan:
     """
 
     secrets: dict[str, str] = field(default_factory=dict)
+    _compiled: tuple[tuple[tuple[str, str], ...], list[tuple[str, str]], re.Pattern[str] | None] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def collect(cls, environ: Mapping[str, str] | None = None, *, auth_home: str | os.PathLike[str] | None = None,
@@ -89,14 +91,27 @@ class SecretScan:
         return sorted(self.secrets)
 
     def _patterns(self) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        for name, value in sorted(self.secrets.items(), key=lambda kv: -len(kv[1])):
-            for form in dict.fromkeys([value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]):
-                out.append((name, form))
-        return out
+        """Every form of every secret (as is, and JSON-escaped both ways), longest secret first. Built once
+        for the secrets as they are: a report scans tens of thousands of strings."""
+        return self._compile()[1]
+
+    def _compile(self) -> tuple[tuple[tuple[str, str], ...], list[tuple[str, str]], re.Pattern[str] | None]:
+        key = tuple(self.secrets.items())
+        if self._compiled is None or self._compiled[0] != key:
+            out: list[tuple[str, str]] = []
+            for name, value in sorted(self.secrets.items(), key=lambda kv: -len(kv[1])):
+                for form in dict.fromkeys([value, json.dumps(value)[1:-1],
+                                           json.dumps(value, ensure_ascii=False)[1:-1]]):
+                    out.append((name, form))
+            anywhere = re.compile("|".join(re.escape(form) for _, form in out)) if out else None
+            self._compiled = (key, out, anywhere)
+        return self._compiled
 
     def redact_text(self, text: str, location: str, findings: list[Finding]) -> str:
         """``text`` with every secret replaced; appends a :class:`Finding` per secret found."""
+        anywhere = self._compile()[2]
+        if anywhere is None or not anywhere.search(text):
+            return text  # the common case, decided in one pass
         counts: dict[str, int] = {}
         for name, form in self._patterns():
             hits = text.count(form)

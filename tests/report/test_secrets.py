@@ -157,3 +157,16 @@ def test_the_lab_records_every_token_the_core_issues(tmp_path):
         assert sorted(tokens) == ["peerwire session token of lab/other", "peerwire session token of lab/peer"]
         for name, token in tokens.items():
             assert ControlClient(lab.home, token).call("whoami")["agent"]["name"] == name.rsplit("/", 1)[1]
+
+
+def test_the_scan_sees_secrets_added_after_it_first_ran():
+    """The scan builds its patterns once for speed; a secret added later is still found."""
+    scan = SecretScan({"FIRST_TOKEN": "first-secret-value-0001"})
+    findings: list[Finding] = []
+    assert scan.redact_text("a first-secret-value-0001 b", "x", findings) == "a [redacted:FIRST_TOKEN] b"
+    assert scan.redact_text("nothing here", "x", findings) == "nothing here"
+    scan.secrets["SECOND_TOKEN"] = "second-secret-value-0002"
+    text = scan.redact_text('{"k": "second-secret-value-0002", "j": "first-secret-value-0001"}', "y", findings)
+    assert text == '{"k": "[redacted:SECOND_TOKEN]", "j": "[redacted:FIRST_TOKEN]"}'
+    assert [(f.name, f.location) for f in findings] == [("FIRST_TOKEN", "x"), ("FIRST_TOKEN", "y"),
+                                                        ("SECOND_TOKEN", "y")]
