@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
@@ -103,7 +105,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import pytest
 
-    status = int(pytest.main(pytest_arguments(args, report_dir, extra)))
+    # PYTEST_ADDOPTS belongs to the caller's own pytest session (a CI job's --junitxml, say). Applied here it
+    # would redirect or break this run's report; options for this run go after `--`.
+    outer = os.environ.pop("PYTEST_ADDOPTS", None)
+    if outer:
+        print(f"contract: PYTEST_ADDOPTS ({outer}) is not applied to the contract suite; "
+              "pass pytest options after --", file=sys.stderr)
+    try:
+        status = int(pytest.main(pytest_arguments(args, report_dir, extra)))
+    finally:
+        if outer is not None:
+            os.environ["PYTEST_ADDOPTS"] = outer
     # The report states the exit status the plugin decided; it stands even if some other
     # plugin touched pytest's status after the verdict was set.
     try:

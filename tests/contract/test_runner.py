@@ -45,6 +45,18 @@ def test_contract_run_against_the_reference_passes_and_reports(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_callers_pytest_addopts_do_not_leak_into_the_contract_run(tmp_path):
+    """A CI job that sets PYTEST_ADDOPTS=--junitxml=... for its own tests must not get the contract run's
+    results there instead of in the contract report."""
+    outer = tmp_path / "outer-junit.xml"
+    run = run_contract(tmp_path, "--requirement", "wire:ping", env={"PYTEST_ADDOPTS": f"--junitxml={outer}"})
+    assert run.returncode == 0, run.output[-3000:]
+    assert "wire:ping" in (run.report_dir / "junit.xml").read_text("utf-8")
+    assert not outer.exists()
+    assert "PYTEST_ADDOPTS" in run.output and "not applied to the contract suite" in run.output
+
+
+@pytest.mark.slow
 def test_a_stale_baseline_entry_fails_the_run(tmp_path):
     baseline = tmp_path / "baseline.txt"
     baseline.write_text("wire:ping   # was broken once\n")
