@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.codex.lab import TURN_TIMEOUT_S, CodexLab
+from harness.codex.lab import TURN_TIMEOUT_S, CodexLab, LabHalted
 from harness.evidence.core import CoreEvidence
 
 from .driver import CoreRefused
@@ -52,9 +52,14 @@ class StepRunner:
             if step.applies(self.mode):
                 try:
                     self._actions[step.do](step)
-                except StepFailed:
-                    raise
-                except (CoreRefused, TimeoutError, KeyError) as error:
+                except (StepFailed, CoreRefused, TimeoutError, KeyError) as error:
+                    if self.lab.halted is not None:
+                        # The run was stopped under the step (a request cap detaches every agent): that is
+                        # why it failed, whatever the call it was making reported.
+                        raise LabHalted(f"{step.describe()}: the run was stopped ({self.lab.halted}); the step "
+                                        f"ended with {type(error).__name__}: {error}") from error
+                    if isinstance(error, StepFailed):
+                        raise
                     raise StepFailed(f"{step.describe()}: {type(error).__name__}: {error}") from error
 
     # -- turns ------------------------------------------------------------------------------

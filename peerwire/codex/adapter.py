@@ -434,13 +434,18 @@ class CodexProvider:
                 except JsonRpcError as exc:
                     raise PeerwireError(Code.NOT_ACTIVE, f"{agent.name}'s turn {turn_id} did not take the input "
                                         f"({exc.message}); prompt again", {"turn_id": turn_id}) from None
+                except AppServerExited as exc:
+                    raise _exited(agent, owner, "the prompt was given", exc) from None
                 return {"turn_id": turn_id, "thread_id": owner.thread_id, "generation": owner.generation,
                         "steered": True}
             if owner.active_turn is not None:
                 raise PeerwireError(Code.INVALID_ARGUMENT,
                                     f"{agent.name} is in turn {owner.active_turn}; prompt it when it is idle")
-            result = await owner.client.turn_start(owner.thread_id, text, timeout=REQUEST_TIMEOUT_S,
-                                                   extra={"turnTrigger": "operator"})
+            try:
+                result = await owner.client.turn_start(owner.thread_id, text, timeout=REQUEST_TIMEOUT_S,
+                                                       extra={"turnTrigger": "operator"})
+            except AppServerExited as exc:
+                raise _exited(agent, owner, "the prompt was given", exc) from None
             owner.active_turn = result["turn"]["id"]
         return {"turn_id": owner.active_turn, "thread_id": owner.thread_id, "generation": owner.generation}
 
@@ -533,6 +538,9 @@ class CodexProvider:
         except JsonRpcError as exc:
             raise PeerwireError(Code.NOT_ACTIVE, f"codex refused to interrupt turn {turn_id}: {exc.message}",
                                 {"target": target.ref, "previous_status": "active", "turn_id": turn_id}) from None
+        except AppServerExited as exc:
+            raise _exited(target, owner, f"turn {turn_id} was interrupted", exc, target=target.ref,
+                          previous_status="active", turn_id=turn_id) from None
         return {"previous_status": "active", "turn_id": turn_id}
 
     # -- information, replies, notices ------------------------------------------------------
@@ -753,6 +761,14 @@ def _rollout_records(path: str | None) -> list[dict[str, Any]]:
         if isinstance(record, dict):
             records.append(record)
     return records
+
+
+def _exited(agent: AgentRow, owner: Owner, during: str, exc: AppServerExited, **details: Any) -> PeerwireError:
+    """An owner's app-server that went away under an operation: the agent is not active, which is no bug of
+    the core's (that would be ``internal``)."""
+    return PeerwireError(Code.NOT_ACTIVE, f"{agent.name}'s owner (generation {owner.generation}) exited while "
+                         f"{during} (codex app-server returncode {exc.returncode}); attach it again",
+                         {**details, "generation": owner.generation, "stderr_tail": exc.stderr_tail[-10:]})
 
 
 def _require(assessment: Assessment, capability: Capability) -> None:

@@ -231,3 +231,35 @@ def test_an_uncertain_task_is_never_sent_again(tmp_path: Path, failure: str):
         await core.close()
 
     asyncio.run(run())
+
+
+def test_an_owner_that_exits_under_a_prompt_or_an_interrupt_is_not_active_not_internal(tmp_path: Path):
+    """An app-server that goes away under an operator's prompt or an interrupt is the agent being gone:
+    ``not_active``, naming the generation and keeping Codex's last words; never ``internal``."""
+    from peerwire.errors import Code, PeerwireError
+
+    db = tmp_path / "peerwire.db"
+    _pair(db)
+
+    class ExitingInterrupt(ScriptedAppServer):
+        async def turn_interrupt(self, thread_id: str, turn_id: str, *, timeout: float = 0) -> dict:
+            raise AppServerExited(0, ["codex: shutting down"])
+
+    async def run() -> None:
+        core = Core(db, ExitingInterrupt([AppServerExited(1, ["codex: killed"])]))
+        await core.attach()
+        with pytest.raises(PeerwireError) as refused:
+            await core.codex.prompt(core.agent("B"), "are you there?")
+        assert refused.value.code is Code.NOT_ACTIVE
+        assert "B's owner (generation 1) exited while the prompt was given" in refused.value.message
+        assert refused.value.details["stderr_tail"] == ["codex: killed"]
+        turn = await core.codex.prompt(core.agent("B"), "are you there now?")  # the next turn/start succeeds
+        core.codex.owners[core.agent("B").agent_id].started.add(turn["turn_id"])  # as turn/started would
+        with pytest.raises(PeerwireError) as refused:
+            await asyncio.wait_for(core.codex.interrupt(core.agent("B")), TIMEOUT_S)
+        assert refused.value.code is Code.NOT_ACTIVE and "exited while turn" in refused.value.message
+        assert refused.value.details["turn_id"] == turn["turn_id"]
+        assert refused.value.details["previous_status"] == "active"
+        await core.close()
+
+    asyncio.run(run())
