@@ -36,6 +36,11 @@ def cited_name(name: str) -> str:
     return name
 
 
+def is_stored_compressed(name: str) -> bool:
+    """Whether ``name`` is the compressed form of a text evidence file (``a.jsonl.gz``, not ``a.tar.gz``)."""
+    return cited_name(name) != name
+
+
 def locate(path: str | os.PathLike[str]) -> Path | None:
     """The file that holds ``path``'s content: ``path`` as written, else its compressed form, else None."""
     plain = Path(path)
@@ -56,7 +61,7 @@ def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
     found = locate(path)
     if found is None:
         raise FileNotFoundError(2, "No such file (nor a compressed copy)", os.fspath(path))
-    return gzip.open(found, "rb") if found.name.endswith(GZIP_SUFFIX) else found.open("rb")
+    return gzip.open(found, "rb") if is_stored_compressed(found.name) else found.open("rb")
 
 
 def open_text(path: str | os.PathLike[str], *, errors: str = "strict") -> IO[str]:

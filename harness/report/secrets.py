@@ -136,8 +136,8 @@ class SecretScan:
         """Redact one file in place (text as UTF-8, anything else byte-wise); keeps its mode. A file a report
         stores compressed is searched and redacted in the content it holds, and stays compressed."""
         findings: list[Finding] = []
-        packed = path.name != stored.cited_name(path.name)
-        data = stored.read_bytes(path) if packed else path.read_bytes()
+        packed = stored.is_stored_compressed(path.name)
+        data = stored.read_bytes(path)
         counts: dict[str, int] = {}
         for name, form in self._patterns():
             needle = form.encode("utf-8")

@@ -22,6 +22,13 @@ def test_text_evidence_kinds_are_stored_compressed_and_cited_by_their_own_names(
     for name in ("rollouts/A/rollout-1.jsonl", "core-export.json", "picture.png"):
         assert stored.cited_name(stored.stored_name(name)) == name
     assert stored.cited_name("archive.tar.gz") == "archive.tar.gz"  # not a stored text file: its own name
+    assert stored.is_stored_compressed("a.jsonl.gz") and not stored.is_stored_compressed("archive.tar.gz")
+
+
+def test_a_gzip_file_of_another_kind_is_read_as_it_is(tmp_path: Path):
+    archive = tmp_path / "bundle.tar.gz"
+    archive.write_bytes(stored.pack(b"not a stored evidence file"))
+    assert stored.read_bytes(archive) == archive.read_bytes()  # an artifact of its own, byte for byte
 
 
 def test_a_compressed_file_holds_the_written_bytes_and_reads_by_the_written_name(tmp_path: Path):
