@@ -13,6 +13,7 @@ import pytest
 from harness.model.log import ModelRequestLog
 from tests.acp import routes
 from tests.acp.lab import AcpLab, opencode_or_skip, sent, updates
+from tests.acp.recording import record
 
 pytestmark = pytest.mark.opencode
 
@@ -60,6 +61,7 @@ def test_a_task_is_answered_automatically(lab: AcpLab):
     tools = {t["function"]["name"] for t in request.body["tools"]}
     assert {"peerwire_reply", "peerwire_receive_messages", "peerwire_followup_task"} <= tools
     assert not log.problems and all(r.outcome == "answered" for r in log.requests)
+    record(lab, "idle_prompt")
 
 
 def test_an_explicit_reply_suppresses_the_automatic_one(lab: AcpLab):
@@ -78,6 +80,7 @@ def test_an_explicit_reply_suppresses_the_automatic_one(lab: AcpLab):
     titles = {u["toolCallId"]: u["title"] for u in seen if u["sessionUpdate"] == "tool_call"}
     assert [titles[u["toolCallId"]] for u in seen if u["sessionUpdate"] == "tool_call_update"
             and u.get("status") == "completed"] == ["peerwire_reply"]
+    record(lab, "explicit_reply")
 
 
 def test_an_interrupt_cancels_the_turn(lab: AcpLab):
@@ -98,6 +101,7 @@ def test_an_interrupt_cancels_the_turn(lab: AcpLab):
     # The agent takes later work.
     later = lab.task("Please work out which release codename comes after Juniper.")
     assert lab.reply_to(later)["body"] == routes.AUTO_ANSWER
+    record(lab, "cancel")
 
 
 def test_information_waits_for_receive(lab: AcpLab):
@@ -117,6 +121,7 @@ def test_information_waits_for_receive(lab: AcpLab):
     assert [[b["text"] for b in p["params"]["prompt"]] for p in prompts] == [
         ["Please wait for mail, then read your mailbox."], ["hello"]]
     assert lab.trace(ix)["interactions"][0]["state"] == "admitted"
+    record(lab, "receive")
 
 
 def test_information_goes_in_the_next_turn(lab: AcpLab):
@@ -131,6 +136,7 @@ def test_information_goes_in_the_next_turn(lab: AcpLab):
     assert (visible["via"], visible["path"], visible["prompt_message_id"]) == ("session/prompt", "next_turn", turn)
     finals = [u["content"]["text"] for u in updates(lab.transcript()) if u["sessionUpdate"] == "agent_message_chunk"]
     assert finals[-1] == "Heard: The release is on Friday."
+    record(lab, "next_turn")
 
 
 def test_a_task_for_a_busy_agent_waits_for_its_turn_to_end(lab: AcpLab):
@@ -144,6 +150,7 @@ def test_a_task_for_a_busy_agent_waits_for_its_turn_to_end(lab: AcpLab):
     assert lab.reply_to(second)["body"] == "Second task done."
     prompts = sent(lab.transcript(), "session/prompt")
     assert [f"Request: {first}" in p["params"]["prompt"][0]["text"] for p in prompts] == [True, False]
+    record(lab, "busy")
 
 
 def test_a_failed_prompt_fails_the_task(lab: AcpLab):
@@ -152,3 +159,4 @@ def test_a_failed_prompt_fails_the_task(lab: AcpLab):
     assert (reply["status"], reply["code"], reply["sender"]["name"]) == ("failed", "prompt_error", "peerwire")
     log = ModelRequestLog.load(lab.root / "model-requests.jsonl")
     assert [r.outcome for r in log.requests] == ["unexpected"]  # OpenCode did not retry the 400
+    record(lab, "failed_prompt")
