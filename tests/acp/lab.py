@@ -57,12 +57,14 @@ class AcpLab:
 
     # -- the operator ----------------------------------------------------------------------
 
-    def attach(self, *, resume: bool = False) -> dict[str, Any]:
-        """``attach_acp`` for B: its ACP command, workspace, credential and private environment."""
+    def attach(self, *, resume: bool = False, wrap: tuple[str, ...] = (),
+               env: dict[str, str | None] | None = None) -> dict[str, Any]:
+        """``attach_acp`` for B: its ACP command (behind ``wrap``, e.g. a tracer), workspace, credential and
+        private environment (``env`` changes it)."""
         self.attached = self.admin.call("attach_acp", {
-            "agent_id": self.ids["B"], "command": self.opencode.command(opencode_or_skip()),
-            "cwd": str(self.opencode.workspace), "session_token": self.tokens["B"], "env": self.opencode.env,
-            "resume": resume}, wait_s=WAIT_S)
+            "agent_id": self.ids["B"], "command": [*wrap, *self.opencode.command(opencode_or_skip())],
+            "cwd": str(self.opencode.workspace), "session_token": self.tokens["B"],
+            "env": {**self.opencode.env, **(env or {})}, "resume": resume}, wait_s=WAIT_S)
         return self.attached
 
     def detach(self) -> dict[str, Any]:

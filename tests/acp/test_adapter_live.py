@@ -6,11 +6,16 @@ transcript and the model request log: a reply text alone proves nothing.
 
 from __future__ import annotations
 
+import http.server
+import re
+import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from harness.model.log import ModelRequestLog
+from peerwire.contract import document_validator
 from tests.acp import routes
 from tests.acp.lab import AcpLab, opencode_or_skip, sent, updates
 from tests.acp.recording import record
@@ -19,7 +24,7 @@ pytestmark = pytest.mark.opencode
 
 
 @pytest.fixture
-def lab(tmp_path: Path, request: pytest.FixtureRequest):
+def lab(tmp_path: Path):
     opencode_or_skip()
     lab = AcpLab(tmp_path, routes.model_script())
     try:
@@ -27,6 +32,57 @@ def lab(tmp_path: Path, request: pytest.FixtureRequest):
         yield lab
     finally:
         lab.close()
+
+
+class Sentinel(http.server.BaseHTTPRequestHandler):
+    """A loopback server that records every request and answers none usefully (a stand-in for the network)."""
+
+    seen: list[str] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(f"GET {self.path}")
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_CONNECT = do_GET
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("models_fetch", ["disabled", "enabled"])
+def test_start_up_needs_no_network(tmp_path: Path, models_fetch: str):
+    """Every socket OpenCode opens from start-up through a whole task goes to loopback: the scripted model, its
+    own local server, the sentinel. With the catalogue fetch left on (the control), the sentinel standing in
+    for the catalogue sees OpenCode's fetch: the setting is what keeps it off the network."""
+    opencode_or_skip()
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    Sentinel.seen = []
+    sentinel = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sentinel)
+    threading.Thread(target=sentinel.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{sentinel.server_address[1]}"
+    trace = tmp_path / "connect.strace"
+    env = {"OPENCODE_MODELS_URL": url, "HTTP_PROXY": url, "HTTPS_PROXY": url, "NO_PROXY": "127.0.0.1,localhost"}
+    if models_fetch == "enabled":
+        env["OPENCODE_DISABLE_MODELS_FETCH"] = None
+    lab = AcpLab(tmp_path, routes.model_script())
+    try:
+        lab.attach(wrap=("strace", "-f", "-qq", "-e", "trace=connect", "-o", str(trace)), env=env)
+        rid = lab.task("Please work out which release codename comes after Juniper.")
+        assert lab.reply_to(rid)["body"] == routes.AUTO_ANSWER
+    finally:
+        lab.close()
+        sentinel.shutdown()
+        sentinel.server_close()
+    addresses = re.findall(r"sa_family=AF_INET6?, sin6?_port=htons\((\d+)\), (?:sin6?_addr=)?[a-z_]*\(?\"?([^\"),]+)",
+                           trace.read_text())
+    assert addresses, "strace saw no connect at all (is the trace working?)"
+    assert {host for _, host in addresses} <= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}, addresses
+    assert "53" not in {port for port, _ in addresses}
+    fetched = [line for line in Sentinel.seen if "api.json" in line]
+    assert (fetched == []) == (models_fetch == "disabled"), Sentinel.seen
 
 
 def test_a_task_is_answered_automatically(lab: AcpLab):
@@ -61,6 +117,13 @@ def test_a_task_is_answered_automatically(lab: AcpLab):
     tools = {t["function"]["name"] for t in request.body["tools"]}
     assert {"peerwire_reply", "peerwire_receive_messages", "peerwire_followup_task"} <= tools
     assert not log.problems and all(r.outcome == "answered" for r in log.requests)
+    # The export binds them too, and stays valid: the canonical request, OpenCode's session and message ids.
+    export = lab.admin.call("export")
+    assert not list(document_validator("export.schema.json").iter_errors(export))
+    (exported,) = [b for b in export["bindings"] if b["request_id"] == rid]
+    assert (exported["thread_id"], exported["turn_id"]) == (session, binding["turn_id"])
+    rows = [e for e in export["evidence"] if e["detail"].get("final_item_id") == captured["final_item_id"]]
+    assert [r["stage"] for r in rows] == ["binding_capture"]
     record(lab, "idle_prompt")
 
 
