@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.codex.install import CodexInstallation
-from harness.codex.lab import CodexLab
+from harness.lab.live import CodexLab
 from harness.evidence.core import ExportError
 from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS
 from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total, usage_of
@@ -42,12 +42,12 @@ from harness.model.personas import PersonaScript, select_personas
 from harness.model.probe import ProbeObservation, observe_log
 from harness.process.jobs import Job, install_signal_handlers
 from harness.process.run_home import RunHome
-from harness.report.secrets import TokenLedger
+from harness.evidence.secrets import TokenLedger
 
 from . import artifacts
 from .budget import RequestBudget
 from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
-from .driver import REFERENCE
+from harness.lab.driver import REFERENCE
 from .observations import Observations, RunnerView
 from .progress import Progress
 from .scenario import TUI_MODE, Scenario
@@ -73,9 +73,9 @@ class RunSettings:
     """The authorized Codex home of a real-provider run (``provider != "scripted"``)."""
     token_ledgers: Path | None = None
     """A private folder where each scenario run records the session tokens it issued, for the report's
-    secret scan (see :class:`~harness.report.secrets.TokenLedger`); never among the artifacts."""
+    secret scan (see :class:`~harness.evidence.secrets.TokenLedger`); never among the artifacts."""
     driver: str = REFERENCE
-    """The core under test: its acceptance driver, ``module:Class`` (:mod:`harness.acceptance.driver`)."""
+    """The core under test: its acceptance driver, ``module:Class`` (:mod:`harness.lab.driver`)."""
     capabilities: tuple[str, ...] | None = None
     """The delivery capabilities the live probe enabled, passed to each owner; None: not probed (only the
     reported version limits delivery)."""

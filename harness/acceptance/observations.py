@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.codex.home import TOOL_NAMESPACES
+from harness.names import TOOL_NAMESPACES
 from harness.evidence.core import CoreEvidence
 from harness.evidence.layout import (APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT, TUI_DIR,
                                      screen_name)
 from harness.evidence.rollouts import RolloutIndex, RolloutLine
-from harness.model.log import ModelRequest, ModelRequestLog
-from harness.model.responses import json_objects
+from harness.evidence.model_log import ModelRequest, ModelRequestLog
+from harness.evidence.responses import json_objects
 from harness.model.probe import ProbeObservation
 
 

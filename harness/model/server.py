@@ -16,7 +16,7 @@ Anything else is answered 404 and recorded as `unexpected`.
 Every request and its outcome go to a JSONL log: a `request` record (agent,
 path, headers without credentials, body, stored compacted: each distinct system
 prompt, tool list and input item once, in the bodies file beside the log, with
-the whole body's digest; see `harness.model.bodies`) when it arrives, a `response`
+the whole body's digest; see `harness.evidence.model_bodies`) when it arrives, a `response`
 record (rule, outcome, emitted items) when it ends, and a `release` record
 per released hold. Run in-process (`with ScriptedModel(script) as model:`) or
 as a subprocess:
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import unquote
 
-from harness.model.bodies import BodyStore, bodies_path, digest
+from harness.evidence.model_bodies import BodyStore, bodies_path, digest
 from harness.model.rules import Decision, ModelScript, load_script
 
 _RESPONSES_ROUTE = re.compile(r"^/agents/([^/]+)/v1/responses$")
@@ -304,7 +304,7 @@ class ScriptedModel:
 
     def _agent_of(self, path: str, body: Any) -> str | None:
         """A request to the provider's own route (``/v1/responses``, as a real provider is addressed) names no
-        agent; a script that can tell the agent from the request itself (see :mod:`harness.model.standin`)
+        agent; a script that can tell the agent from the request itself (see :mod:`harness.acceptance.standin`)
         says which."""
         agent_of = getattr(self.script, "agent_of", None)
         if path != _PROVIDER_ROUTE or agent_of is None or not isinstance(body, dict):
@@ -533,30 +533,34 @@ class _Handler(BaseHTTPRequestHandler):
 # -- command line ------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m harness.model.server", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--scenario", required=True, type=Path, help="scenario TOML with the model rules")
-    parser.add_argument(
-        "--port-file", required=True, type=Path, help="written with the bound port once serving"
-    )
-    parser.add_argument("--log", required=True, type=Path, help="JSONL log of every request and response")
+def serving_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options every command that serves a script shares: where to listen, where to say so, what to log."""
     parser.add_argument("--port", type=int, default=0, help="port to bind (default: ephemeral)")
-    options = parser.parse_args(argv)
+    parser.add_argument("--port-file", required=True, type=Path, help="written with the bound port once serving")
+    parser.add_argument("--log", required=True, type=Path, help="JSONL log of every request and response")
+    return parser
 
-    script = load_script(options.scenario)
+
+def serve_until_signalled(script: Any, options: argparse.Namespace) -> int:
+    """Serve ``script`` on loopback until SIGTERM or SIGINT; the port file appears, whole, once it listens."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     with ScriptedModel(script, port=options.port, log_path=options.log) as model:
-        # Written atomically so a reader never sees a half-written port.
+        # Written aside and renamed, so a reader never sees a half-written port.
         partial = options.port_file.with_name(options.port_file.name + ".partial")
         partial.write_text(f"{model.port}\n", encoding="utf-8")
         partial.replace(options.port_file)
         print(f"listening {model.url}", flush=True)
         stop.wait()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.model.server", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", required=True, type=Path, help="scenario TOML with the model rules")
+    options = serving_options(parser).parse_args(argv)
+    return serve_until_signalled(load_script(options.scenario), options)
 
 
 if __name__ == "__main__":

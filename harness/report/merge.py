@@ -26,8 +26,8 @@ from typing import Any
 from harness.shards import disagreements, find_folders, one_per_shard
 
 from .artifacts import copy_artifacts, manifest
-from .identity import RunIdentity
-from .secrets import Finding, SecretScan
+from harness.evidence.identity import RunIdentity
+from harness.evidence.secrets import Finding, SecretScan
 from .writer import ARTIFACTS, CAPABILITIES, COUNTING, REPORT_JSON, finish_report, load_report, staged_report
 
 

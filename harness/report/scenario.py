@@ -20,11 +20,11 @@ from harness.evidence.binding import bind_records
 from harness.evidence.core import CoreEvidence, ExportError, violations
 from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR
 from harness.evidence.rollouts import RolloutIndex
-from harness.model.log import ModelRequestLog
+from harness.evidence.model_log import ModelRequestLog
 from harness.model.probe import STATEMENT as PROBE_STATEMENT
 
 from .excerpts import ArtifactLines
-from .identity import DEFAULT_PROVIDER, RunIdentity
+from harness.evidence.identity import DEFAULT_PROVIDER, RunIdentity
 from .sequence import SequenceDiagram
 from .transcript import transcripts
 

@@ -33,11 +33,13 @@ import jsonschema
 from harness.evidence import stored
 
 from . import html, markdown
-from .artifacts import copy_artifacts, manifest, private_dir, write_private
-from .identity import DEFAULT_PROVIDER, RunIdentity
+from harness.private import private_dir, write_private
+
+from .artifacts import copy_artifacts, manifest
+from harness.evidence.identity import DEFAULT_PROVIDER, RunIdentity
 from .junit import junit_xml
 from .scenario import ScenarioArtifacts, scenario_section
-from .secrets import Finding, SecretScan
+from harness.evidence.secrets import Finding, SecretScan
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "contracts" / "report.schema.json"
 REPORT_JSON = "report.json"

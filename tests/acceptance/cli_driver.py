@@ -1,6 +1,6 @@
 """A second acceptance driver: the reference core through its command line only.
 
-It proves the driver interface (:mod:`harness.acceptance.driver`) is enough to run
+It proves the driver interface (:mod:`harness.lab.driver`) is enough to run
 the acceptance suite: every operation is a ``peerwire ... --json`` command, the
 app a subprocess of its own, the core's files copied by the layout its home
 documents. It imports no peerwire module (a test checks): it knows the reference
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Mapping, Sequence
 
-from harness.acceptance.driver import CoreRefused
+from harness.lab.driver import CoreRefused
 from harness.contract.interface import Caller
 from harness.process.jobs import Spawn
 

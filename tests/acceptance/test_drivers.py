@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.acceptance.driver import AcceptanceDriver, CoreRefused, load_driver
+from harness.lab.driver import AcceptanceDriver, CoreRefused, load_driver
 from harness.acceptance.execution import RunSettings, run_scenario
 from harness.acceptance.progress import Progress
-from harness.acceptance.reference import ReferenceDriver
+from harness.lab.reference import ReferenceDriver
 from harness.acceptance.scenario import discover
 from harness.codex.install import locate_codex
 

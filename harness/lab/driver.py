@@ -26,7 +26,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from harness.contract.interface import Caller, Provisioner, load_class
 
-REFERENCE = "harness.acceptance.reference:ReferenceDriver"
+REFERENCE = "harness.lab.reference:ReferenceDriver"
 """The driver of peerwire's reference core (the default)."""
 
 
