@@ -154,7 +154,8 @@ def layout_rows() -> list[str]:
     """The paths the README's layout table names, in order."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     table = text[text.index("## Layout"):]
-    table = table[:table.index("\n\n", table.index("| path |"))]
+    end = table.find("\n\n", table.index("| path |"))
+    table = table if end < 0 else table[:end]
     return [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
 
 
