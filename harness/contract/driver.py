@@ -49,6 +49,8 @@ PROFILE_REQUIREMENTS = {
 }
 """The requirements every call step votes for, and the interop one, per profile."""
 
+KILLED_WITHIN_S = 0.3
+"""After a crash, how long a server process the provisioner killed takes to be gone (SIGKILL is not instant)."""
 MAX_TIMEOUT_MS = 60_000
 DEFAULT_TIMEOUT_MS = {"wait_agent": 60_000}
 COLLAB_WAIT_DEFAULT_MS = 30_000
@@ -184,12 +186,8 @@ class CaseRun:
             self._judge(step.id, step.id, step.call, outcome, step.outcome, outcome.elapsed_ms)
 
     def _control(self, step: ControlStep) -> None:
-        action: Callable[[], None] = {
-            "crash": self._crash,
-            "make_unavailable": self.provisioner.make_unavailable,
-            "make_available": self.provisioner.make_available,
-        }[step.action]
         try:
+            action: Callable[[], None] = self._crash if step.action == "crash" else getattr(self.provisioner, step.action)
             action()
         except Exception as exc:
             self._fail(self.case.requirement, f"the provisioner can {step.action.replace('_', ' ')}",
@@ -201,7 +199,7 @@ class CaseRun:
         pids = [e.server.process.pid for e in self.endpoints.values() if isinstance(e, RawEndpoint)]
         self.provisioner.crash(pids)
         for key, endpoint in list(self.endpoints.items()):
-            if isinstance(endpoint, RawEndpoint) and not endpoint.server.alive():
+            if isinstance(endpoint, RawEndpoint) and not endpoint.server.exited_within(KILLED_WITHIN_S):
                 endpoint.close()
                 self.endpoints[key] = self._open(key)
                 self.endpoints[key].handshake()

@@ -190,6 +190,21 @@ def tree_servers(contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
         provisioner.stop()
 
 
+@pytest.fixture
+def own_servers(contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
+    """Servers on an implementation of their own, for a test that crashes it."""
+    if contract_target.provisioner is None:
+        pytest.skip("not tested: the target has no provisioner (--provisioner)")
+    provisioner = contract_target.new_provisioner(tmp_path / "own-app")
+    provisioner.start()
+    started = Servers(contract_target, provisioner, tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()
+        provisioner.stop()
+
+
 def tool_call(endpoint: RawEndpoint, name: str, arguments: Any, *, timeout: float | None = None):
     """A blocking tools/call through a raw endpoint; the outcome's ``failure`` says if none came.
 

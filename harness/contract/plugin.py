@@ -42,6 +42,7 @@ from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin prov
     case_app,
     contract_target,
     item_info,
+    own_servers,
     protocol,
     servers,
     shared_app,
@@ -383,7 +384,7 @@ def _exchange(item: pytest.Item) -> list[dict] | None:
     """Every line the test's servers exchanged, whatever its id: what a stranger needs to see a failure."""
     funcargs = getattr(item, "funcargs", {}) or {}
     lines: list[dict] = []
-    for name in ("protocol", "servers", "tree_servers"):
+    for name in ("protocol", "servers", "tree_servers", "own_servers"):
         started = funcargs.get(name)
         for index, endpoint in enumerate(getattr(started, "endpoints", ()), start=1):
             lines += [{**entry, "server": index} for entry in endpoint.server.exchange(limit=30)]

@@ -226,6 +226,14 @@ class StdioServer:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def exited_within(self, seconds: float) -> bool:
+        """Whether the process is gone, waiting up to ``seconds`` for it (a killed process takes a moment)."""
+        try:
+            self.process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def stderr_tail(self, limit: int = 1500) -> str:
         try:
             text = self.stderr_path.read_text("utf-8", errors="replace")
