@@ -199,7 +199,7 @@ class CaseRun:
         pids = [e.server.process.pid for e in self.endpoints.values() if isinstance(e, RawEndpoint)]
         self.provisioner.crash(pids)
         for key, endpoint in list(self.endpoints.items()):
-            if isinstance(endpoint, RawEndpoint) and not endpoint.server.exited_within(KILLED_WITHIN_S):
+            if isinstance(endpoint, RawEndpoint) and endpoint.server.exited_within(KILLED_WITHIN_S):
                 endpoint.close()
                 self.endpoints[key] = self._open(key)
                 self.endpoints[key].handshake()

@@ -26,7 +26,8 @@ class AppLessProvisioner:
     """One home in ``root``; nothing runs between calls."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
-    agent_kinds: ClassVar[tuple[str, ...]] = ("manual",)
+    agent_kinds: ClassVar[tuple[str, ...]] = ("manual", "scheduled")
+    """``scheduled``: an agent whose turns a scheduler would run; this core runs none, so none is ever active."""
 
     def __init__(self, root: Path):
         self.home = Path(root) / "home"
