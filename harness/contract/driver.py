@@ -293,6 +293,14 @@ class CaseRun:
     def _fail(self, requirement: str, check_text: str, *, step: str, detail: str | None = None,
               request: Any = None, response: Any = None) -> None:
         self.recorder.record(self._attribute(requirement), False, check_text, step=step, detail=detail,
-                             request=request, response=response)
+                             request=request, response=response, exchange=self._exchange())
         raise StepFailed(check_text)
+
+    def _exchange(self) -> list[dict] | None:
+        """The last lines every actor's session sent and received, whatever their ids (raw sessions only)."""
+        lines = []
+        for actor, endpoint in self.endpoints.items():
+            if isinstance(endpoint, RawEndpoint):
+                lines += [{**entry, "server": actor} for entry in endpoint.server.exchange(limit=12)]
+        return lines or None
 
