@@ -40,7 +40,7 @@ tmux:
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The persona matrix (67 runs of real Codex agents); see README "Personas".
+# The persona matrix (67 runs of real Codex agents); see docs/acceptance.md "Personas".
 personas: setup
 	$(PY) -m pytest -n 2 -m personas
 

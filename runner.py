@@ -21,8 +21,8 @@ from typing import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "contract": ("harness.contract.cli", "run the messaging contract suite against a server command"),
     "report": ("harness.report.cli", "summarize a run report, or compare two (--compare OLD NEW)"),
-    "record": ("harness.codex.recorded.record", "refresh the adapter fixtures from the pinned Codex"),
-    "drift": ("harness.codex.drift", "report what would change for peerwire on another Codex release"),
+    "record": ("harness.acceptance.record", "refresh the adapter fixtures from the pinned Codex"),
+    "drift": ("harness.acceptance.drift", "report what would change for peerwire on another Codex release"),
 }
 
 

@@ -182,6 +182,44 @@ def one_per_shard(reports: Sequence[T], place: Callable[[T], Mapping[str, Any]],
     return dict(sorted(by_index.items())), problems
 
 
+class MergeRefused(ValueError):
+    """Shard reports that cannot be one run's: different suite, target, selection, shard count or plan."""
+
+
+def refuse_unless_forced(what: str, shards: Sequence[tuple[str, Any]],
+                         properties: Sequence[tuple[str, Callable[[Any], Any]]], *, force: bool) -> list[str]:
+    """The :func:`disagreements` of ``shards``; raises :class:`MergeRefused` naming them unless ``force``
+    (then they are returned, for the merged report to keep as warnings)."""
+    found = disagreements(what, shards, properties)
+    if found and not force:
+        raise MergeRefused("; ".join(found) + " (--force merges them anyway)")
+    return found
+
+
+def coverage(ran: Sequence[tuple[int, Sequence[str]]], planned: Mapping[str, int], *, case: str,
+             ran_nowhere: Callable[[str, int], str], excused: Callable[[str, int], bool] = lambda c, i: False
+             ) -> tuple[dict[str, int], list[str]]:
+    """Whether every planned case ran in exactly one shard.
+
+    ``ran`` is each chosen shard's ``(index, cases)``; ``planned`` the plan's case -> shard index.
+    Returns where each case ran (the first shard that ran it) and a problem for each case that ran in two
+    shards (``case`` names it: "test X") and for each planned case that ran in none (``ran_nowhere``
+    words it), unless ``excused`` (a shard that is missing is flagged once already; a case a shard could
+    not run is said by that shard).
+    """
+    where: dict[str, int] = {}
+    problems: list[str] = []
+    for index, cases in ran:
+        for name in cases:
+            if name in where:
+                problems.append(f"{case} {name} ran in shards {where[name]} and {index}; the first is kept")
+                continue
+            where[name] = index
+    problems += [ran_nowhere(name, index) for name, index in sorted(planned.items())
+                 if name not in where and not excused(name, index)]
+    return where, problems
+
+
 def load_durations(path: str | Path | None, suite: str) -> dict[str, float]:
     """The recorded durations of ``suite`` in ``path`` (default :data:`DEFAULT_DURATIONS`).
 

@@ -3,6 +3,8 @@
 * The harness reads a core only through its evidence export and its operator
   interface: no harness module imports ``sqlite3`` or the reference core's store.
 * The core imports nothing from the harness.
+* The harness's folders keep their order: each imports only from floors below its own
+  (:data:`HARNESS_FLOORS`), so no two folders depend on each other.
 * Every import of a project module names one that exists, even inside a function.
 """
 
@@ -152,7 +154,8 @@ def layout_rows() -> list[str]:
     """The paths the README's layout table names, in order."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     table = text[text.index("## Layout"):]
-    table = table[:table.index("\n\n", table.index("| path |"))]
+    end = table.find("\n\n", table.index("| path |"))
+    table = table if end < 0 else table[:end]
     return [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
 
 
@@ -178,7 +181,61 @@ def reach(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen - {start}
 
 
-@pytest.mark.parametrize("interface", ["harness.contract.interface", "harness.acceptance.driver"])
+@pytest.mark.parametrize("interface", ["harness.contract.interface", "harness.lab.driver"])
 def test_what_another_core_implements_imports_nothing_of_the_reference(interface):
     core = sorted(name for name in reach(dependency_graph(), interface) if within(name, "peerwire"))
     assert core == [], f"{interface} pulls in {core}: another core's provisioner or driver could not use it alone"
+
+
+HARNESS_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("acceptance",),                                            # the runner: scenarios, checks, its commands
+    ("lab",),                                                   # live labs and the drivers of cores under test
+    ("report", "codex"),                                        # reports; Codex installs, homes, protocol, probes
+    ("model", "contract"),                                      # the scripted model; the contract suite
+    ("evidence",),                                              # what a run left, read back
+    ("process", "shards", "json_values", "names", "private"),   # the ground floor
+)
+"""The harness's rooms (folders, or modules directly in ``harness/``), top floor first. A room imports only
+from rooms on lower floors: an import back up, or across one floor, makes two rooms one."""
+
+
+def room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "harness" and len(parts) > 1 else None
+
+
+def floor_of() -> dict[str, int]:
+    return {name: height for height, rooms in enumerate(reversed(HARNESS_FLOORS)) for name in rooms}
+
+
+def imports_against_the_floors(graph: dict[str, set[str]]) -> list[str]:
+    floors = floor_of()
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = room(module)
+        if here is None:
+            continue
+        for target in sorted(targets):
+            there = room(target)
+            if there is not None and there != here and floors[there] >= floors[here]:
+                found.append(f"{module} -> {target} ({here} may import only from floors below its own)")
+    return found
+
+
+def test_every_harness_room_has_a_floor():
+    rooms = {room(name) for name in modules("harness")} - {None}
+    assert rooms - set(floor_of()) == set(), "give each new harness folder a floor in HARNESS_FLOORS"
+    assert set(floor_of()) - rooms == set(), "HARNESS_FLOORS names rooms that no longer exist"
+
+
+def test_harness_imports_run_only_down_the_floors():
+    assert imports_against_the_floors(dependency_graph()) == []
+
+
+def test_the_floor_check_finds_an_import_back_up_and_one_across():
+    graph = {"harness.model.rules": {"harness.codex.home"}, "harness.codex.home": {"harness.report.writer"},
+             "harness.report.writer": {"harness.evidence.stored"}, "harness.evidence.stored": set()}
+    assert imports_against_the_floors(graph) == [
+        "harness.codex.home -> harness.report.writer (codex may import only from floors below its own)",
+        "harness.model.rules -> harness.codex.home (model may import only from floors below its own)",
+    ]

@@ -4,7 +4,7 @@ A real provider bills every request, and a model that loops (waits, receives
 nothing, waits again) can make many. Codex writes a ``token_count`` event to
 the agent's rollout after each model response; :class:`RequestBudget` watches
 the agents' rollouts while the steps run and, once an agent's count reaches
-the cap, halts the lab (:meth:`~harness.codex.lab.CodexLab.halt`: every agent
+the cap, halts the lab (:meth:`~harness.lab.live.CodexLab.halt`: every agent
 detached, so no further request is made, and the waiting step ends). The run then collects and judges as
 usual; its ``max-requests`` check fails naming the cap and the agent.
 
@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.codex.lab import CodexLab
+from harness.lab.live import CodexLab
 from harness.evidence.usage import is_model_response
 
 _LOOK_EVERY_S = 0.2

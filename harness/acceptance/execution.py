@@ -34,22 +34,23 @@ from pathlib import Path
 from typing import Any
 
 from harness.codex.install import CodexInstallation
-from harness.codex.lab import CodexLab
+from harness.lab.live import CodexLab
 from harness.evidence.core import ExportError
-from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS
-from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total, usage_of
+from harness.evidence.layout import MODEL_REQUESTS
+from harness.evidence.usage import usage_of
 from harness.model.personas import PersonaScript, select_personas
 from harness.model.probe import ProbeObservation, observe_log
 from harness.process.jobs import Job, install_signal_handlers
 from harness.process.run_home import RunHome
-from harness.report.secrets import TokenLedger
+from harness.evidence.secrets import SecretScan, TokenLedger
 
 from . import artifacts
 from .budget import RequestBudget
 from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
-from .driver import REFERENCE
+from harness.lab.driver import REFERENCE
 from .observations import Observations, RunnerView
 from .progress import Progress
+from .result import scenario_result
 from .scenario import TUI_MODE, Scenario
 from .steps import StepRunner
 
@@ -73,9 +74,9 @@ class RunSettings:
     """The authorized Codex home of a real-provider run (``provider != "scripted"``)."""
     token_ledgers: Path | None = None
     """A private folder where each scenario run records the session tokens it issued, for the report's
-    secret scan (see :class:`~harness.report.secrets.TokenLedger`); never among the artifacts."""
+    secret scan (see :class:`~harness.evidence.secrets.TokenLedger`); never among the artifacts."""
     driver: str = REFERENCE
-    """The core under test: its acceptance driver, ``module:Class`` (:mod:`harness.acceptance.driver`)."""
+    """The core under test: its acceptance driver, ``module:Class`` (:mod:`harness.lab.driver`)."""
     capabilities: tuple[str, ...] | None = None
     """The delivery capabilities the live probe enabled, passed to each owner; None: not probed (only the
     reported version limits delivery)."""
@@ -92,6 +93,80 @@ def progress_label(scenario: Scenario, mode: str) -> str:
     return scenario.name if len(scenario.modes) == 1 else f"{scenario.name}/{mode}"
 
 
+@dataclass(frozen=True)
+class ScenarioRun:
+    """What every phase of one scenario run is given; fixed before the run starts."""
+
+    scenario: Scenario
+    mode: str
+    settings: RunSettings
+    trial: int | None
+    progress: Progress
+
+    @property
+    def key(self) -> str:
+        """The run's identity slug: its run home's and its artifacts folder's name."""
+        s = self.settings
+        return self.scenario.key(self.mode, persona=s.persona, provider=s.provider, trial=self.trial)
+
+    @property
+    def destination(self) -> Path:
+        return self.settings.artifacts_root / self.key
+
+    @property
+    def scripted(self) -> bool:
+        return self.settings.provider == "scripted"
+
+
+@dataclass(frozen=True)
+class Driven:
+    """What the start, steps and stop phases leave: the runner's view, what the steps sent, and why the run
+    stopped short (None: every step completed and nothing outlived the teardown)."""
+
+    view: RunnerView
+    prompts: dict[str, list[str]]
+    tool_calls: list[dict[str, Any]]
+    failure: str | None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What the checks phase leaves: every verdict, the observations they read (None when the evidence was
+    unusable) and the collaboration probe's summary."""
+
+    verdicts: list[Verdict]
+    observations: Observations | None
+    probe: ProbeObservation | None
+
+    @property
+    def passed(self) -> bool:
+        return all(verdict.passed for verdict in self.verdicts)
+
+    @property
+    def failed(self) -> list[str]:
+        return [verdict.id for verdict in self.verdicts if not verdict.passed]
+
+
+class PhaseClock:
+    """Times each phase of a run, in the order they ran (``phases``: ``[{"name", "s"}]``)."""
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self.phases: list[dict[str, Any]] = []
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases.append({"name": name, "s": round(time.monotonic() - began, 3)})
+
+    @property
+    def wall_s(self) -> float:
+        return time.monotonic() - self.began
+
+
 def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progress: Progress | None = None,
                  handle_signals: bool = False, trial: int | None = None) -> dict[str, Any]:
     """Run ``scenario`` in ``mode`` and return its result (the report's scenario entry).
@@ -99,104 +174,133 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
     ``handle_signals`` (main thread only): SIGINT/SIGTERM close the job at
     once and exit with 128 + the signal number, after the run home is kept.
     """
-    progress = progress or Progress(progress_label(scenario, mode))
-    key = scenario.key(mode, persona=settings.persona, provider=settings.provider, trial=trial)
-    phases: list[dict[str, Any]] = []
-    started = time.monotonic()
-    view = RunnerView(mode=mode, scripted=settings.provider == "scripted")
-    failure: str | None = None
-    steps: StepRunner | None = None
-    destination = settings.artifacts_root / key
-
-    @contextlib.contextmanager
-    def phase(name: str) -> Iterator[None]:
-        began = time.monotonic()
-        try:
-            yield
-        finally:
-            phases.append({"name": name, "s": round(time.monotonic() - began, 3)})
-
-    with RunHome(settings.homes_root, run_id=key, keep=settings.keep_home) as home:
-        job = Job(f"scenario {key}", grace=JOB_GRACE_S, adopt_orphans=True)
+    run = ScenarioRun(scenario, mode, settings, trial, progress or Progress(progress_label(scenario, mode)))
+    clock = PhaseClock()
+    with RunHome(settings.homes_root, run_id=run.key, keep=settings.keep_home) as home:
+        job = Job(f"scenario {run.key}", grace=JOB_GRACE_S, adopt_orphans=True)
+        lab = open_lab(run, home.path, job)
+        budget = request_budget(run, lab)
         restore = install_signal_handlers(job) if handle_signals else None
-        ledger = TokenLedger(settings.token_ledgers, key) if settings.token_ledgers is not None else None
-        script = PersonaScript(scenario.script, select_personas([settings.persona])[0])
-        lab = CodexLab(home.path, script, scenario.agents, codex=settings.codex,
-                       approve_tools=settings.approve_tools, job=job, auth_home=settings.auth_home,
-                       profile=scenario.profile, driver=settings.driver, token_ledger=ledger,
-                       capabilities=settings.capabilities, trust_workspaces=settings.trust_workspaces,
-                       tui=mode == TUI_MODE)
-        budget = (RequestBudget(lab, settings.max_requests, on_hit=lambda agent: progress.say(
-            f"{agent} reached the cap of {settings.max_requests} model requests: stopping the agents"))
-            if settings.max_requests else contextlib.nullcontext())
         try:
-            try:
-                with phase("start"):
-                    progress.say(f"starting {len(scenario.agents)} Codex agents ({mode} mode)")
-                    lab.start()
-                    for peer in scenario.peers:
-                        lab.register(peer.name, aliases=peer.aliases)
-                    view.agents = {name: agent.agent_id for name, agent in lab.agents.items()}
-                    for row in (lab.export() or {}).get("agents", []):
-                        view.agents.setdefault(row["name"], row["agent_id"])
-                    view.attachments[:] = lab.attachments
-                    progress.say("agents attached: " + ", ".join(
-                        f"{a['agent']} g{a['generation']}" for a in lab.attachments))
-                    if lab.tui is not None:
-                        progress.say(f"each agent's Codex TUI runs under tmux; watch one with "
-                                     f"`tmux -L {lab.tui.server} attach -t {scenario.agents[-1]}`")
-                with phase("steps"), budget:
-                    steps = StepRunner(scenario, mode, lab, view, progress)
-                    steps.run()
-            except Exception as error:  # judged below; the run goes on to collect what it has
-                failure = f"{type(error).__name__}: {error}"
-                progress.say(f"FAILED: {failure}")
-                if not isinstance(error, RuntimeError):
-                    progress.say(traceback.format_exc().rstrip())
-            finally:
-                with phase("stop"):
-                    lab.stop()
-                    teardown = job.close()
-                    if not teardown.clean:
-                        failure = failure or f"processes survived the teardown: {teardown.survivors}"
+            driven = drive(run, lab, job, budget, clock)
         finally:
             if restore is not None:
                 restore()
-        with phase("collect"):
-            artifacts.collect(lab, destination)
-        with phase("checks"):
-            probe = _probe(scenario, destination)
-            verdicts, observations = _judge(scenario, mode, settings, view, destination, failure, probe)
-            if isinstance(budget, RequestBudget):
-                verdicts.insert(1, _budget_verdict(budget))
-        passed = all(verdict.passed for verdict in verdicts)
-        progress.say(f"checks {sum(v.passed for v in verdicts)}/{len(verdicts)} passed" +
-                     ("" if passed else ": failed " + ", ".join(v.id for v in verdicts if not v.passed)))
-        if not passed:
-            home.mark_failed("checks failed: " + ", ".join(v.id for v in verdicts if not v.passed))
-    result = {
-        "name": scenario.name,
-        "mode": mode,
-        "persona": settings.persona,
-        "provider": settings.provider,
-        "trial": trial,
-        "description": scenario.description,
-        "passed": passed,
-        "wall_s": round(time.monotonic() - started, 3),
-        "phases": phases,
-        "agents": _agents(view, scenario, observations),
-        "inputs": {"prompts": steps.prompts_sent if steps else {}},
-        "runner_tool_calls": steps.tool_calls if steps else [],
-        "outputs": _outputs(observations, scenario),
-        "checks": [verdict.as_dict() for verdict in verdicts],
-        "usage": _usage(scenario, observations),
-        "artifacts_dir": f"{key}/",
-    }
-    if probe is not None:
-        result["probe"] = probe.summary
-    if not passed:
-        result["home"] = str(home.path)
-    return result
+        with clock.phase("collect"):
+            artifacts.collect(lab, run.destination)
+        with clock.phase("checks"):
+            judged = judge_run(run, driven, budget)
+        run.progress.say(f"checks {len(judged.verdicts) - len(judged.failed)}/{len(judged.verdicts)} passed" +
+                         ("" if judged.passed else ": failed " + ", ".join(judged.failed)))
+        if not judged.passed:
+            home.mark_failed("checks failed: " + ", ".join(judged.failed))
+    return result_of(run, driven, judged, clock, home=str(home.path))
+
+
+def open_lab(run: ScenarioRun, root: Path, job: Job) -> CodexLab:
+    """The lab of the run (not started): its agents, the core's driver, the persona's script."""
+    s = run.settings
+    ledger = TokenLedger(s.token_ledgers, run.key) if s.token_ledgers is not None else None
+    script = PersonaScript(run.scenario.script, select_personas([s.persona])[0])
+    return CodexLab(root, script, run.scenario.agents, codex=s.codex, approve_tools=s.approve_tools, job=job,
+                    auth_home=s.auth_home, profile=run.scenario.profile, driver=s.driver, token_ledger=ledger,
+                    capabilities=s.capabilities, trust_workspaces=s.trust_workspaces, tui=run.mode == TUI_MODE)
+
+
+def request_budget(run: ScenarioRun, lab: CodexLab) -> RequestBudget | contextlib.nullcontext[None]:
+    """The ``--max-requests`` cap on each agent's model requests while the steps run (none: a no-op)."""
+    cap = run.settings.max_requests
+    if not cap:
+        return contextlib.nullcontext()
+    return RequestBudget(lab, cap, on_hit=lambda agent: run.progress.say(
+        f"{agent} reached the cap of {cap} model requests: stopping the agents"))
+
+
+def drive(run: ScenarioRun, lab: CodexLab, job: Job, budget: Any, clock: PhaseClock) -> Driven:
+    """The phases ``start``, ``steps`` and ``stop``. A step that fails, or a lab that does not start, ends
+    the driving but not the run: the failure is kept for ``steps-completed`` and the lab and job are stopped
+    either way. Interrupts (KeyboardInterrupt, SystemExit) propagate after the teardown."""
+    view = RunnerView(mode=run.mode, scripted=run.scripted)
+    steps: StepRunner | None = None
+    failure: str | None = None
+    try:
+        with clock.phase("start"):
+            start(run, lab, view)
+        with clock.phase("steps"), budget:
+            steps = StepRunner(run.scenario, run.mode, lab, view, run.progress)
+            steps.run()
+    except Exception as error:  # judged later; the run goes on to collect what it has
+        failure = f"{type(error).__name__}: {error}"
+        run.progress.say(f"FAILED: {failure}")
+        if not isinstance(error, RuntimeError):
+            run.progress.say(traceback.format_exc().rstrip())
+    finally:
+        with clock.phase("stop"):
+            survivors = stop(lab, job)
+    failure = failure or survivors
+    return Driven(view, steps.prompts_sent if steps else {}, steps.tool_calls if steps else [], failure)
+
+
+def start(run: ScenarioRun, lab: CodexLab, view: RunnerView) -> None:
+    """Start the lab (the scripted model, the core, each agent's owner), register the scenario's peers, and
+    note in ``view`` who is who and which owners attached."""
+    run.progress.say(f"starting {len(run.scenario.agents)} Codex agents ({run.mode} mode)")
+    lab.start()
+    for peer in run.scenario.peers:
+        lab.register(peer.name, aliases=peer.aliases)
+    view.agents = {name: agent.agent_id for name, agent in lab.agents.items()}
+    for row in (lab.export() or {}).get("agents", []):
+        view.agents.setdefault(row["name"], row["agent_id"])
+    view.attachments[:] = lab.attachments
+    run.progress.say("agents attached: " + ", ".join(f"{a['agent']} g{a['generation']}" for a in lab.attachments))
+    if lab.tui is not None:
+        run.progress.say(f"each agent's Codex TUI runs under tmux; watch one with "
+                         f"`tmux -L {lab.tui.server} attach -t {run.scenario.agents[-1]}`")
+
+
+def stop(lab: CodexLab, job: Job) -> str | None:
+    """Stop the lab (app terminated, projections restored) and close the job; what survived, if anything."""
+    lab.stop()
+    teardown = job.close()
+    return None if teardown.clean else f"processes survived the teardown: {teardown.survivors}"
+
+
+def judge_run(run: ScenarioRun, driven: Driven, budget: Any) -> Judged:
+    """Every verdict of the run: ``steps-completed``, the credential scan of a real-provider run, whether the
+    evidence could be read, then each declared check and the universal ones (and ``max-requests``)."""
+    probe = _probe(run.scenario, run.destination)
+    verdicts = [Verdict("steps-completed", driven.failure is None,
+                        driven.failure or f"all steps of the {run.mode} run completed", Evidence())]
+    if isinstance(budget, RequestBudget):
+        verdicts.append(_budget_verdict(budget))
+    if run.settings.auth_home is not None:
+        verdicts.append(_credential_verdict(run.destination, run.settings.auth_home))
+    try:
+        observations = Observations.load(run.destination, driven.view, probe=probe)
+    except ExportError as error:
+        verdicts.append(Verdict("evidence-collected", False, str(error), Evidence()))
+        return Judged(verdicts, None, probe)
+    specs = [spec for spec in run.scenario.checks if spec.applies(run.mode)]
+    declared = {spec.id for spec in specs}
+    universal = UNIVERSAL + (SCRIPTED_ONLY if run.scripted else ())
+    specs += [spec for spec in universal if spec.id not in declared]
+    verdicts += [judge(spec, observations) for spec in specs]
+    return Judged(verdicts, observations, probe)
+
+
+def result_of(run: ScenarioRun, driven: Driven, judged: Judged, clock: PhaseClock, *, home: str) -> dict[str, Any]:
+    """The run's result (:func:`.result.scenario_result`) from what its phases left."""
+    observations = judged.observations
+    names = [*run.scenario.agents, *_children(observations)]
+    return scenario_result(
+        name=run.scenario.name, mode=run.mode, persona=run.settings.persona, provider=run.settings.provider,
+        trial=run.trial, description=run.scenario.description, key=run.key, verdicts=judged.verdicts,
+        wall_s=clock.wall_s, phases=clock.phases, agents=_agents(driven.view, run.scenario, observations),
+        prompts=driven.prompts, tool_calls=driven.tool_calls,
+        outputs={} if observations is None else {
+            name: [line.text() for line in observations.final_messages(name)] for name in names},
+        usage={} if observations is None else {name: usage_of(observations.rollout(name)) for name in names},
+        probe=judged.probe.summary if judged.probe is not None else None, home=home)
 
 
 def _probe(scenario: Scenario, destination: Path) -> ProbeObservation | None:
@@ -206,33 +310,15 @@ def _probe(scenario: Scenario, destination: Path) -> ProbeObservation | None:
     return observe_log(destination / MODEL_REQUESTS, scenario.agents[0], scenario.probe)
 
 
-def _judge(scenario: Scenario, mode: str, settings: RunSettings, view: RunnerView, destination: Path,
-           failure: str | None, probe: ProbeObservation | None) -> tuple[list[Verdict], Observations | None]:
-    verdicts = [Verdict("steps-completed", failure is None,
-                        failure or f"all steps of the {mode} run completed", Evidence())]
-    if settings.auth_home is not None:
-        leaks = artifacts.credential_leaks(destination, artifacts.credential_values(settings.auth_home))
-        for leak in leaks:
-            leak.unlink()
-        verdicts.append(Verdict("no-credentials-in-artifacts", not leaks,
-                                f"removed {len(leaks)} artifacts holding credentials: "
-                                f"{[str(p.relative_to(destination)) for p in leaks]}" if leaks else
-                                "no artifact holds a value of the credential file", Evidence()))
-    if not (destination / EXPORT_FILE).is_file():
-        verdicts.append(Verdict("evidence-collected", False, "the core left no evidence export", Evidence()))
-        return verdicts, None
-    try:
-        observations = Observations(destination, view, probe=probe)
-    except ExportError as error:
-        verdicts.append(Verdict("evidence-collected", False, f"the core's evidence export is unusable: {error}",
-                                Evidence()))
-        return verdicts, None
-    specs = [spec for spec in scenario.checks if spec.applies(mode)]
-    declared = {spec.id for spec in specs}
-    universal = UNIVERSAL + (SCRIPTED_ONLY if view.scripted else ())
-    specs += [spec for spec in universal if spec.id not in declared]
-    verdicts += [judge(spec, observations) for spec in specs]
-    return verdicts, observations
+def _credential_verdict(destination: Path, auth_home: Path) -> Verdict:
+    """A real-provider run: no artifact may hold a value of the credential file (any that does is removed)."""
+    leaks = SecretScan.collect({}, auth_home=auth_home).holders(destination)
+    for leak in leaks:
+        leak.unlink()
+    return Verdict("no-credentials-in-artifacts", not leaks,
+                   f"removed {len(leaks)} artifacts holding credentials: "
+                   f"{[str(p.relative_to(destination)) for p in leaks]}" if leaks else
+                   "no artifact holds a value of the credential file", Evidence())
 
 
 def _agents(view: RunnerView, scenario: Scenario, observations: Observations | None) -> dict[str, Any]:
@@ -257,21 +343,6 @@ def _budget_verdict(budget: RequestBudget) -> Verdict:
                        f"agent (--max-requests); the run was stopped there (requests: {counts})", Evidence())
     return Verdict("max-requests", True, f"every agent stayed under the cap of {budget.cap} model requests "
                    f"(requests: {counts})", Evidence())
-
-
-def _usage(scenario: Scenario, observations: Observations | None) -> dict[str, Any]:
-    """Per agent, the model requests, token counts and efforts its rollouts record (see
-    :mod:`harness.evidence.usage`), with their totals."""
-    agents = {} if observations is None else {
-        name: usage_of(observations.rollout(name)) for name in [*scenario.agents, *_children(observations)]}
-    return {"label": USAGE_LABEL, "agents": agents, "totals": usage_total(agents)}
-
-
-def _outputs(observations: Observations | None, scenario: Scenario) -> dict[str, list[str]]:
-    if observations is None:
-        return {}
-    return {name: [line.text() for line in observations.final_messages(name)]
-            for name in [*scenario.agents, *_children(observations)]}
 
 
 def _children(observations: Observations | None) -> list[str]:

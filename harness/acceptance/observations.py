@@ -1,74 +1,37 @@
-"""What a finished scenario run left behind, read back for judging.
+"""A finished scenario run's evidence, as the checks judge it.
 
-The sources, all inside one scenario's artifacts folder:
-
-* ``core-export.json`` — the core's evidence export (records, evidence rows,
-  requests, claims, bindings, agents), read through
-  :class:`~harness.evidence.core.CoreEvidence`;
-* ``appserver/<agent>.g<n>.appserver.jsonl`` — each owner generation's
-  JSON-RPC transcript (``dir`` sent/received, ``message``);
-* ``rollouts/<agent>/*.jsonl`` — the agent's Codex rollouts;
-* ``model-requests.jsonl`` — every request Codex sent the scripted model and
-  what it answered (absent with a real provider);
-* ``tui/<agent>.screen.txt`` — in mode ``attached_tui``, the agent's TUI screen
-  at the end of the run (``tmux capture-pane`` text with its scroll-back);
-
-plus what the runner itself saw: the turn ids of its prompts, the receipts of
-its tool steps and the owners it attached. Every line handed to a check
-carries its reference (``rollouts/B/<file>:<line>``,
-``appserver/B.g1.appserver.jsonl:<line>``, 1-based) so a verdict can cite it.
-
-Rollouts are read through :class:`~harness.evidence.rollouts.RolloutIndex`, the
-same reader the report binds evidence with. An agent's rollout is the lines of
-its own threads: a collaboration child is a thread of its root's app-server, so
-its rollout file lies in the root's folder but belongs to the child.
+The evidence itself is read by :class:`~harness.evidence.scenario.ScenarioEvidence`,
+the same reader the report uses: the core's export, the app-server transcripts,
+the rollouts, the model request log and the TUI screens. :class:`Observations`
+adds what the runner itself saw (:class:`RunnerView`: the turn ids of its
+prompts, the receipts of its tool steps and the owners it attached) and the
+questions the checks ask of both. An agent's rollout is the lines of its own
+threads: a collaboration child is a thread of its root's app-server, so its
+rollout file lies in the root's folder but belongs to the child.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.codex.home import TOOL_NAMESPACES
-from harness.evidence.core import CoreEvidence
-from harness.evidence.layout import (APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT, TUI_DIR,
-                                     screen_name)
+from harness.names import TOOL_NAMESPACES
+from harness.evidence.core import ExportError
+from harness.evidence.layout import ROLLOUTS_DIR, TUI_DIR, screen_name
+from harness.evidence.model_log import ModelRequest
+from harness.evidence.responses import json_objects
 from harness.evidence.rollouts import RolloutIndex, RolloutLine
-from harness.model.log import ModelRequest, ModelRequestLog
-from harness.model.responses import json_objects
+from harness.evidence.scenario import ScenarioEvidence, ScreenLine, TranscriptLine
 from harness.model.probe import ProbeObservation
 
+__all__ = ["EvidenceMissing", "Observations", "RunnerView", "ScreenLine", "TranscriptLine", "output_json",
+           "select_record"]
 
 
 class EvidenceMissing(LookupError):
     """A check asked for something the run did not record (a label, a record, a file)."""
-
-
-@dataclass(frozen=True)
-class TranscriptLine:
-    ref: str
-    generation: int
-    dir: str  # sent | received
-    message: dict[str, Any]
-
-    @property
-    def method(self) -> str | None:
-        return self.message.get("method")
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return self.message.get("params") or {}
-
-
-@dataclass(frozen=True)
-class ScreenLine:
-    """One line of an attached TUI's screen capture, with its reference (``tui/<agent>.screen.txt:<line>``)."""
-
-    ref: str
-    text: str
 
 
 @dataclass
@@ -96,11 +59,15 @@ class Observations:
     collaboration probe computed for the run (scenarios with a ``[probe]``).
     """
 
-    def __init__(self, artifacts: Path, view: RunnerView, *, probe: ProbeObservation | None = None):
-        self.artifacts = Path(artifacts)
+    def __init__(self, evidence: ScenarioEvidence, view: RunnerView, *, probe: ProbeObservation | None = None):
+        if evidence.core is None:
+            raise ExportError(evidence.export_error or "the core's evidence export is unusable")
+        self.source = evidence
+        """The evidence files, read (the same reader the report uses)."""
+        self.artifacts = evidence.root
         self.view = view
         self.probe = probe
-        self.core = CoreEvidence.load(self.artifacts / EXPORT_FILE)
+        self.core = evidence.core
         """The core's evidence export: records, evidence rows, requests, bindings, agents."""
         self.records = self.core.records
         self.bindings = self.core.bindings
@@ -108,9 +75,15 @@ class Observations:
         for row in self.agents:
             view.agents.setdefault(row["name"], row["agent_id"])
         self.paths = self.core.paths
-        self._transcripts: dict[str, list[TranscriptLine]] = {}
-        self._rollouts: RolloutIndex | None = None
-        self.model_exchanges: list[ModelRequest] = ModelRequestLog.load(self.artifacts / MODEL_REQUESTS).requests
+        self.rollouts: RolloutIndex = evidence.rollouts
+        """Every rollout of the run, indexed (files in path order: agent folder, then creation)."""
+        self.model_exchanges: list[ModelRequest] = evidence.model_log.requests
+
+    @classmethod
+    def load(cls, artifacts: Path, view: RunnerView, *, probe: ProbeObservation | None = None) -> "Observations":
+        """The observations of the artifacts folder ``artifacts``; ExportError when the core's export is missing,
+        unreadable or off its schema."""
+        return cls(ScenarioEvidence.load(artifacts, scripted=view.scripted, strict=True), view, probe=probe)
 
     # -- the core's export ------------------------------------------------------
 
@@ -173,22 +146,9 @@ class Observations:
     # -- app-server transcripts -------------------------------------------------
 
     def transcript(self, agent: str) -> list[TranscriptLine]:
-        """Every generation's transcript of ``agent``, in generation order."""
-        if agent not in self._transcripts:
-            # A child of a collaboration tree has no transcript of its own: its thread's
-            # traffic is in its root's. Names are matched, never globbed (a path has '/').
-            folder = self.artifacts / APPSERVER_DIR
-            found = [(int(m["generation"]), folder / m.group(0)) for m in
-                     (TRANSCRIPT.fullmatch(p.name) for p in (folder.iterdir() if folder.is_dir() else ()))
-                     if m and m["agent"] == agent]
-            lines: list[TranscriptLine] = []
-            for generation, path in sorted(found):
-                for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                    entry = json.loads(raw)
-                    lines.append(TranscriptLine(f"{APPSERVER_DIR}/{path.name}:{number}", generation,
-                                                entry["dir"], entry["message"]))
-            self._transcripts[agent] = lines
-        return self._transcripts[agent]
+        """Every generation's transcript of ``agent``, in generation order. A child of a collaboration tree
+        has none of its own: its thread's traffic is in its root's (see :meth:`host`)."""
+        return self.source.transcript(agent)
 
     def host(self, agent: str) -> str:
         """The agent whose app-server transcript carries ``agent``'s threads: itself, or for a child
@@ -215,22 +175,12 @@ class Observations:
 
     def screen(self, agent: str) -> list[ScreenLine]:
         """The lines of ``agent``'s TUI screen (mode attached_tui); EvidenceMissing when the run kept none."""
-        path = self.artifacts / TUI_DIR / screen_name(agent)
-        if not path.is_file():
+        lines = self.source.screen(agent)
+        if lines is None:
             raise EvidenceMissing(f"no TUI screen of {agent} ({TUI_DIR}/{screen_name(agent)})")
-        return [ScreenLine(f"{TUI_DIR}/{path.name}:{number}", text)
-                for number, text in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1)]
+        return lines
 
     # -- rollouts ----------------------------------------------------------------
-
-    @property
-    def rollouts(self) -> RolloutIndex:
-        """Every rollout of the run, indexed (files in path order: agent folder, then creation)."""
-        if self._rollouts is None:
-            folder = self.artifacts / ROLLOUTS_DIR
-            files = sorted(folder.glob("*/*.jsonl")) if folder.is_dir() else []
-            self._rollouts = RolloutIndex.load(files, root=self.artifacts)
-        return self._rollouts
 
     def rollout(self, agent: str) -> list[RolloutLine]:
         """The agent's rollout lines, file by file in name (creation) order: those of its threads

@@ -18,7 +18,7 @@ from harness.codex.install import project_root
 from harness.process.run_home import default_runs_root
 from harness.shards import DEFAULT_DURATIONS, Shard, ShardError
 
-from .driver import REFERENCE, load_driver
+from harness.lab.driver import REFERENCE, load_driver
 from .scenario import MODES, PROVIDERS, SCENARIOS_DIR
 
 AUTH_HOME_ENV = "PEERWIRE_CODEX_AUTH_HOME"

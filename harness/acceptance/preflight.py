@@ -23,8 +23,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.codex.home import CONFIG_NAME
-from harness.codex.lab import AUTH_FILE
+from harness.names import AUTH_FILE, CONFIG_NAME
 
 BUILTIN_PROVIDERS = ("openai", "oss", "ollama", "lmstudio")
 """Provider ids Codex defines itself; any other ``model_provider`` needs its ``[model_providers.<id>]``."""

@@ -46,6 +46,7 @@ from peerwire.codex.capabilities import Capability
 from harness.codex.capabilities import REPORT_NAME, CapabilityReport
 from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total
 from harness.codex.install import PINNED, CodexInstallError, CodexInstallation, locate_codex
+from harness.private import private_dir, write_private
 from harness.process.jobs import Job, JobClosedError, install_signal_handlers
 from harness.process.lifeline import Lifeline
 from harness.model.personas import applies as persona_applies, select_personas
@@ -58,6 +59,7 @@ from . import trials
 from .execution import RunSettings
 from .options import AUTH_HOME_ENV, Options, UsageError, parse
 from .preflight import preflight
+from .result import unfinished_result
 from .scenario import Scenario, discover, missing_capabilities, select
 from .worker import settings_to_json
 
@@ -293,13 +295,9 @@ def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job
     if result_path.is_file():
         return json.loads(result_path.read_text(encoding="utf-8"))
     why = "not started: the run was stopped" if status is None else f"the worker exited with status {status}"
-    return {"name": scenario.name, "mode": mode, "persona": settings.persona, "provider": settings.provider,
-            "trial": trial, "description": scenario.description, "passed": False,
-            "wall_s": round(time.monotonic() - began, 3), "phases": [], "agents": {}, "inputs": {"prompts": {}},
-            "outputs": {}, "checks": [{"id": "steps-completed", "verdict": "fail", "summary": why,
-                                       "evidence": {"records": [], "rollout": [], "model_requests": [],
-                                                    "appserver": []}}],
-            "artifacts_dir": f"{key}/"}
+    return unfinished_result(name=scenario.name, mode=mode, persona=settings.persona, provider=settings.provider,
+                             trial=trial, description=scenario.description, key=key, why=why,
+                             wall_s=time.monotonic() - began)
 
 
 def write_run_report(report_dir: Path, run: dict[str, Any], artifacts_root: Path,
@@ -314,7 +312,8 @@ def write_run_report(report_dir: Path, run: dict[str, Any], artifacts_root: Path
     ``run.json`` and ``artifacts/`` are written plainly to the same folder.
     """
     try:
-        from harness.report import SecretScan, write_report
+        from harness.evidence.secrets import SecretScan
+        from harness.report import write_report
     except ImportError as error:
         return _write_plain(report_dir, run, artifacts_root), f"no report writer ({error})"
     try:
@@ -325,21 +324,22 @@ def write_run_report(report_dir: Path, run: dict[str, Any], artifacts_root: Path
 
 
 def write_junit(path: Path, report: Path, run: dict[str, Any]) -> None:
-    """The verdicts as JUnit XML at ``path``: from the written report, or from the run's own result
-    when the report writer failed (the verdicts are the same; only evidence problems are missing)."""
+    """The verdicts as JUnit XML at ``path`` (``--junit``): the report's own ``junit.xml``, or, when the
+    report writer failed, the same document made from the run's result (the verdicts are the same; only
+    evidence problems are missing)."""
     from harness.report.junit import write_junit as write
 
-    document = json.loads((report / "report.json").read_text(encoding="utf-8")) if (report / "report.json").is_file() \
-        else run
-    write(path, document)
+    written = report / "junit.xml"
+    if written.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(written, path)
+    else:
+        write(path, {"run": run, "scenarios": run["scenarios"]})
 
 
 def _write_plain(report_dir: Path, run: dict[str, Any], artifacts_root: Path) -> Path:
-    folder = report_dir / f"{run['run_id']}.unreported"
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(folder / "run.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(run, out, indent=1, ensure_ascii=False)
+    folder = private_dir(report_dir / f"{run['run_id']}.unreported")
+    write_private(folder / "run.json", json.dumps(run, indent=1, ensure_ascii=False))
     if artifacts_root.is_dir():
         shutil.copytree(artifacts_root, folder / "artifacts", dirs_exist_ok=True)
     return folder

@@ -39,7 +39,7 @@ from peerwire.codex.capabilities import Capability
 
 from harness.model.probe import ProbeExpectation
 from harness.model.rules import ModelScript, ScenarioError, script_from_document
-from harness.report.identity import RunIdentity
+from harness.evidence.identity import RunIdentity
 
 from .checks import JUDGEMENTS
 from .checks.kernel import CheckSpec

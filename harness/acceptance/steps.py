@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.codex.lab import TURN_TIMEOUT_S, CodexLab, LabHalted
+from harness.lab.live import TURN_TIMEOUT_S, CodexLab, LabHalted
 from harness.evidence.core import CoreEvidence
 
-from .driver import CoreRefused
+from harness.lab.driver import CoreRefused
 from .observations import EvidenceMissing, RunnerView, select_record
 from .progress import Progress
 from .scenario import Scenario, Step

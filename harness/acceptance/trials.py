@@ -5,7 +5,7 @@ and one failure may be noise. With ``--trials N`` every scenario run is
 repeated N times; its pass rate is the share of its trials in which every
 check passed, and each check's rate the share in which that check passed.
 Trials of one scenario run share its identity without the trial number
-(:class:`~harness.report.identity.RunIdentity`). The run's exit status is 0
+(:class:`~harness.evidence.identity.RunIdentity`). The run's exit status is 0
 when every scenario run's rate is at least the minimum.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from harness.report.identity import RunIdentity
+from harness.evidence.identity import RunIdentity
 
 
 def pass_rates(results: Sequence[dict[str, Any]], count: int, min_pass_rate: float) -> dict[str, Any]:

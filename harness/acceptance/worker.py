@@ -16,12 +16,12 @@ exits without finishing the scenario.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from harness.codex.install import CodexInstallation
+from harness.private import write_private
 from harness.process import lifeline
 
 from .execution import RunSettings, run_scenario
@@ -66,9 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     scenario = load_scenario(task["scenario"])
     result = run_scenario(scenario, task["mode"], settings_from_json(task["settings"]), handle_signals=True,
                           trial=task.get("trial"))
-    fd = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(result, out, ensure_ascii=False)
+    write_private(Path(result_path), json.dumps(result, ensure_ascii=False))
     return 0 if result["passed"] else 1
 
 

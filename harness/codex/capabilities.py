@@ -50,12 +50,11 @@ from peerwire.codex.capabilities import (Assessment, Capability, Fact, declared_
                                          version_from_user_agent)
 from peerwire.home import HOME_ENV, SESSION_ENV
 
-from harness.codex.home import ScriptedProvider
+from harness.codex.home import MODEL_KEY_VALUE, ScriptedProvider, project_agent
 from harness.codex.install import CodexInstallError, CodexInstallation, locate_codex
-from harness.codex.lab import MODEL_KEY_VALUE, project_agent
 from harness.codex.protocol import ProtocolSchema, ProtocolSchemaError
 from harness.codex.workspace import FixtureWorkspace
-from harness.model.responses import item_text
+from harness.evidence.responses import item_text
 from harness.model.rules import script_from_document
 from harness.model.server import ScriptedModel
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,22 +37,18 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import Table
 
+from peerwire import profiles
+from peerwire.contract import PROFILES
+
+from harness.names import AUTH_FILE, CONFIG_NAME, PEERWIRE_SERVER_NAME, SERVER_NAMES
+
 from .merge import Conflict, merge
 
-CONFIG_NAME = "config.toml"
-AUTH_FILE = "auth.json"
-"""The credential file of an authorized Codex home: copied into agent homes, never into artifacts."""
 BACKUP_SUFFIX = ".peerwire-backup"
 PROJECTED_SUFFIX = ".peerwire-projected"
 MARKER_SUFFIX = ".peerwire-projection"
 KEPT_ORIGINAL_SUFFIX = ".peerwire-original"
 """Where the original goes when the user's current file cannot be merged (left for them to merge by hand)."""
-PEERWIRE_SERVER_NAME = "peerwire"
-SERVER_NAMES = {"messaging": PEERWIRE_SERVER_NAME, "collab": "collaboration"}
-"""The name each tool profile's MCP server is registered under: a model sees its tools in the namespace
-``mcp__<name>``, so the collaboration tools appear where the native collaboration profile puts them."""
-TOOL_NAMESPACES = tuple(f"mcp__{name}" for name in SERVER_NAMES.values())
-"""Every namespace in which a model may be offered the core's tools."""
 COMPETING_FEATURES = {"multi_agent": ("features", "multi_agent", False), "web_search": (None, "web_search", "disabled")}
 """Codex features that offer a model tools competing with the core's (its own spawn_agent and wait_agent, web
 search), each with the config key and value that turn it off; a run projects them off unless a scenario asks."""
@@ -436,3 +433,51 @@ def _write_atomic(path: Path, data: bytes, *, like: Path | None = None) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+MODEL_KEY_VALUE = "scripted-model-has-no-key"
+"""The API key an agent hands the scripted model: a dummy, so a projected home holds no real credential."""
+
+
+def project_agent(codex_home: Path, workspace: Path, *, server: Sequence[str], server_env: Mapping[str, str],
+                  base_url: str | None, profile: str = profiles.MESSAGING, approve_tools: bool = True,
+                  native_tools: Sequence[str] = (), trust_workspace: bool = True) -> Projection:
+    """Project one agent's Codex home: the core's MCP server (``server`` with ``server_env``, acting as the
+    agent, registered under its profile's name), exactly the profile's tools approved, Codex's competing
+    features off (but ``native_tools``) and the model; the workspace trusted unless ``trust_workspace`` is
+    False (the untrusted start-up diagnostic).
+
+    ``base_url`` is the agent's scripted-model route; ``None`` keeps the user's own
+    (real) provider settings.
+    """
+    settings = AgentSettings(
+        workspace=workspace,
+        peerwire=PeerwireServer(command=server[0], args=tuple(server[1:]), env=dict(server_env),
+                                approve_tools=tuple(PROFILES[profile][1]) if approve_tools else None,
+                                name=SERVER_NAMES[profile]),
+        provider=ScriptedProvider(base_url=base_url) if base_url is not None else None,
+        native_tools=tuple(native_tools),
+        trust_workspace=trust_workspace,
+    )
+    return Projection(codex_home, settings).apply()
+
+
+def copy_authorization(auth_home: Path, codex_home: Path) -> None:
+    """Copy an authorized home's ``config.toml`` (kept as the user wrote it) and
+    ``auth.json`` (mode 0600) into a private agent home.
+
+    Raises FileNotFoundError when ``auth_home`` has no ``auth.json``: a real
+    provider run without credentials would only fail later, less clearly.
+    """
+    auth = auth_home / AUTH_FILE
+    if not auth.is_file():
+        raise FileNotFoundError(f"{auth_home} holds no {AUTH_FILE}: it is not an authorized Codex home")
+    target = codex_home / AUTH_FILE
+    # Created 0600 before any byte is written: the credential is never readable by others.
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out, auth.open("rb") as src:
+        shutil.copyfileobj(src, out)
+    os.chmod(target, 0o600)
+    config = auth_home / CONFIG_NAME
+    if config.is_file():
+        shutil.copyfile(config, codex_home / CONFIG_NAME)

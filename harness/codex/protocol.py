@@ -31,7 +31,7 @@ from jsonschema import Draft7Validator
 from peerwire.codex.capabilities import Fact
 
 from harness.codex.install import CodexInstallation
-from harness.codex.recorded.record import load
+from harness.codex.fixtures import load
 
 Kind = Literal["request", "notification", "server_request"]
 Side = Literal["params", "result"]

@@ -26,25 +26,27 @@ from typing import Any
 
 from harness.shards import (
     DURATIONS_FILE,
-    disagreements,
+    MergeRefused,
+    coverage,
     find_folders,
     load_durations,
     one_per_shard,
+    refuse_unless_forced,
     write_durations,
 )
 
 from .baseline import Baseline, BaselineEntry
 from .cases import CaseError, all_cases
 from .compliance import Compliance, judge
-from .manifest import Level, Selection, manifest
+from .manifest import NEEDS, Level, Selection, manifest
 from .report import JSON_NAME, JUNIT_NAME, write_reports
 from .verdicts import Vote
 
 SUITE = "contract"
 
 
-class ContractMergeRefused(ValueError):
-    """The shard reports cannot be one run's (different suite, target, selection, baseline or plan)."""
+ContractMergeRefused = MergeRefused
+"""The shard reports cannot be one run's (different suite, target, selection, baseline or plan)."""
 
 
 @dataclass
@@ -86,9 +88,7 @@ def merge_compliance(folders: Sequence[Path], out: Path, *, force: bool = False)
     for shard in shards:
         if shard.shard is None or "votes" not in shard.document:
             raise ValueError(f"{shard.folder}: not a shard report (run the suite with --shard K/N to merge it)")
-    warnings = _compatibility(shards)
-    if warnings and not force:
-        raise ContractMergeRefused("; ".join(warnings) + " (--force merges them anyway)")
+    warnings = _compatibility(shards, force)
     chosen, problems = _choose(shards)
     votes = [Vote.from_json(v) for shard in chosen for v in shard.document["votes"]]
     first = chosen[0].document
@@ -116,34 +116,29 @@ def merge_compliance(folders: Sequence[Path], out: Path, *, force: bool = False)
     return MergedCompliance(out, compliance, problems, warnings)
 
 
-def _compatibility(shards: list[ContractShard]) -> list[str]:
-    return disagreements("contract shards", [(s.label, s.document) for s in shards], [
+def _compatibility(shards: list[ContractShard], force: bool) -> list[str]:
+    return refuse_unless_forced("contract shards", [(s.label, s.document) for s in shards], [
         ("suite version", lambda d: d.get("suite_version")), ("target", lambda d: d.get("target")),
         ("selection", lambda d: d.get("selection")), ("baseline", lambda d: (d.get("baseline") or {}).get("entries")),
         ("shard count", lambda d: (d.get("shard") or {}).get("count")),
-        ("shard plan", lambda d: (d.get("shard") or {}).get("plan_sha256"))])
+        ("shard plan", lambda d: (d.get("shard") or {}).get("plan_sha256"))], force=force)
 
 
 def _choose(shards: list[ContractShard]) -> tuple[list[ContractShard], list[str]]:
     by_index, flagged = one_per_shard(shards, lambda s: s.shard, lambda s: s.folder.name, "tests")
     problems = [f"contract {problem}" for problem in flagged]
     chosen = list(by_index.values())
-    ran: dict[str, int] = {}
-    for shard in chosen:
-        for case in shard.shard["cases"]:
-            if case in ran:
-                problems.append(f"test {case} ran in contract shards {ran[case]} and {shard.shard['index']}")
-            ran.setdefault(case, shard.shard["index"])
-    planned = chosen[0].shard.get("plan") or {}
-    for case, index in sorted(planned.items()):
-        if case not in ran and index in by_index:
-            problems.append(f"test {case} (planned for contract shard {index}) ran in no shard")
-    return chosen, problems
+    _, missed = coverage([(s.shard["index"], s.shard["cases"]) for s in chosen], chosen[0].shard.get("plan") or {},
+                         case="contract test",
+                         ran_nowhere=lambda case, index: f"contract test {case} (planned for shard {index}) ran in "
+                                                         "no shard",
+                         excused=lambda case, index: index not in by_index)
+    return chosen, problems + missed
 
 
 def _selection(data: dict[str, Any]) -> Selection:
     return Selection(level=Level.parse(str(data["level"]).lower()), patterns=tuple(data.get("patterns") or ()),
-                     profiles=tuple(data.get("profiles") or ()))
+                     profiles=tuple(data.get("profiles") or ()), offers=tuple(data.get("offers", NEEDS)))
 
 
 def _baseline(data: dict[str, Any]) -> Baseline:

@@ -29,7 +29,7 @@ from typing import Any
 
 from harness.evidence import stored
 from harness.json_values import strings
-from harness.model.responses import content_text, item_text
+from harness.evidence.responses import content_text, item_text
 
 UNVERIFIED = "unverified"
 """What the index says for a model or effort the rollout does not record."""

@@ -34,13 +34,15 @@ import jsonschema
 
 from peerwire import envelope
 
-from .responses import item_text, json_objects
+from harness.evidence.responses import item_text, json_objects
+from harness.names import MESSAGING_NAMESPACE
+
 from .rules import Decision, ModelScript
 
 PERSONAS_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "personas"
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "persona.schema.json"
 CALL_PREFIX = "call_persona_"
-NAMESPACE = "mcp__peerwire"
+NAMESPACE = MESSAGING_NAMESPACE
 RECEIVE_TIMEOUT_MS = 30000
 
 

@@ -36,8 +36,8 @@ from peerwire import collab, envelope
 from peerwire.envelope import MESSAGE_TYPES
 from peerwire.lifecycle import Kind
 
-from .log import ModelRequestLog
-from .responses import is_incoming, item_text
+from harness.evidence.model_log import ModelRequestLog
+from harness.evidence.responses import is_incoming, item_text
 
 DEFAULT_REQUEST_CAP = 12
 """A probe's model requests, at most, unless its ``[probe]`` table says ``max_requests``."""

@@ -28,7 +28,7 @@ import jsonschema
 
 from peerwire.envelope import TYPE_HEADER
 
-from .responses import content_text, json_objects
+from harness.evidence.responses import content_text, json_objects
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "scripted-model-rules.schema.json"
 

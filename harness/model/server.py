@@ -10,7 +10,7 @@ Routes (one model per agent):
   without retrying and shows the message) and is recorded as `unexpected`.
 - `POST /agents/<agent>/v1/chat/completions` — OpenCode's model request (an
   OpenAI-compatible provider, `stream: true`). The same rules decide, on the
-  request's Responses view (`harness.model.chat`); the answer streams as
+  request's Responses view (`harness.evidence.chat_requests`); the answer streams as
   `chat.completion.chunk` events and `[DONE]`. Errors as above.
 - `POST /control/release/<hold>` — open a hold (see `ScriptedModel.release`).
 - `GET /control/holds` — every hold with `released` and `waiting` counts.
@@ -20,7 +20,7 @@ Anything else is answered 404 and recorded as `unexpected`.
 Every request and its outcome go to a JSONL log: a `request` record (agent,
 path, headers without credentials, body, stored compacted: each distinct system
 prompt, tool list and input item once, in the bodies file beside the log, with
-the whole body's digest; see `harness.model.bodies`) when it arrives, a `response`
+the whole body's digest; see `harness.evidence.model_bodies`) when it arrives, a `response`
 record (rule, outcome, emitted items) when it ends, and a `release` record
 per released hold. Run in-process (`with ScriptedModel(script) as model:`) or
 as a subprocess:
@@ -50,8 +50,9 @@ from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import unquote
 
+from harness.evidence import chat_requests
+from harness.evidence.model_bodies import BodyStore, bodies_path, digest
 from harness.model import chat
-from harness.model.bodies import BodyStore, bodies_path, digest
 from harness.model.rules import Decision, ModelScript, load_script, namespaces
 
 _RESPONSES_ROUTE = re.compile(r"^/agents/([^/]+)/v1/(?:responses|chat/completions)$")
@@ -104,7 +105,7 @@ class Exchange:
     @property
     def wire(self) -> str:
         """``chat`` for a Chat Completions request, else ``responses``."""
-        return "chat" if chat.is_chat(self.path) else "responses"
+        return "chat" if chat_requests.is_chat(self.path) else "responses"
 
 
 @dataclass
@@ -145,7 +146,7 @@ class ScriptedModel:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._handlers: set[threading.Thread] = set()
-        self._servers = chat.servers_of(_script_namespaces(script))
+        self._servers = chat_requests.servers_of(_script_namespaces(script))
         """The MCP servers the rules name: how a chat tool name splits into namespace and tool."""
 
     # -- lifecycle -------------------------------------------------------------
@@ -319,7 +320,7 @@ class ScriptedModel:
 
     def _agent_of(self, path: str, body: Any) -> str | None:
         """A request to the provider's own route (``/v1/responses``, as a real provider is addressed) names no
-        agent; a script that can tell the agent from the request itself (see :mod:`harness.model.standin`)
+        agent; a script that can tell the agent from the request itself (see :mod:`harness.acceptance.standin`)
         says which."""
         agent_of = getattr(self.script, "agent_of", None)
         if path != _PROVIDER_ROUTE or agent_of is None or not isinstance(body, dict):
@@ -331,7 +332,7 @@ class ScriptedModel:
             return None
         body = exchange.body
         if exchange.wire == "chat":
-            body = chat.responses_view(body, self._servers, session=chat.session_of(exchange.headers))
+            body = chat_requests.responses_view(body, self._servers, session=chat_requests.session_of(exchange.headers))
             with self._lock:
                 exchange.view = body
         decision = self.script.decide(exchange.agent, body)
@@ -591,30 +592,34 @@ class _Handler(BaseHTTPRequestHandler):
 # -- command line ------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m harness.model.server", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--scenario", required=True, type=Path, help="scenario TOML with the model rules")
-    parser.add_argument(
-        "--port-file", required=True, type=Path, help="written with the bound port once serving"
-    )
-    parser.add_argument("--log", required=True, type=Path, help="JSONL log of every request and response")
+def serving_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options every command that serves a script shares: where to listen, where to say so, what to log."""
     parser.add_argument("--port", type=int, default=0, help="port to bind (default: ephemeral)")
-    options = parser.parse_args(argv)
+    parser.add_argument("--port-file", required=True, type=Path, help="written with the bound port once serving")
+    parser.add_argument("--log", required=True, type=Path, help="JSONL log of every request and response")
+    return parser
 
-    script = load_script(options.scenario)
+
+def serve_until_signalled(script: Any, options: argparse.Namespace) -> int:
+    """Serve ``script`` on loopback until SIGTERM or SIGINT; the port file appears, whole, once it listens."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     with ScriptedModel(script, port=options.port, log_path=options.log) as model:
-        # Written atomically so a reader never sees a half-written port.
+        # Written aside and renamed, so a reader never sees a half-written port.
         partial = options.port_file.with_name(options.port_file.name + ".partial")
         partial.write_text(f"{model.port}\n", encoding="utf-8")
         partial.replace(options.port_file)
         print(f"listening {model.url}", flush=True)
         stop.wait()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.model.server", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", required=True, type=Path, help="scenario TOML with the model rules")
+    options = serving_options(parser).parse_args(argv)
+    return serve_until_signalled(load_script(options.scenario), options)
 
 
 if __name__ == "__main__":

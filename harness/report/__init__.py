@@ -24,9 +24,9 @@ and ``artifacts_root/<artifacts_dir>`` holds ``core-export.json``,
 ``model-requests.jsonl``, ``appserver/*.jsonl`` and ``rollouts/<agent>/*.jsonl``.
 """
 
-from .secrets import Finding, SecretScan, TokenLedger
+from harness.evidence.secrets import SecretScan
+
 from .sequence import SequenceDiagram
 from .writer import ReportError, load_report, report_schema, validate_report, write_report
 
-__all__ = ["Finding", "ReportError", "SecretScan", "TokenLedger", "SequenceDiagram", "load_report", "report_schema", "validate_report",
-           "write_report"]
+__all__ = ["ReportError", "SecretScan", "SequenceDiagram", "load_report", "report_schema", "validate_report", "write_report"]

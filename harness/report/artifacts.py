@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.codex.home import AUTH_FILE, CONFIG_NAME
+from harness.names import AUTH_FILE, CONFIG_NAME
+from harness.private import FILE_MODE, private_dir
 
-DIR_MODE = 0o700
-FILE_MODE = 0o600
 NEVER_COPIED = frozenset({CONFIG_NAME, AUTH_FILE})
 _CHUNK = 1 << 20
 
@@ -35,30 +34,6 @@ class Artifact:
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "bytes": self.bytes, "sha256": self.sha256}
-
-
-def private_dir(path: Path) -> Path:
-    """Create ``path`` and its missing parents, each mode 0700 whatever the umask.
-
-    Folders that already exist keep their mode: the caller may own a shared parent.
-    """
-    missing = []
-    probe = path
-    while not probe.exists():
-        missing.append(probe)
-        probe = probe.parent
-    for folder in reversed(missing):
-        folder.mkdir(mode=DIR_MODE, exist_ok=True)
-        folder.chmod(DIR_MODE)
-    return path
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to a new or truncated file that is 0600 from its first byte."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    path.chmod(FILE_MODE)
 
 
 def copy_artifacts(source: Path, dest: Path) -> tuple[list[Path], list[str]]:

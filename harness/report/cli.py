@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from harness.evidence import stored
-from harness.model.bodies import read_log
+from harness.evidence.model_bodies import read_log
 
-from .identity import RunIdentity
+from harness.evidence.identity import RunIdentity
 from .writer import load_report
 
 

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from .identity import RunIdentity
+from harness.evidence.identity import RunIdentity
 
 SUITES_NAME = "peerwire acceptance"
 

@@ -11,20 +11,16 @@ scenario's artifacts folder, the form checks cite them in.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from harness.evidence import stored
 from harness.evidence.binding import bind_records
-from harness.evidence.core import CoreEvidence, ExportError, violations
-from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR
-from harness.evidence.rollouts import RolloutIndex
-from harness.model.log import ModelRequestLog
+from harness.evidence.core import CoreEvidence
+from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS
+from harness.evidence.scenario import ScenarioEvidence
 from harness.model.probe import STATEMENT as PROBE_STATEMENT
 
 from .excerpts import ArtifactLines
-from .identity import DEFAULT_PROVIDER, RunIdentity
+from harness.evidence.identity import DEFAULT_PROVIDER, RunIdentity
 from .sequence import SequenceDiagram
 from .transcript import transcripts
 
@@ -36,55 +32,7 @@ def measure(text: str | None) -> dict[str, int]:
     return {"characters": len(text), "words": len(text.split())}
 
 
-@dataclass
-class ScenarioArtifacts:
-    """The evidence files of one scenario, loaded."""
-
-    root: Path
-    core: CoreEvidence | None
-    """The core's evidence export; ``None`` when it is missing or unreadable (see ``problems``)."""
-    index: RolloutIndex
-    model_log: ModelRequestLog
-    thread_agents: dict[str, str]
-    problems: list[str]
-
-    @classmethod
-    def load(cls, root: Path, *, scripted: bool = True) -> "ScenarioArtifacts":
-        """Load from ``root``; missing or unreadable files become ``problems``.
-
-        ``scripted``: the agents' model was the scripted model, so its request log
-        must be there; with a real provider there is none and that is no problem.
-        """
-        problems: list[str] = []
-        core: CoreEvidence | None = None
-        try:
-            core = CoreEvidence.load(root / EXPORT_FILE, strict=False)
-        except FileNotFoundError:
-            problems.append(f"{EXPORT_FILE}: missing")
-        except (ExportError, KeyError, TypeError) as exc:
-            problems.append(f"{EXPORT_FILE}: unreadable ({exc})")
-        if core is not None:
-            problems.extend(f"{EXPORT_FILE}: {problem}" for problem in violations(core.document))
-        rollout_files = sorted(p for p in (root / ROLLOUTS_DIR).rglob("*")
-                               if p.is_file() and stored.cited_name(p.name).endswith(".jsonl"))
-        if not rollout_files:
-            problems.append(f"{ROLLOUTS_DIR}/: no rollout files")
-        index = RolloutIndex.load(rollout_files, root=root)
-        problems.extend(index.problems)
-        thread_agents: dict[str, str] = {}
-        for thread in index.threads.values():
-            # rollouts/<agent>/...: the folder names the agent whose Codex home held the file
-            owners = {Path(f).parts[1] for f in thread.files if len(Path(f).parts) > 2}
-            if len(owners) == 1:
-                thread_agents[thread.thread_id] = owners.pop()
-            else:
-                problems.append(f"thread {thread.thread_id} is in the rollouts of {sorted(owners)}")
-        model_log = ModelRequestLog.load(root / MODEL_REQUESTS, expected=scripted)
-        problems.extend(model_log.problems)
-        return cls(root, core, index, model_log, thread_agents, problems)
-
-
-def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, *, artifacts_dir: str,
+def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioEvidence, *, artifacts_dir: str,
                      codex_version: str | None, provider: Any = None) -> dict[str, Any]:
     """The report section of one scenario run (see ``contracts/report.schema.json``).
 
@@ -100,9 +48,9 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
         for thread_id in agent.get("thread_ids") or []:
             thread_agents[thread_id] = name
     problems = list(loaded.problems)
-    bindings = bind_records(loaded.core, loaded.index, thread_agents=thread_agents) if loaded.core else []
+    bindings = bind_records(loaded.core, loaded.rollouts, thread_agents=thread_agents) if loaded.core else []
     order = list(agents_in) or loaded.model_log.agents()
-    diagram = SequenceDiagram.build(loaded.core, agents=order, index=loaded.index, thread_agents=thread_agents)
+    diagram = SequenceDiagram.build(loaded.core, agents=order, index=loaded.rollouts, thread_agents=thread_agents)
     agents = _agents(agents_in, loaded, thread_agents, codex_version, problems)
     lines = ArtifactLines(loaded.root)
     checks = [_check(check, loaded, lines) for check in scenario.get("checks") or []]
@@ -132,7 +80,7 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioArtifacts, 
         "model_log": (MODEL_REQUESTS if (loaded.root / MODEL_REQUESTS).is_file() else
                       f"none: a run with provider {identity.provider} has no scripted model"
                       if (identity.provider or DEFAULT_PROVIDER) != DEFAULT_PROVIDER else f"{MODEL_REQUESTS} missing"),
-        "transcripts": transcripts(loaded.index, loaded.model_log, thread_agents, model_log_name=MODEL_REQUESTS),
+        "transcripts": transcripts(loaded.rollouts, loaded.model_log, thread_agents, model_log_name=MODEL_REQUESTS),
         "sequence": diagram.to_json(),
         "sequence_participants": list(diagram.participants),
         "sequence_diagram": diagram.mermaid(),
@@ -170,17 +118,17 @@ def _origin(binding: dict[str, Any], runner_calls: list[Mapping[str, Any]]) -> d
     return {**binding, "origin": origin, "explanation": explanation}
 
 
-def _agents(agents_in: Mapping[str, Any], loaded: ScenarioArtifacts, thread_agents: Mapping[str, str],
+def _agents(agents_in: Mapping[str, Any], loaded: ScenarioEvidence, thread_agents: Mapping[str, str],
             codex_version: str | None, problems: list[str]) -> dict[str, Any]:
     names = list(dict.fromkeys([*agents_in, *thread_agents.values()]))
     out: dict[str, Any] = {}
     for name in names:
         given = agents_in.get(name) or {}
         threads = [t for t, owner in thread_agents.items() if owner == name]
-        turns = [turn for thread in threads for turn in loaded.index.thread_turns(thread)
+        turns = [turn for thread in threads for turn in loaded.rollouts.thread_turns(thread)
                  if turn.status != "context_only"]
-        versions = sorted({v for t in threads if t in loaded.index.threads
-                           and (v := loaded.index.threads[t].cli_version)})
+        versions = sorted({v for t in threads if t in loaded.rollouts.threads
+                           and (v := loaded.rollouts.threads[t].cli_version)})
         if codex_version and versions and versions != [codex_version]:
             problems.append(f"{name}: rollouts were written by Codex {versions}, the run reports {codex_version}")
         out[name] = {
@@ -198,21 +146,21 @@ def _agents(agents_in: Mapping[str, Any], loaded: ScenarioArtifacts, thread_agen
     return out
 
 
-def _texts(by_agent: Mapping[str, Any], loaded: ScenarioArtifacts, thread_agents: Mapping[str, str], *,
+def _texts(by_agent: Mapping[str, Any], loaded: ScenarioEvidence, thread_agents: Mapping[str, str], *,
            roles: tuple[str, ...]) -> list[dict[str, Any]]:
     out = []
     for agent, texts in by_agent.items():
         threads = [t for t, owner in thread_agents.items() if owner == agent]
         for number, text in enumerate(texts if isinstance(texts, list) else [texts]):
-            found = [str(m.at) for m in loaded.index.messages
+            found = [str(m.at) for m in loaded.rollouts.messages
                      if m.thread_id in threads and m.role in roles and text and m.text == text]
             out.append({"agent": agent, "index": number, "text": text, **measure(text), "rollout": found})
     return out
 
 
-def _final_messages(loaded: ScenarioArtifacts, thread_agents: Mapping[str, str]) -> list[dict[str, Any]]:
+def _final_messages(loaded: ScenarioEvidence, thread_agents: Mapping[str, str]) -> list[dict[str, Any]]:
     out = []
-    for turn, text in loaded.index.final_messages():
+    for turn, text in loaded.rollouts.final_messages():
         out.append({"agent": thread_agents.get(turn.thread_id), "thread_id": turn.thread_id, "turn_id": turn.turn_id,
                     "status": turn.status, "text": text, **measure(text), "rollout": _loc(turn.ended)})
     return out
@@ -230,7 +178,7 @@ def _records(core: CoreEvidence | None) -> list[dict[str, Any]]:
     return out
 
 
-def _check(check: Mapping[str, Any], loaded: ScenarioArtifacts, lines: ArtifactLines) -> dict[str, Any]:
+def _check(check: Mapping[str, Any], loaded: ScenarioEvidence, lines: ArtifactLines) -> dict[str, Any]:
     evidence = dict(check.get("evidence") or {})
     out = {"id": check["id"], "verdict": check["verdict"], "summary": check.get("summary", ""),
            "evidence": {k: list(v) for k, v in evidence.items()},
@@ -240,7 +188,7 @@ def _check(check: Mapping[str, Any], loaded: ScenarioArtifacts, lines: ArtifactL
     return out
 
 
-def _evidence_problems(evidence: Mapping[str, Any], loaded: ScenarioArtifacts, lines: ArtifactLines) -> list[str]:
+def _evidence_problems(evidence: Mapping[str, Any], loaded: ScenarioEvidence, lines: ArtifactLines) -> list[str]:
     """Cited evidence that the artifacts do not contain: a check must point at real lines.
 
     Records and model requests are looked up by id; every other kind of evidence

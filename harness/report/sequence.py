@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from harness.codex.home import TOOL_NAMESPACES
+from harness.names import TOOL_NAMESPACES
 from harness.evidence.core import CoreEvidence
 from harness.evidence.rollouts import RolloutIndex, parse_time
 from peerwire.lifecycle import Stage

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from harness.evidence.rollouts import RolloutIndex, RolloutLine, parse_time
-from harness.model.log import ModelRequestLog
+from harness.evidence.model_log import ModelRequestLog
 
 from .sequence import tool_result
 

@@ -33,11 +33,15 @@ import jsonschema
 from harness.evidence import stored
 
 from . import html, markdown
-from .artifacts import copy_artifacts, manifest, private_dir, write_private
-from .identity import DEFAULT_PROVIDER, RunIdentity
+from harness.private import private_dir, write_private
+
+from .artifacts import copy_artifacts, manifest
+from harness.evidence.identity import DEFAULT_PROVIDER, RunIdentity
 from .junit import junit_xml
-from .scenario import ScenarioArtifacts, scenario_section
-from .secrets import Finding, SecretScan
+from harness.evidence.scenario import ScenarioEvidence
+
+from .scenario import scenario_section
+from harness.evidence.secrets import Finding, SecretScan
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "contracts" / "report.schema.json"
 REPORT_JSON = "report.json"
@@ -139,7 +143,7 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
     sections = []
     for scenario, relative in zip(scenarios_in, dirs):
         identity = RunIdentity.of(scenario, provider=run.get("provider"))
-        loaded = ScenarioArtifacts.load(work / ARTIFACTS / relative,
+        loaded = ScenarioEvidence.load(work / ARTIFACTS / relative,
                                         scripted=(identity.provider or DEFAULT_PROVIDER) == DEFAULT_PROVIDER)
         sections.append(scenario_section(scenario, loaded, artifacts_dir=f"{ARTIFACTS}/{relative}/",
                                          codex_version=run.get("codex_version"), provider=run.get("provider")))

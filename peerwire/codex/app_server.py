@@ -89,7 +89,7 @@ class AppServerSession(Protocol):
     """What the Codex adapter uses of an app-server session.
 
     `AppServerClient` is the live one; a recorded exchange replays through the
-    same surface (`harness.codex.recorded.replay.ReplaySession`), and so does the
+    same surface (`harness.lab.recorded.replay.ReplaySession`), and so does the
     scripted stand-in of the claim tests. Each method is the typed Codex request
     of the same name; see `AppServerClient` for what each returns and raises.
     """

@@ -1,6 +1,6 @@
 """A second acceptance driver: the reference core through its command line only.
 
-It proves the driver interface (:mod:`harness.acceptance.driver`) is enough to run
+It proves the driver interface (:mod:`harness.lab.driver`) is enough to run
 the acceptance suite: every operation is a ``peerwire ... --json`` command, the
 app a subprocess of its own, the core's files copied by the layout its home
 documents. It imports no peerwire module (a test checks): it knows the reference
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Mapping, Sequence
 
-from harness.acceptance.driver import CoreRefused
+from harness.lab.driver import CoreRefused
 from harness.contract.interface import Caller
 from harness.process.jobs import Spawn
 
@@ -33,11 +33,11 @@ READY_S, STOP_S, COMMAND_GRACE_S = 20.0, 10.0, 15.0
 
 # The tools and the commands that call them as the caller (each takes its body on stdin).
 _TOOL_COMMANDS = {
-    "send_message": lambda a: (["send", "--to", a["target"], "--stdin"], a["message"]),
-    "followup_task": lambda a: (["task", "--to", a["target"], "--stdin"], a["message"]),
-    "reply": lambda a: (["reply", a["request_id"], "--status", a["status"], "--stdin"], a["message"]),
+    "send_message": lambda a: (["send", f"--to={a['target']}", "--stdin"], a["message"]),
+    "followup_task": lambda a: (["task", f"--to={a['target']}", "--stdin"], a["message"]),
+    "reply": lambda a: (["reply", a["request_id"], f"--status={a['status']}", "--stdin"], a["message"]),
     "interrupt_agent": lambda a: (["interrupt", a["target"]], None),
-    "list_agents": lambda a: (["peers", *(["--prefix", a["name_prefix"]] if "name_prefix" in a else [])], None),
+    "list_agents": lambda a: (["peers", *_flag("--prefix", a.get("name_prefix"))], None),
     "wait_agent": lambda a: (["message", "wait", *_flag("--timeout-ms", a.get("timeout_ms"))], None),
     "receive_messages": lambda a: (["message", "receive", *_flag("--cursor", a.get("cursor")),
                                     *_flag("--ack", a.get("ack_cursor")), *_flag("--limit", a.get("limit")),
@@ -46,7 +46,8 @@ _TOOL_COMMANDS = {
 
 
 def _flag(name: str, value: Any) -> list[str]:
-    return [] if value is None else [name, str(value)]
+    # One argument, --flag=value: a value may begin with "-" (a token, a cursor, a name).
+    return [] if value is None else [f"{name}={value}"]
 
 
 @dataclass
@@ -135,7 +136,8 @@ class CliDriver:
         if tool not in _TOOL_COMMANDS:
             raise ValueError(f"the reference's command line has no command for {tool}")
         args, body = _TOOL_COMMANDS[tool](arguments)
-        return self._run(*args, "--session", caller.token, stdin=body, wait_s=timeout_s)
+        # Every value goes as --flag=value: a token, a cursor or a name may begin with "-".
+        return self._run(*args, f"--session={caller.token}", stdin=body, wait_s=timeout_s)
 
     def await_change(self, mark: Any, timeout_s: float) -> Any:
         return self._run("await-change", *_flag("--mark", mark), "--wait", str(max(0.0, timeout_s)),

@@ -3,16 +3,18 @@ runs real scenarios to the same verdicts as the reference driver."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import ast
 import inspect
 from pathlib import Path
 
 import pytest
 
-from harness.acceptance.driver import AcceptanceDriver, CoreRefused, load_driver
+from harness.lab.driver import AcceptanceDriver, CoreRefused, load_driver
 from harness.acceptance.execution import RunSettings, run_scenario
 from harness.acceptance.progress import Progress
-from harness.acceptance.reference import ReferenceDriver
+from harness.lab.reference import ReferenceDriver
 from harness.acceptance.scenario import discover
 from harness.codex.install import locate_codex
 
@@ -68,6 +70,12 @@ def test_the_cli_driver_reports_refusals_and_a_missing_home(tmp_path):
         assert driver.await_change(mark, 0) == mark  # nothing committed since
         (task,) = [r for r in driver.export()["records"] if r["record_id"] == receipt["interaction_id"]]
         assert task["body"] == "-- a body\nthat looks odd" and task["tool_receipt"] == {"via": "cli"}
+        # A credential, like a cursor or a name, may begin with "-" (one session token in 64 does): it is a
+        # value, never taken for an option.
+        dashed = dataclasses.replace(alice, token="-" + alice.token[1:])
+        with pytest.raises(CoreRefused) as refused:
+            driver.call_tool(dashed, "receive_messages", {"cursor": "-not-a-cursor"}, 5)
+        assert refused.value.code == "unknown_caller"
     finally:
         driver.stop()
     assert [r["kind"] for r in driver.export()["records"]] == ["task"]  # read back from the stopped home

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from harness.acceptance import artifacts
+from harness.evidence.secrets import SecretScan
 from harness.acceptance.options import AUTH_HOME_ENV, UsageError, parse
 from harness.acceptance.preflight import preflight
 from harness.acceptance.run import main
-from harness.codex.home import AgentSettings, PeerwireServer, Projection
-from harness.codex.lab import copy_authorization
+from harness.codex.home import AgentSettings, PeerwireServer, Projection, copy_authorization
 
 AUTH = {"OPENAI_API_KEY": None, "tokens": {"access_token": "at-0123456789abcdef", "refresh_token": "rt-fedcba9876"}}
 USER_CONFIG = 'model = "gpt-5"\nmodel_provider = "openai"\n\n[model_providers.openai]\nname = "OpenAI"\n'
@@ -114,11 +113,10 @@ def test_credentials_never_stay_in_artifacts(tmp_path: Path, auth_home: Path) ->
     (folder / "appserver" / "A.g1.appserver.jsonl").write_text('{"token": "at-0123456789abcdef"}\n')
     (folder / "auth.json").write_text("{}")
 
-    secrets = artifacts.credential_values(auth_home)
+    scan = SecretScan.collect({}, auth_home=auth_home)
 
-    assert secrets == ["at-0123456789abcdef", "rt-fedcba9876"]
-    assert artifacts.credential_leaks(folder, secrets) == [folder / "appserver" / "A.g1.appserver.jsonl",
-                                                           folder / "auth.json"]
+    assert sorted(scan.secrets.values()) == ["at-0123456789abcdef", "rt-fedcba9876"]
+    assert scan.holders(folder) == [folder / "appserver" / "A.g1.appserver.jsonl", folder / "auth.json"]
 
 
 @pytest.mark.codex

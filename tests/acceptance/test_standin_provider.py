@@ -4,7 +4,7 @@ Everything a real run does happens here (the auth home named by the environment,
 ``auth.json`` copied into private agent homes, the projection approving exactly the core's tools with
 Codex's competing tools off, the preflight, every scenario that declares the openai provider, the model
 and effort read from the rollouts, the report and its secret scan). Only the network differs: the user's
-provider ``base_url`` points at a stand-in (:mod:`harness.model.standin`) that plays every scenario's
+provider ``base_url`` points at a stand-in (:mod:`harness.acceptance.standin`) that plays every scenario's
 rules on one route, telling scenario and agent apart by the workspace Codex reports in each request.
 """
 
@@ -21,10 +21,10 @@ import pytest
 from harness.acceptance.options import AUTH_HOME_ENV
 from harness.acceptance.scenario import OPT_IN_MODES, discover
 from harness.evidence.rollouts import RolloutIndex
-from harness.model.bodies import read_log
-from harness.model.log import ModelRequestLog
+from harness.evidence.model_bodies import read_log
+from harness.evidence.model_log import ModelRequestLog
 from harness.model.server import ScriptedModel
-from harness.model.standin import stand_in
+from harness.acceptance.standin import stand_in
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY_ENV = "STANDIN_PROVIDER_KEY"

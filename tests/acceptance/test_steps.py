@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.acceptance.driver import CoreRefused
+from harness.lab.driver import CoreRefused
 from harness.acceptance.scenario import Step
 from harness.acceptance.steps import StepFailed, StepRunner
-from harness.codex.lab import LabHalted
+from harness.lab.live import LabHalted
 
 PROMPT = Step(3, "prompt", {"agent": "B"})
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.model.log import ModelRequestLog
+from harness.evidence.model_log import ModelRequestLog
 from peerwire.contract import document_validator
 from tests.acp import routes
 from tests.acp.lab import AcpLab, opencode_or_skip, sent, updates

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.model import chat
-from harness.model.log import ModelRequestLog
+from harness.evidence import chat_requests as chat
+from harness.evidence.model_log import ModelRequestLog
 from harness.model.rules import script_from_document
 from harness.model.server import ScriptedModel
 

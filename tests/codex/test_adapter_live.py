@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.codex.recorded import routes
+from harness.lab.recorded import routes
 from harness.contract.manifest import requirement
-from harness.codex.inprocess import inprocess_adapter
-from harness.acceptance.reference import ReferenceLab
+from harness.lab.inprocess import inprocess_adapter
+from harness.lab.reference import ReferenceLab
 from peerwire import envelope
 from peerwire.contract import definition_validator
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.codex.recorded.routes import INPROCESS_ROUTES, ROUTES, stale_steer
-from harness.codex.recorded.record import FIXTURE_DIR
-from harness.codex.recorded.replay import ReplayTransport
+from harness.lab.recorded.routes import INPROCESS_ROUTES, ROUTES, stale_steer
+from harness.codex.fixtures import FIXTURE_DIR
+from harness.lab.recorded.replay import ReplayTransport
 from peerwire.codex.adapter import CodexProvider
 from peerwire.store import Store
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.acceptance.driver import CoreRefused
-from harness.acceptance.reference import ReferenceLab
-from harness.codex.recorded import routes
+from harness.lab.driver import CoreRefused
+from harness.lab.reference import ReferenceLab
+from harness.lab.recorded import routes
 from harness.codex.tui import tmux_path
 from harness.contract.manifest import requirement
 

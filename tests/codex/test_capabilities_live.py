@@ -16,8 +16,8 @@ import pytest
 from harness.acceptance.run import main as run_acceptance
 from harness.codex.capabilities import REPORT_NAME, CapabilityReport, establish
 from harness.codex.install import locate_codex
-from harness.acceptance.reference import ReferenceLab
-from harness.codex.recorded import routes
+from harness.lab.reference import ReferenceLab
+from harness.lab.recorded import routes
 from peerwire.codex.capabilities import DECLARATIONS, Capability
 from peerwire.errors import Code, PeerwireError
 from tests.conftest import OLDER_RELEASE

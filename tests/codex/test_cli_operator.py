@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from harness.codex.recorded import routes
-from harness.acceptance.reference import ReferenceLab
+from harness.lab.recorded import routes
+from harness.lab.reference import ReferenceLab
 from peerwire.home import HOME_ENV, SESSION_ENV
 
 pytestmark = pytest.mark.codex

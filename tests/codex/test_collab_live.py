@@ -19,8 +19,8 @@ import pytest
 
 from harness.codex.install import project_root
 from harness.contract.manifest import requirement
-from harness.acceptance.reference import ReferenceLab
-from harness.model.log import ModelRequestLog
+from harness.lab.reference import ReferenceLab
+from harness.evidence.model_log import ModelRequestLog
 from harness.model.probe import ProbeExpectation, collab_probe, route_requests
 from peerwire.collab_fork import ROLE_HEADER
 from tests.core.conftest import wait_until

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.acceptance.reference import ReferenceLab
-from harness.codex.recorded import routes
+from harness.lab.reference import ReferenceLab
+from harness.lab.recorded import routes
 from harness.contract.manifest import requirement
 from peerwire import envelope
 from peerwire.codex.adapter import TASK_CONTEXT_NAME, steer_request, task_input

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.codex import drift_report
+from harness.acceptance import drift_report
 from harness.codex.capabilities import establish
-from harness.codex.drift import OBSERVED, ROUTE_NEEDS, Drift, exchange_outline
+from harness.acceptance.drift import OBSERVED, ROUTE_NEEDS, Drift, exchange_outline
 from harness.codex.install import locate_codex, project_root
-from harness.codex.recorded import routes
-from harness.codex.recorded.record import FIXTURE_DIR, load
+from harness.lab.recorded import routes
+from harness.codex.fixtures import FIXTURE_DIR, load
 from peerwire.codex.surface import SURFACE
 from tests.conftest import OLDER_RELEASE
 

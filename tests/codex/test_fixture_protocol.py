@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from harness.codex.protocol import check_fixture
-from harness.codex.recorded.record import FIXTURE_DIR
+from harness.codex.fixtures import FIXTURE_DIR
 
 pytestmark = pytest.mark.codex
 

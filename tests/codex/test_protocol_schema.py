@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.codex.protocol import ProtocolSchema, ProtocolSchemaError, check_fixture, shape_of
-from harness.codex.recorded.record import FIXTURE_DIR, load
+from harness.codex.fixtures import FIXTURE_DIR, load
 from peerwire.codex.capabilities import Fact
 
 pytestmark = pytest.mark.codex

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.acceptance.reference import ReferenceLab
-from harness.codex.lab import TURN_TIMEOUT_S
-from harness.codex.recorded.routes import await_reply
+from harness.lab.reference import ReferenceLab
+from harness.lab.live import TURN_TIMEOUT_S
+from harness.lab.recorded.routes import await_reply
 from harness.contract.manifest import requirement
 from harness.model.rules import script_from_document
 from peerwire import envelope

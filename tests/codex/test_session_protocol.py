@@ -12,7 +12,7 @@ import inspect
 
 import pytest
 
-from harness.codex.recorded.replay import ReplaySession
+from harness.lab.recorded.replay import ReplaySession
 from peerwire.codex.app_server import AppServerClient, AppServerSession
 from tests.core.test_claims import ScriptedAppServer
 

@@ -17,7 +17,7 @@ import pytest
 
 from harness.codex.install import project_root
 from harness.codex.protocol import Node, ProtocolSchema, shape_of
-from harness.codex.recorded.record import FIXTURE_DIR, load
+from harness.codex.fixtures import FIXTURE_DIR, load
 from peerwire.codex.capabilities import DECLARATIONS
 from peerwire.codex.surface import READERS, SURFACE, use_of
 

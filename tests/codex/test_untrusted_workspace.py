@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.acceptance.reference import ReferenceLab
-from harness.codex.recorded import routes
+from harness.lab.reference import ReferenceLab
+from harness.lab.recorded import routes
 from harness.contract.manifest import requirement
 
 pytestmark = pytest.mark.codex

@@ -87,7 +87,7 @@ def test_a_test_in_two_shards_is_flagged(tmp_path):
     split = plan(list(ITEMS), 2)
     stray = next(i for i in ITEMS if split.assignment[i] == 1)
     merged = merge_compliance(shards(tmp_path, extra_cases={2: [stray]}), tmp_path / "merged")
-    assert f"test {stray} ran in contract shards 1 and 2" in merged.problems and not merged.compliance.ok
+    assert f"contract test {stray} ran in shards 1 and 2; the first is kept" in merged.problems and not merged.compliance.ok
 
 
 def test_shards_of_another_suite_version_are_refused_unless_forced(tmp_path):

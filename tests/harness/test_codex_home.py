@@ -403,7 +403,7 @@ def test_competing_codex_features_are_off_unless_asked_for_and_the_user_gets_the
 
 
 def test_each_profile_registers_its_server_under_its_own_name(tmp_path: Path) -> None:
-    from harness.codex.home import SERVER_NAMES, TOOL_NAMESPACES
+    from harness.names import SERVER_NAMES, TOOL_NAMESPACES
 
     collab = PeerwireServer(command="peerwire", env={}, approve_tools=("spawn_agent",), name=SERVER_NAMES["collab"])
     config = tomllib.loads(render_config("", settings(tmp_path, peerwire=collab)))

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.model.bodies import BodyError, bodies_path, digest, read_log
+from harness.evidence.model_bodies import BodyError, bodies_path, digest, read_log
 from harness.model.rules import ScenarioError, load_script, read_input, script_from_document
 from harness.model.server import UNEXPECTED_ERROR_CODE, ScriptedModel
 

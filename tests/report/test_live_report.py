@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.acceptance.reference import ReferenceLab
+from harness.lab.reference import ReferenceLab
 from harness.evidence import stored
 from harness.report import SecretScan, load_report, write_report
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.acceptance.reference import ReferenceLab
+from harness.lab.reference import ReferenceLab
 from harness.acceptance.run import write_run_report
 from harness.evidence import stored
 from harness.model.rules import ModelScript
 from harness.report import SecretScan, load_report, write_report
-from harness.report.secrets import Finding, TokenLedger
+from harness.evidence.secrets import Finding, TokenLedger
 from peerwire.control import ControlClient
 from tests.evidence.exchange import ROLLOUT_A, run_description, task_exchange
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from harness.evidence.rollouts import RolloutLine
 from harness.model.probe import LEGS
-from harness.model.responses import is_incoming, item_text
+from harness.evidence.responses import is_incoming, item_text
 from peerwire import collab, envelope
 from peerwire.lifecycle import Stage
 

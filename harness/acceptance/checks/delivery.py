@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from harness.model.responses import is_incoming, item_text
+from harness.evidence.responses import is_incoming, item_text
 from peerwire.envelope import TYPE_HEADER
 from peerwire.lifecycle import Stage
 

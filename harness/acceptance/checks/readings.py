@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.evidence.rollouts import RolloutLine
-from harness.model.responses import is_incoming, item_text
+from harness.evidence.responses import is_incoming, item_text
 from peerwire import envelope
 
 from ..observations import Observations, TranscriptLine, output_json

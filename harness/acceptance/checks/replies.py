@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.model.responses import item_text
+from harness.evidence.responses import item_text
 from peerwire.lifecycle import BINDING, Stage
 
 from ..observations import Observations, output_json

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.codex.home import TOOL_NAMESPACES
-from harness.model.responses import item_text
+from harness.names import TOOL_NAMESPACES
+from harness.evidence.responses import item_text
 
 from ..observations import Observations, output_json
 from .kernel import Evidence, judgements, require

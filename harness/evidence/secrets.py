@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.codex.home import AUTH_FILE
+from harness.names import AUTH_FILE
 from harness.evidence import stored
 from harness.json_values import walk
 
@@ -106,6 +106,20 @@ class SecretScan:
             anywhere = re.compile("|".join(re.escape(form) for _, form in out)) if out else None
             self._compiled = (key, out, anywhere)
         return self._compiled
+
+    def found_in(self, data: str | bytes) -> list[str]:
+        """The names of the secrets ``data`` holds, in any of their forms (nothing is changed)."""
+        text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+        anywhere = self._compile()[2]
+        if anywhere is None or not anywhere.search(text):
+            return []
+        return sorted({name for name, form in self._patterns() if form in text})
+
+    def holders(self, root: Path) -> list[Path]:
+        """The files under ``root`` that hold a secret (read as stored: a compressed file by its content), and
+        every credential file whatever it holds."""
+        return [path for path in sorted(p for p in root.rglob("*") if p.is_file())
+                if stored.cited_name(path.name) == AUTH_FILE or self.found_in(stored.read_bytes(path))]
 
     def redact_text(self, text: str, location: str, findings: list[Finding]) -> str:
         """``text`` with every secret replaced; appends a :class:`Finding` per secret found."""

@@ -1,7 +1,7 @@
 """The Codex adapter in this process, against a real ``codex app-server``.
 
 For delivery routes that need the adapter's state in reach (see
-:func:`harness.codex.recorded.routes.stale_steer`). The agent's Codex home gets the
+:func:`harness.lab.recorded.routes.stale_steer`). The agent's Codex home gets the
 scripted provider; its MCP server entry points at this store's home, where no
 app runs (the scripted rules of these routes call no tools).
 """
@@ -19,9 +19,8 @@ from peerwire.codex.adapter import CodexProvider
 from peerwire.home import HOME_ENV, SESSION_ENV
 from peerwire.registry import AgentRow
 
-from harness.codex.home import ScriptedProvider
+from harness.codex.home import MODEL_KEY_VALUE, ScriptedProvider, project_agent
 from harness.codex.install import CodexInstallation, locate_codex
-from harness.codex.lab import MODEL_KEY_VALUE, project_agent
 from harness.model.rules import ModelScript
 from harness.model.server import ScriptedModel
 from harness.codex.workspace import FixtureWorkspace

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.report.artifacts import DIR_MODE, FILE_MODE, private_dir, write_private
+from harness.private import DIR_MODE, FILE_MODE, private_dir, write_private
 
 JSON_NAME = "drift.json"
 MD_NAME = "drift.md"

@@ -11,22 +11,22 @@ workspace lies at ``.../scenarios/<scenario>.<mode...>/agents/<agent>/workspace`
 in its run home. A collaboration child works in its root's workspace and is
 answered with its root's rules, as on the scripted route.
 
-    python -m harness.model.standin --port-file F --log FILE [--scenarios-dir DIR]
+    python -m harness.acceptance.standin --port-file F --log FILE [--scenarios-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import signal
 import sys
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .rules import Decision, ModelScript, read_input
-from .server import ScriptedModel
+from harness.model.rules import Decision, ModelScript, read_input
+from harness.model.server import serve_until_signalled, serving_options
+
+from .scenario import SCENARIOS_DIR, discover
 
 _WORKSPACE = re.compile(r"/scenarios/(?P<scenario>[^/.]+)\.[^/]*/agents/(?P<agent>[^/]+)/workspace\b")
 
@@ -60,30 +60,14 @@ class StandInScript:
 
 def stand_in(scenarios_dir: Path) -> StandInScript:
     """The stand-in for the acceptance scenarios in ``scenarios_dir``."""
-    from harness.acceptance.scenario import discover
-
     return StandInScript({scenario.name: scenario.script for scenario in discover(scenarios_dir)})
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harness.acceptance.scenario import SCENARIOS_DIR
-
-    parser = argparse.ArgumentParser(prog="python -m harness.model.standin", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.acceptance.standin", description=__doc__.split("\n")[0])
     parser.add_argument("--scenarios-dir", type=Path, default=SCENARIOS_DIR)
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--port-file", type=Path, required=True, help="written with the bound port once serving")
-    parser.add_argument("--log", type=Path, required=True, help="JSONL log of every request and response")
-    options = parser.parse_args(argv)
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    with ScriptedModel(stand_in(options.scenarios_dir), port=options.port, log_path=options.log) as model:  # type: ignore[arg-type]
-        partial = options.port_file.with_suffix(".partial")
-        partial.write_text(f"{model.port}\n", encoding="utf-8")
-        partial.rename(options.port_file)
-        print(f"listening http://127.0.0.1:{model.port}/v1", flush=True)
-        done.wait()
-    return 0
+    options = serving_options(parser).parse_args(argv)
+    return serve_until_signalled(stand_in(options.scenarios_dir), options)
 
 
 if __name__ == "__main__":

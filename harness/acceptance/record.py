@@ -1,7 +1,7 @@
 """Recorded app-server exchanges: regression fixtures for the Codex adapter.
 
 ``python runner.py record [ROUTE ...]`` runs each delivery route
-(:mod:`harness.codex.recorded.routes`) live against the pinned Codex and the scripted
+(:mod:`harness.lab.recorded.routes`) live against the pinned Codex and the scripted
 model, then writes agent B's app-server exchange, both directions in order,
 to ``fixtures/appserver/<route>.jsonl``. Ids, timestamps and machine paths are
 replaced with stable placeholders (``<thread:1>``, ``<turn:2>``, ``<path:workspace>``,
@@ -20,13 +20,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.acceptance.reference import TRANSCRIPTS, ReferenceLab
-from harness.codex.install import CodexInstallation, project_root
-from harness.codex.lab import MODEL_KEY_VALUE
-from harness.codex.recorded import routes
+from harness.lab.reference import TRANSCRIPTS, ReferenceLab
+from harness.codex.fixtures import FIXTURE_DIR
+from harness.codex.install import CodexInstallation
+from harness.codex.home import MODEL_KEY_VALUE
+from harness.lab.recorded import routes
 from harness.evidence.layout import transcript_name
-
-FIXTURE_DIR = project_root() / "fixtures" / "appserver"
+from harness.evidence.secrets import SecretScan
 
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 _PEERWIRE_ID = re.compile(r"\b(rq|ix|cl|bd)_[0-9a-f]{32}\b")
@@ -91,10 +91,6 @@ def normalise(entries: Iterable[dict[str, Any]], normaliser: Normaliser) -> list
     return out
 
 
-def load(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
-
-
 def _run_lab_route(route: str, root: Path,
                   codex: CodexInstallation | None) -> tuple[Path, list[str], Normaliser]:
     script = routes.model_script()
@@ -112,7 +108,7 @@ def _run_inprocess_route(route: str, root: Path,
                         codex: CodexInstallation | None) -> tuple[Path, list[str], Normaliser]:
     import asyncio
 
-    from harness.codex.inprocess import inprocess_adapter
+    from harness.lab.inprocess import inprocess_adapter
 
     script = routes.model_script()
 
@@ -141,7 +137,7 @@ def record(route: str, out_dir: Path = FIXTURE_DIR, codex: CodexInstallation | N
                 entries += [json.loads(line) for line in transcript.read_text("utf-8").splitlines()]
         lines = normalise(entries, normaliser)
     text = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
-    leaked = [s for s in secrets if s in text]
+    leaked = SecretScan({f"secret {number}": value for number, value in enumerate(secrets, 1)}).found_in(text)
     if leaked:
         raise RuntimeError(f"refusing to write {route}: {len(leaked)} secret value(s) in the exchange")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -154,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runner.py record",
                                      description="Refresh the adapter fixtures from the pinned Codex.")
     parser.add_argument("routes", nargs="*", metavar="ROUTE",
-                        help="delivery routes to record (default: all; see harness.codex.recorded.routes)")
+                        help="delivery routes to record (default: all; see harness.lab.recorded.routes)")
     parser.add_argument("--out", type=Path, default=FIXTURE_DIR)
     args = parser.parse_args(argv)
     every = [*routes.ROUTES, *routes.INPROCESS_ROUTES]

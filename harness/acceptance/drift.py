@@ -9,13 +9,13 @@ It answers before anyone moves the pin, in seven steps, each announced on stderr
 3. validate every recorded fixture (``fixtures/appserver/``) against V's schema
    (:func:`harness.codex.protocol.check_fixture`);
 4. detect and probe the capabilities of both versions (:mod:`harness.codex.capabilities`);
-5. run every live delivery route (:mod:`harness.codex.recorded.routes`) with V,
+5. run every live delivery route (:mod:`harness.lab.recorded.routes`) with V,
    recording V's exchange the way ``runner.py record`` would, and compare its
    outline (the requests peerwire sent, the answers, and the notifications the
    adapter acts on) with the pinned fixture; a route that needs a capability V
    lacks is skipped, naming it;
 6. run the ``smoke`` acceptance scenario with V;
-7. write ``drift.json`` and ``drift.md`` (:mod:`harness.codex.drift_report`).
+7. write ``drift.json`` and ``drift.md`` (:mod:`harness.acceptance.drift_report`).
 
 Exit status: 0 when nothing peerwire uses differs (no breaking method, every
 fixture, route and the smoke run pass), 1 when something does, 2 when V cannot
@@ -39,12 +39,13 @@ from typing import Any
 
 from peerwire.codex.capabilities import Capability
 
-from harness.codex import drift_report
+from harness.acceptance import drift_report
 from harness.codex.capabilities import CapabilityReport, establish
 from harness.codex.install import CodexInstallation, CodexInstallError, install_release, locate_codex, project_root
 from harness.codex.protocol import ProtocolSchema, ProtocolSchemaError, check_fixture
-from harness.codex.recorded import routes
-from harness.codex.recorded.record import FIXTURE_DIR, load, record
+from harness.lab.recorded import routes
+from harness.acceptance.record import record
+from harness.codex.fixtures import FIXTURE_DIR, load
 from harness.codex.surface_diff import diff_surface
 from harness.process.jobs import Job
 

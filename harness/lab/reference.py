@@ -1,4 +1,4 @@
-"""The acceptance driver of peerwire's reference core (:data:`harness.acceptance.driver.REFERENCE`).
+"""The acceptance driver of peerwire's reference core (:data:`harness.lab.driver.REFERENCE`).
 
 :class:`ReferenceDriver` extends the contract suite's reference provisioner:
 ``peerwire app`` as a real subprocess (through the run's job when given) and
@@ -19,12 +19,13 @@ from peerwire.control import ControlClient
 from peerwire.errors import Code, PeerwireError
 from peerwire.home import Home
 
-from harness.codex.lab import CodexLab
+from harness.lab.live import CodexLab
 from harness.contract.interface import Caller
 from harness.contract.reference import ReferenceProvisioner
 from harness.evidence.layout import APPSERVER_DIR, CORE_LOG, transcript_name
 
-from .artifacts import copy_private
+from harness.private import copy_private
+
 from .driver import CoreRefused
 
 TRANSCRIPTS = "codex"

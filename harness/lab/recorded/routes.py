@@ -19,9 +19,10 @@ from peerwire.envelope import MESSAGE_TYPES
 from peerwire.lifecycle import Kind
 from peerwire.limits import MAX_BODY_BYTES
 
-from harness.acceptance.reference import ReferenceLab
-from harness.codex.lab import TURN_TIMEOUT_S
+from harness.lab.reference import ReferenceLab
+from harness.lab.live import TURN_TIMEOUT_S
 from harness.model.rules import ModelScript, script_from_document
+from harness.names import MESSAGING_NAMESPACE
 
 SCRIPT_NAME = "adapter-routes"
 
@@ -47,11 +48,11 @@ def model_document() -> dict[str, Any]:
         "rules": {
             "B": [
                 {"id": "after-explicit-reply",
-                 "when": [{"tool_output": {"tool": "reply", "namespace": "mcp__peerwire", "last": True}}],
+                 "when": [{"tool_output": {"tool": "reply", "namespace": MESSAGING_NAMESPACE, "last": True}}],
                  "emit": [final("I replied to that request explicitly.")]},
                 _task_rule("explicit-reply", "[explicit]", [
                     {"message": {"phase": "commentary", "text": "Answering with the reply tool."}},
-                    {"function_call": {"namespace": "mcp__peerwire", "name": "reply", "arguments": {
+                    {"function_call": {"namespace": MESSAGING_NAMESPACE, "name": "reply", "arguments": {
                         "request_id": "${request_id}", "status": "done", "message": "explicit answer ✓"}}}]),
                 _task_rule("steered", "[steer]", [final("one answer for both tasks")]),
                 _task_rule("held", "[hold]", [final("the held turn's answer")], hold="busy"),
@@ -213,4 +214,4 @@ async def stale_steer(provider: Any, store: Any, requester: Any, recipient: Any)
 
 
 INPROCESS_ROUTES = {"stale_steer": stale_steer}
-"""Routes driven with the adapter in this process (:mod:`harness.codex.inprocess`)."""
+"""Routes driven with the adapter in this process (:mod:`harness.lab.inprocess`)."""

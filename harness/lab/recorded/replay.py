@@ -1,7 +1,7 @@
 """Replay a recorded app-server exchange to the Codex adapter, with no Codex process.
 
 :class:`ReplayTransport` stands in for ``AppServerClient.start``: each call
-opens the next recorded session of a fixture (:mod:`harness.codex.recorded.record`). The
+opens the next recorded session of a fixture (:mod:`harness.acceptance.record`). The
 adapter's requests must come in the recorded order with the recorded method;
 the ids it fences with (``threadId``, ``turnId``, ``expectedTurnId``) must be
 exactly the ones the replay handed it. Recorded notifications are released up
@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator
 
 from peerwire.codex.app_server import AppServerExited, JsonRpcError, Notification
 
-from harness.codex.recorded.record import load
+from harness.codex.fixtures import load
 
 # Parameters that carry ids the adapter learned from the server: they must match exactly.
 _FENCED = ("threadId", "turnId", "expectedTurnId")

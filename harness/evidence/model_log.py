@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.codex.home import TOOL_NAMESPACES
+from harness.names import TOOL_NAMESPACES
 from harness.evidence import stored
-from harness.model import chat
-from harness.model.bodies import BodyError, bodies_path, expand, load_bodies
+from harness.evidence import chat_requests as chat
+from harness.evidence.model_bodies import BodyError, bodies_path, expand, load_bodies
 
 
 @dataclass
@@ -137,7 +137,7 @@ class ModelRequestLog:
               values: Mapping[str, Any] | None = None) -> "ModelRequestLog":
         """Read the log's lines; unreadable ones become ``problems`` (named ``<name>:<line>``).
 
-        A request stored compacted (:mod:`harness.model.bodies`) is expanded whole from ``values`` and
+        A request stored compacted (:mod:`harness.evidence.model_bodies`) is expanded whole from ``values`` and
         checked against its digest; one that cannot be is a problem, and its body is left empty."""
         requests: dict[int, ModelRequest] = {}
         problems: list[str] = []

@@ -5,7 +5,7 @@ The lab brings up, in one directory:
 * the scripted model (in-process, loopback, one route per agent), deciding only
   from what Codex sends it;
 * the messaging core under test, through its acceptance driver
-  (:mod:`harness.acceptance.driver`; by default peerwire's reference core,
+  (:mod:`harness.lab.driver`; by default peerwire's reference core,
   ``peerwire app`` as a real subprocess with its Codex adapter);
 * one private ``CODEX_HOME`` and one fixture Git workspace per agent, its
   config projected (scripted provider, the core's MCP server acting as the
@@ -40,12 +40,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from peerwire import profiles
-from peerwire.contract import PROFILES
 
-from harness.acceptance.driver import REFERENCE, AcceptanceDriver, load_driver
-from harness.codex.home import (
-    AUTH_FILE, CONFIG_NAME, SERVER_NAMES, AgentSettings, PeerwireServer, Projection, ScriptedProvider,
-)
+from harness.lab.driver import REFERENCE, AcceptanceDriver, load_driver
+from harness.codex.home import MODEL_KEY_VALUE, Projection, ScriptedProvider, copy_authorization, project_agent
 from harness.codex.install import CodexInstallation, locate_codex
 from harness.codex.tui import TuiError, TuiSession
 from harness.codex.workspace import FixtureWorkspace
@@ -54,9 +51,9 @@ from harness.evidence.layout import MODEL_REQUESTS, TUI_DIR, screen_name
 from harness.model.rules import ModelScript, load_script
 from harness.model.server import ScriptedModel
 from harness.process.jobs import Job, spawn_through
-from harness.report.secrets import TokenLedger
+from harness.evidence.secrets import TokenLedger
+from harness.names import CONFIG_NAME
 
-MODEL_KEY_VALUE = "scripted-model-has-no-key"
 TURN_TIMEOUT_S = 60.0
 """How long the lab, and a scenario step, waits for a turn (or anything else) unless told otherwise."""
 
@@ -81,29 +78,6 @@ class LabAgent:
     @property
     def token(self) -> str:
         return self.caller.token
-
-
-def project_agent(codex_home: Path, workspace: Path, *, server: Sequence[str], server_env: Mapping[str, str],
-                  base_url: str | None, profile: str = profiles.MESSAGING, approve_tools: bool = True,
-                  native_tools: Sequence[str] = (), trust_workspace: bool = True) -> Projection:
-    """Project one agent's Codex home: the core's MCP server (``server`` with ``server_env``, acting as the
-    agent, registered under its profile's name), exactly the profile's tools approved, Codex's competing
-    features off (but ``native_tools``) and the model; the workspace trusted unless ``trust_workspace`` is
-    False (the untrusted start-up diagnostic).
-
-    ``base_url`` is the agent's scripted-model route; ``None`` keeps the user's own
-    (real) provider settings.
-    """
-    settings = AgentSettings(
-        workspace=workspace,
-        peerwire=PeerwireServer(command=server[0], args=tuple(server[1:]), env=dict(server_env),
-                                approve_tools=tuple(PROFILES[profile][1]) if approve_tools else None,
-                                name=SERVER_NAMES[profile]),
-        provider=ScriptedProvider(base_url=base_url) if base_url is not None else None,
-        native_tools=tuple(native_tools),
-        trust_workspace=trust_workspace,
-    )
-    return Projection(codex_home, settings).apply()
 
 
 class CodexLab:
@@ -369,24 +343,3 @@ class CodexLab:
 
     def rollouts(self, name: str) -> list[Path]:
         return sorted((self.agents[name].codex_home / "sessions").rglob("rollout-*.jsonl"))
-
-
-def copy_authorization(auth_home: Path, codex_home: Path) -> None:
-    """Copy an authorized home's ``config.toml`` (kept as the user wrote it) and
-    ``auth.json`` (mode 0600) into a private agent home.
-
-    Raises FileNotFoundError when ``auth_home`` has no ``auth.json``: a real
-    provider run without credentials would only fail later, less clearly.
-    """
-    auth = auth_home / AUTH_FILE
-    if not auth.is_file():
-        raise FileNotFoundError(f"{auth_home} holds no {AUTH_FILE}: it is not an authorized Codex home")
-    target = codex_home / AUTH_FILE
-    # Created 0600 before any byte is written: the credential is never readable by others.
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out, auth.open("rb") as src:
-        shutil.copyfileobj(src, out)
-    os.chmod(target, 0o600)
-    config = auth_home / CONFIG_NAME
-    if config.is_file():
-        shutil.copyfile(config, codex_home / CONFIG_NAME)

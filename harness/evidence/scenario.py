@@ -1,0 +1,143 @@
+"""One scenario run's evidence, read back: the one reader that both the checks and the report use.
+
+The files, all inside one scenario's artifacts folder (as the run wrote them, or
+as a report stores them, gzip-compressed: :mod:`.stored` reads either):
+
+* ``core-export.json`` — the core's evidence export (records, evidence rows,
+  requests, claims, bindings, agents), read through :class:`~.core.CoreEvidence`;
+* ``appserver/<agent>.g<n>.appserver.jsonl`` — each owner generation's
+  JSON-RPC transcript (``dir`` sent/received, ``message``);
+* ``rollouts/<agent>/*.jsonl`` — the agents' Codex rollouts, indexed by
+  :class:`~.rollouts.RolloutIndex`;
+* ``model-requests.jsonl`` — every request the agents sent the scripted model
+  and what it answered (absent with a real provider), :class:`~.model_log.ModelRequestLog`;
+* ``tui/<agent>.screen.txt`` — in mode ``attached_tui``, the agent's TUI screen.
+
+Every file is optional here: what is missing or unreadable is listed in
+``problems`` and the rest is still read. Lines carry their reference
+(``rollouts/B/<file>:<line>``, ``appserver/B.g1.appserver.jsonl:<line>``,
+1-based, by the name the run wrote) so a verdict can cite them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import stored
+from .core import CoreEvidence, ExportError, violations
+from .layout import APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT, TUI_DIR, screen_name
+from .model_log import ModelRequestLog
+from .rollouts import RolloutIndex
+
+
+@dataclass(frozen=True)
+class TranscriptLine:
+    """One message of an owner's app-server transcript, with its reference."""
+
+    ref: str
+    generation: int
+    dir: str  # sent | received
+    message: dict[str, Any]
+
+    @property
+    def method(self) -> str | None:
+        return self.message.get("method")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.message.get("params") or {}
+
+
+@dataclass(frozen=True)
+class ScreenLine:
+    """One line of an attached TUI's screen capture, with its reference (``tui/<agent>.screen.txt:<line>``)."""
+
+    ref: str
+    text: str
+
+
+@dataclass
+class ScenarioEvidence:
+    """The evidence files of one scenario run, loaded (see the module docs)."""
+
+    root: Path
+    core: CoreEvidence | None
+    """The core's evidence export; ``None`` when it is missing or unreadable (see ``problems``)."""
+    export_error: str | None
+    """Why ``core`` is None, in one line."""
+    rollouts: RolloutIndex
+    model_log: ModelRequestLog
+    thread_agents: dict[str, str]
+    """Thread id -> the agent whose Codex home held its rollout (where exactly one did)."""
+    problems: list[str]
+    _transcripts: dict[str, list[TranscriptLine]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, root: Path, *, scripted: bool = True, strict: bool = False) -> "ScenarioEvidence":
+        """Read the folder ``root``.
+
+        ``scripted``: the agents' model was the scripted model, so its request log
+        must be there; with a real provider there is none and that is no problem.
+        ``strict``: an export that does not match its schema is unusable (``core`` None), not a problem beside it.
+        """
+        root = Path(root)
+        problems: list[str] = []
+        core, export_error = None, None
+        try:
+            core = CoreEvidence.load(root / EXPORT_FILE, strict=strict)
+        except FileNotFoundError:
+            export_error = "the core left no evidence export"
+            problems.append(f"{EXPORT_FILE}: missing")
+        except (ExportError, KeyError, TypeError) as exc:
+            export_error = f"the core's evidence export is unusable: {exc}"
+            problems.append(f"{EXPORT_FILE}: unreadable ({exc})")
+        if core is not None and not strict:
+            problems.extend(f"{EXPORT_FILE}: {problem}" for problem in violations(core.document))
+        rollout_files = sorted(p for p in (root / ROLLOUTS_DIR).rglob("*")
+                               if p.is_file() and stored.cited_name(p.name).endswith(".jsonl"))
+        if not rollout_files:
+            problems.append(f"{ROLLOUTS_DIR}/: no rollout files")
+        index = RolloutIndex.load(rollout_files, root=root)
+        problems.extend(index.problems)
+        thread_agents: dict[str, str] = {}
+        for thread in index.threads.values():
+            # rollouts/<agent>/...: the folder names the agent whose Codex home held the file
+            owners = {Path(f).parts[1] for f in thread.files if len(Path(f).parts) > 2}
+            if len(owners) == 1:
+                thread_agents[thread.thread_id] = owners.pop()
+            else:
+                problems.append(f"thread {thread.thread_id} is in the rollouts of {sorted(owners)}")
+        model_log = ModelRequestLog.load(root / MODEL_REQUESTS, expected=scripted)
+        problems.extend(model_log.problems)
+        return cls(root, core, export_error, index, model_log, thread_agents, problems)
+
+    def transcript(self, agent: str) -> list[TranscriptLine]:
+        """Every generation's app-server transcript of ``agent``, in generation order (none: empty)."""
+        if agent not in self._transcripts:
+            # Names are matched, never globbed (a collaboration child's path has '/').
+            folder = self.root / APPSERVER_DIR
+            found = sorted((int(m["generation"]), folder / m.group(0)) for m in
+                           (TRANSCRIPT.fullmatch(stored.cited_name(p.name))
+                            for p in (folder.iterdir() if folder.is_dir() else ()))
+                           if m and m["agent"] == agent)
+            lines: list[TranscriptLine] = []
+            for generation, path in found:
+                with stored.open_text(path) as text:
+                    for number, raw in enumerate(text.read().splitlines(), start=1):
+                        entry = json.loads(raw)
+                        lines.append(TranscriptLine(f"{APPSERVER_DIR}/{path.name}:{number}", generation,
+                                                    entry["dir"], entry["message"]))
+            self._transcripts[agent] = lines
+        return self._transcripts[agent]
+
+    def screen(self, agent: str) -> list[ScreenLine] | None:
+        """The lines of ``agent``'s TUI screen (mode attached_tui); None when the run kept none."""
+        path = self.root / TUI_DIR / screen_name(agent)
+        if not stored.exists(path):
+            return None
+        with stored.open_text(path) as text:
+            return [ScreenLine(f"{TUI_DIR}/{path.name}:{number}", line)
+                    for number, line in enumerate(text.read().split("\n"), start=1)]
