@@ -51,8 +51,10 @@ from .turns import PromptTurn, outcome_of
 log = logging.getLogger("peerwire.acp")
 
 PROVIDER = "acp"
-REQUEST_TIMEOUT_S = 60.0
-"""Bound of the session requests (an agent's first ``session/new`` starts its MCP servers)."""
+REQUEST_TIMEOUT_S = 120.0
+"""Bound of ``initialize`` and the session requests: a cold OpenCode takes seconds to answer ``initialize`` (its
+first start in a fresh home migrates its database), and ``session/new`` starts the MCP servers before it answers;
+on a loaded machine each can take tens of seconds. A safety net against a hung agent, never a verdict."""
 MCP_SERVER_NAME = "peerwire"
 DEFAULT_MCP_COMMAND = (sys.executable, "-m", "peerwire", "mcp", "serve")
 VIA = "session/prompt"
@@ -139,10 +141,14 @@ class AcpProvider:
         stem = self.transcripts / f"{agent.name}.g{generation}"
         try:
             client = await self.start_client(command=list(command), cwd=cwd, env=dict(env or {}),
-                                             transcript_path=f"{stem}.acp.jsonl", stderr_path=f"{stem}.stderr.log")
+                                             transcript_path=f"{stem}.acp.jsonl", stderr_path=f"{stem}.stderr.log",
+                                             timeout=REQUEST_TIMEOUT_S)
         except (PeerError, OSError, TimeoutError) as exc:
-            self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc}"[:500])
-            raise PeerwireError(Code.APP_UNAVAILABLE, f"could not start the ACP agent of {agent.name}: {exc}")
+            why = (f"no answer to initialize within {REQUEST_TIMEOUT_S:.0f}s" if isinstance(exc, TimeoutError)
+                   else f"{type(exc).__name__}: {exc}")
+            self.store.update_agent(agent.agent_id, last_error=f"attach failed: {why}"[:500])
+            raise PeerwireError(Code.APP_UNAVAILABLE, f"could not start the ACP agent of {agent.name}: {why}; "
+                                f"see {stem}.stderr.log")
         servers = [stdio_mcp_server(MCP_SERVER_NAME, list(mcp_command or DEFAULT_MCP_COMMAND),
                                     {"PEERWIRE_HOME": os.fspath(self.home), "PEERWIRE_SESSION_ID": session_token})]
         try:
@@ -160,7 +166,8 @@ class AcpProvider:
                 raise
             if not isinstance(exc, Exception):
                 raise
-            raise PeerwireError(Code.APP_UNAVAILABLE, f"the ACP agent of {agent.name} opened no session: {exc}")
+            why = "no answer within {:.0f}s".format(REQUEST_TIMEOUT_S) if isinstance(exc, TimeoutError) else str(exc)
+            raise PeerwireError(Code.APP_UNAVAILABLE, f"the ACP agent of {agent.name} opened no session: {why}")
         owner = AcpOwner(agent.agent_id, agent.name, generation, session_id, client, cwd)
         self.owners[agent.agent_id] = owner
         self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=session_id,

@@ -27,7 +27,7 @@ from peerwire.home import Home
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENCODE = ROOT / "node_modules" / ".bin" / "opencode"
-WAIT_S = 120.0
+WAIT_S = 240.0
 """Bound of every wait (OpenCode starts in seconds, a turn in less; a loaded machine takes longer)."""
 
 

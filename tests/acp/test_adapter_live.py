@@ -17,10 +17,10 @@ import pytest
 from harness.evidence.model_log import ModelRequestLog
 from peerwire.contract import document_validator
 from tests.acp import routes
-from tests.acp.lab import AcpLab, opencode_or_skip, sent, updates
+from tests.acp.lab import WAIT_S, AcpLab, opencode_or_skip, sent, updates
 from tests.acp.recording import record
 
-pytestmark = pytest.mark.opencode
+pytestmark = [pytest.mark.opencode, pytest.mark.timeout(900)]  # a safety net: a loaded machine starts OpenCode slowly
 
 
 @pytest.fixture
@@ -148,7 +148,7 @@ def test_an_explicit_reply_suppresses_the_automatic_one(lab: AcpLab):
 
 def test_an_interrupt_cancels_the_turn(lab: AcpLab):
     rid = lab.task("Please take your time with this long task.")
-    lab.model.wait_for_hold(routes.HOLD, timeout=120)
+    lab.model.wait_for_hold(routes.HOLD, timeout=WAIT_S)
     turn = lab.owner()["active_turn"]
     out = lab.tool("A", "interrupt_agent", {"target": "B"}, wait_s=30)
     assert (out["previous_status"], out["turn_id"], out["via"]) == ("active", turn, "session/cancel")
@@ -169,7 +169,7 @@ def test_an_interrupt_cancels_the_turn(lab: AcpLab):
 
 def test_information_waits_for_receive(lab: AcpLab):
     turn = lab.prompt("Please wait for mail, then read your mailbox.")["turn_id"]
-    lab.model.wait_for_exchange(lambda e: e.rule_id == "wait-mail", timeout=120)
+    lab.model.wait_for_exchange(lambda e: e.rule_id == "wait-mail", timeout=WAIT_S)
     ix = lab.inform("The build is green.")
     assert lab.await_turn(turn)["status"] == "end_turn"
     # No inject: B's turn got it by its own receive, and nothing else carried it.
@@ -204,7 +204,7 @@ def test_information_goes_in_the_next_turn(lab: AcpLab):
 
 def test_a_task_for_a_busy_agent_waits_for_its_turn_to_end(lab: AcpLab):
     first = lab.task("Please take your time with this long task.")
-    lab.model.wait_for_hold(routes.HOLD, timeout=120)
+    lab.model.wait_for_hold(routes.HOLD, timeout=WAIT_S)
     second = lab.task("Please do the second task.")
     assert lab.trace(second)["interactions"][0]["state"] == "pending"  # no steer: it waits
     assert len(sent(lab.transcript(), "session/prompt")) == 1
