@@ -17,6 +17,7 @@ import signal
 import sys
 from typing import Any
 
+from .acp.adapter import AcpProvider
 from .codex.adapter import CodexProvider
 from . import contract
 from .control_server import ControlServer, RepeatedFailures
@@ -46,7 +47,7 @@ def _configure_logging(home: Home) -> logging.Handler:
     return file_handler
 
 
-RUNTIMES: dict[str, ProviderFactory] = {"codex": CodexProvider}
+RUNTIMES: dict[str, ProviderFactory] = {"codex": CodexProvider, "acp": AcpProvider}
 """The providers that own agent runtimes, each built on the app's store (in the folder of its name)."""
 
 

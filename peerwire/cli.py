@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     agent = sub.add_parser("agent", help="the agent registry").add_subparsers(dest="agent_command", required=True)
     reg = agent.add_parser("register", parents=[common], help="register an agent; prints its session token once")
     reg.add_argument("name")
-    reg.add_argument("--provider", default="manual", help="manual (default) or codex")
+    reg.add_argument("--provider", default="manual", help="manual (default), codex or acp")
     reg.add_argument("--alias", action="append", default=[], dest="aliases")
     reg.add_argument("--provider-session", dest="provider_session_id",
                      help="the provider's session id (registering it again is a re-registration)")
@@ -68,7 +68,22 @@ def _parser() -> argparse.ArgumentParser:
     att.add_argument("--listen", metavar="SOCKET",
                      help="also listen on this Unix socket for a Codex TUI (codex --remote unix://SOCKET); the owner "
                           "adopts the thread the TUI starts and delivers nothing before")
-    det = agent.add_parser("detach", parents=[common], help="stop a codex agent's owner")
+    acp = agent.add_parser("attach-acp", parents=[common],
+                           help="start an ACP agent (e.g. opencode acp) as the owner of an agent registered with "
+                                "--provider acp, so tasks reach it automatically")
+    acp.add_argument("agent", help="name or agent_id of an agent registered with --provider acp")
+    acp.add_argument("--cwd", required=True, help="the agent's workspace")
+    acp.add_argument("--session-token-env", default=SESSION_ENV, metavar="NAME",
+                     help="the variable holding the agent's session token, given to its MCP server "
+                          "(default %(default)s)")
+    acp.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                     help="set in the agent's environment (repeatable): its private home, its model key variable")
+    acp.add_argument("--unset", action="append", default=[], metavar="NAME",
+                     help="remove from the agent's environment (repeatable)")
+    acp.add_argument("--resume", action="store_true", help="load the agent's known session (a new generation)")
+    acp.add_argument("acp_command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                     help="the agent's ACP command, after --, e.g. -- opencode acp")
+    det = agent.add_parser("detach", parents=[common], help="stop a codex or ACP agent's owner")
     det.add_argument("agent")
     agent.add_parser("owners", parents=[common], help="attached codex owners and their active turns")
     awt = agent.add_parser("await-turn", parents=[common], help="wait until one turn of an attached agent completed")
@@ -214,8 +229,22 @@ def _run(args: argparse.Namespace) -> int:
             return _print(args, out, f"attached {out['name']}: generation {out['generation']}, " + (
                 f"thread {out['thread_id']}" if out.get("thread_id") else
                 f"awaiting the thread a Codex TUI starts on unix://{out.get('listen')}"))
+        if args.agent_command == "attach-acp":
+            command = args.acp_command[1:] if args.acp_command[:1] == ["--"] else args.acp_command
+            token = os.environ.get(args.session_token_env)
+            if not command or not token:
+                raise PeerwireError(Code.INVALID_ARGUMENT, "attach-acp needs the agent's ACP command after -- and "
+                                    f"its session token in ${args.session_token_env}")
+            env: dict[str, str | None] = {**_assignments(args.env), **{name: None for name in args.unset}}
+            out = admin.call("attach_acp", {"agent_id": _agent_id(admin, args.agent), "command": command,
+                                            "cwd": os.path.abspath(args.cwd), "session_token": token, "env": env,
+                                            "resume": args.resume}, wait_s=90)
+            return _print(args, out, f"attached {out['name']}: generation {out['generation']}, "
+                                     f"ACP session {out['session_id']}")
         if args.agent_command == "detach":
-            out = admin.call("detach_codex", {"agent_id": _agent_id(admin, args.agent)}, wait_s=30)
+            agent_id = _agent_id(admin, args.agent)
+            provider = next((a["provider"] for a in admin.call("agents")["agents"] if a["agent_id"] == agent_id), None)
+            out = admin.call("detach_acp" if provider == "acp" else "detach_codex", {"agent_id": agent_id}, wait_s=30)
             return _print(args, out, f"detached {out['name']} (generation {out['generation']})")
         if args.agent_command == "revoke":
             out = admin.call("revoke_sessions", {"agent_id": _agent_id(admin, args.agent)})

@@ -36,6 +36,7 @@ from typing import Any
 from .control import encode
 from .errors import Code, PeerwireError
 from .hub import CallerGone, Presence, presence
+from .jsonrpc import strict_loads
 from .limits import CONTROL_FD_RESERVE, CONTROL_LINE_BYTES, MAX_CONNECTIONS_PER_CALLER, MAX_CONTROL_CONNECTIONS
 from .operations import Operations
 from .registry import AgentRow
@@ -184,7 +185,7 @@ class ControlConnection:
 
     def _received(self, line: bytes) -> None:
         try:
-            request = json.loads(line, parse_constant=_refuse_constant)
+            request = strict_loads(line)
         except (ValueError, RecursionError) as exc:
             self._spawn(None, PeerwireError(Code.INVALID_ARGUMENT, f"control line is not JSON: {exc}"))
             return
@@ -274,7 +275,3 @@ async def _write(writer: asyncio.StreamWriter, message: dict) -> None:
 
 def _key(request_id: Any) -> str:
     return json.dumps(request_id)
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")

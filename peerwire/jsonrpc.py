@@ -1,4 +1,11 @@
-"""JSON-RPC 2.0 framing for newline-delimited stdio, with no I/O.
+"""JSON-RPC 2.0 messages and their framing for newline-delimited stdio, with no I/O.
+
+One message model serves both ends of the wire: the MCP server reads what a
+client asks (:func:`read_line`), and a client of another process's server
+(:class:`peerwire.stdio_peer.StdioPeer`, the Codex app-server and ACP clients)
+reads what that server says (:func:`read_peer_message`). Either way a message is
+a :class:`Request` (it has an id and wants an answer), a :class:`Notification`
+(no id, never answered) or, on the client side, a :class:`Response`.
 
 :func:`read_line` turns one input line into what it means: a :class:`Request`,
 a :class:`Notification`, a :class:`Batch` of those, a :class:`Rejected`
@@ -47,6 +54,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 @dataclass(frozen=True)
 class Request:
+    """A request: the MCP server's incoming call, or a server-initiated request a client answers."""
+
     id: str | int
     method: str
     params: dict[str, Any]
@@ -54,8 +63,25 @@ class Request:
 
 @dataclass(frozen=True)
 class Notification:
+    """A message with no id, never answered.
+
+    ``index`` is its position in the receiving peer's ``received`` list (see
+    :class:`peerwire.stdio_peer.StdioPeer`), so a consumer can resume after it;
+    ``None`` where nobody keeps such a list (the MCP server).
+    """
+
     method: str
     params: Any
+    index: int | None = None
+
+
+@dataclass(frozen=True)
+class Response:
+    """The answer to a request a client sent: ``result``, or ``error`` (an error object) when it failed."""
+
+    id: Any
+    result: Any = None
+    error: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,8 +107,14 @@ def shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _refuse_constant(name: str) -> Any:
+def refuse_constant(name: str) -> Any:
+    """``parse_constant`` for :func:`json.loads`: ``NaN`` and ``Infinity`` are not JSON, so refuse them."""
     raise ValueError(f"{name} is not a JSON value")
+
+
+def strict_loads(text: str | bytes) -> Any:
+    """JSON as the RFC has it: ``NaN``/``Infinity`` raise ``ValueError`` (deep nesting ``RecursionError``)."""
+    return json.loads(text, parse_constant=refuse_constant)
 
 
 def decode(raw: bytes) -> Any:
@@ -92,7 +124,7 @@ def decode(raw: bytes) -> Any:
     except UnicodeDecodeError as exc:
         return Rejected(None, PARSE_ERROR, f"Parse error: the line is not UTF-8 (byte {exc.start})")
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return strict_loads(text)
     except RecursionError:
         return Rejected(None, INVALID_REQUEST,
                         f"Invalid Request: nested more than {MAX_JSON_DEPTH} levels deep")
@@ -208,5 +240,40 @@ def encode(message: Any) -> bytes:
         return text.encode("utf-8", "replace") + b"\n"
 
 
-def error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
+def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC error object (``data`` only when there is some)."""
+    body: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        body["data"] = data
+    return body
+
+
+def error(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """The error response to request ``msg_id``."""
+    return {"jsonrpc": "2.0", "id": msg_id, "error": error_object(code, message, data)}
+
+
+def read_peer_message(value: Any) -> Request | Notification | Response | None:
+    """What a server we are a client of said, leniently: ``None`` for anything that is no JSON-RPC message.
+
+    A client trusts its peer more than a server trusts the world: params that are
+    not an object read as empty, and a message with both a method and an id is a
+    server-initiated request whatever else it holds.
+    """
+    if not isinstance(value, dict):
+        return None
+    method = value.get("method")
+    if method is None:
+        if "id" not in value:
+            return None
+        error_body = value.get("error")
+        return Response(value["id"], value.get("result"),
+                        (error_body if isinstance(error_body, dict) else {"code": 0, "message": str(error_body)})
+                        if "error" in value else None)
+    if not isinstance(method, str):
+        return None
+    params = value.get("params")
+    params = params if isinstance(params, dict) else {}
+    if "id" in value:
+        return Request(value["id"], method, params)
+    return Notification(method, params)

@@ -55,6 +55,8 @@ class Operations:
             "whoami": self.whoami,
             "attach_codex": self.attach_codex,
             "detach_codex": self.detach_codex,
+            "attach_acp": self.attach_acp,
+            "detach_acp": self.detach_acp,
             "prompt": self.prompt,
             "await_turn": self.await_turn,
             "owners": self.owners,
@@ -283,6 +285,18 @@ class Operations:
             raise PeerwireError(Code.UNKNOWN_PROVIDER, "this app runs no codex adapter")
         return codex
 
+    def _runtime(self, agent: AgentRow) -> RuntimeOwner:
+        """The runtime owner of ``agent``'s provider (an agent of no runtime provider: the codex adapter's
+        refusal, as before)."""
+        runtime = self.providers.get(agent.provider)
+        return runtime if agent.provider != "codex" and isinstance(runtime, RuntimeOwner) else self._codex()
+
+    def _acp(self) -> Any:
+        acp = self.providers.get("acp")
+        if acp is None or not isinstance(acp, RuntimeOwner):
+            raise PeerwireError(Code.UNKNOWN_PROVIDER, "this app runs no acp adapter")
+        return acp
+
     def _agent_arg(self, args: dict) -> AgentRow:
         agent_id = args.get("agent_id")
         if not isinstance(agent_id, str):
@@ -313,6 +327,28 @@ class Operations:
     async def detach_codex(self, args: dict, token: str | None) -> dict:
         return await self._codex().detach(self._agent_arg(args).agent_id)
 
+    async def attach_acp(self, args: dict, token: str | None) -> dict:
+        """Start an ACP agent's owner (operator): command (its ACP command, a list), cwd, session_token (the
+        agent's peerwire credential, for its MCP server), env (overlay; null removes), resume, mcp_command."""
+        command, mcp_command, env = args.get("command"), args.get("mcp_command"), args.get("env") or {}
+        if not (isinstance(command, list) and command and all(isinstance(c, str) and c for c in command)):
+            raise PeerwireError(Code.INVALID_ARGUMENT, "attach_acp needs command, the agent's ACP command as a list")
+        if mcp_command is not None and not (isinstance(mcp_command, list) and mcp_command
+                                            and all(isinstance(c, str) and c for c in mcp_command)):
+            raise PeerwireError(Code.INVALID_ARGUMENT, "attach_acp mcp_command must be a command as a list")
+        for key in ("cwd", "session_token"):
+            if not isinstance(args.get(key), str) or not args[key]:
+                raise PeerwireError(Code.INVALID_ARGUMENT, f"attach_acp needs {key}")
+        if not isinstance(env, dict) or not all(isinstance(k, str) and (v is None or isinstance(v, str))
+                                                for k, v in env.items()):
+            raise PeerwireError(Code.INVALID_ARGUMENT, "attach_acp env maps names to strings (or null to unset)")
+        return await self._acp().attach(self._agent_arg(args), command=command, cwd=args["cwd"],
+                                        session_token=args["session_token"], env=env,
+                                        resume=bool(args.get("resume")), mcp_command=mcp_command)
+
+    async def detach_acp(self, args: dict, token: str | None) -> dict:
+        return await self._acp().detach(self._agent_arg(args).agent_id)
+
     async def prompt(self, args: dict, token: str | None) -> dict:
         """An operator's message to an agent: a new turn on its idle owner (for an agent of a collaboration
         tree, also the input of its active turn, which wakes its wait_agent)."""
@@ -320,7 +356,7 @@ class Operations:
         if not isinstance(text, str) or not text:
             raise PeerwireError(Code.INVALID_ARGUMENT, "prompt needs text")
         agent = self._agent_arg(args)
-        result = await self._codex().prompt(agent, text)
+        result = await self._runtime(agent).prompt(agent, text)
         if agent.path:  # only the collaboration profile's wait_agent completes on user input
             self.delivery.user_input(agent)
         return result
@@ -330,7 +366,8 @@ class Operations:
         turn_id, timeout_ms = args.get("turn_id"), args.get("timeout_ms", DEFAULT_WAIT_TIMEOUT_MS)
         if not isinstance(turn_id, str) or not isinstance(timeout_ms, int) or not 0 <= timeout_ms <= 600_000:
             raise PeerwireError(Code.INVALID_ARGUMENT, "await_turn needs turn_id and timeout_ms (0-600000)")
-        return await self._codex().await_turn(self._agent_arg(args), turn_id, timeout_ms / 1000)
+        agent = self._agent_arg(args)
+        return await self._runtime(agent).await_turn(agent, turn_id, timeout_ms / 1000)
 
     def _committed(self) -> None:
         # Wake everyone waiting on the current event; later waiters take a fresh one.

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from peerwire.jsonrpc import strict_loads
+
 CLOSE_GRACE_S = 2.0
 """How long a server may take to exit after its stdin closes before it is signalled."""
 
@@ -68,14 +70,10 @@ def _is_response(m: Any) -> bool:
         and (("result" in m) != ("error" in m))
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def strict_json(raw: bytes) -> Any:
     """The JSON value of ``raw`` read strictly (UTF-8 only, no NaN or Infinity), else ``None``."""
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        return strict_loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):
         return None
 

@@ -3,7 +3,8 @@
 Every request Codex sends repeats the system prompt and the tool list, and
 carries the whole history again; logged verbatim, a scenario's request log is
 mostly copies. The log therefore stores each request's ``body`` *compacted*:
-``instructions``, ``tools`` and each ``input`` item are replaced by a
+``instructions``, ``tools`` and each ``input`` item (each ``messages`` item of a
+Chat Completions request) are replaced by a
 reference ``{"$sha256": DIGEST}`` to a value kept once in the bodies file
 (one JSON object a line: ``sha256``, ``value``), and the request record keeps
 ``body_sha256``, the digest of the whole body as Codex sent it. Expanding a
@@ -29,6 +30,8 @@ BODIES_SUFFIX = ".bodies.jsonl"
 """The bodies file sits beside its log: ``model-requests.jsonl`` -> ``model-requests.bodies.jsonl``."""
 REF = "$sha256"
 SHARED_FIELDS = ("instructions", "tools")
+HISTORY_FIELDS = ("input", "messages")
+"""A Responses request's history is ``input``, a Chat Completions request's ``messages``: stored item by item."""
 
 
 class BodyError(ValueError):
@@ -63,8 +66,9 @@ class BodyStore:
         for name in SHARED_FIELDS:
             if name in compacted:
                 compacted[name] = self._ref(compacted[name])
-        if isinstance(compacted.get("input"), list):
-            compacted["input"] = [self._ref(item) for item in compacted["input"]]
+        for name in HISTORY_FIELDS:
+            if isinstance(compacted.get(name), list):
+                compacted[name] = [self._ref(item) for item in compacted[name]]
         return compacted
 
     def _ref(self, value: Any) -> dict[str, str]:
@@ -99,8 +103,9 @@ def expand(body: Any, values: Mapping[str, Any], *, expected: str | None = None)
     for name in SHARED_FIELDS:
         if name in whole:
             whole[name] = _resolve(whole[name], values)
-    if isinstance(whole.get("input"), list):
-        whole["input"] = [_resolve(item, values) for item in whole["input"]]
+    for name in HISTORY_FIELDS:
+        if isinstance(whole.get(name), list):
+            whole[name] = [_resolve(item, values) for item in whole[name]]
     if expected is not None and digest(whole) != expected:
         raise BodyError(f"the expanded body hashes to {digest(whole)}, not the logged {expected}")
     return whole

@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.names import TOOL_NAMESPACES
 from harness.evidence import stored
+from harness.evidence import chat_requests as chat
 from harness.evidence.model_bodies import BodyError, bodies_path, expand, load_bodies
 
 
@@ -41,10 +42,26 @@ class ModelRequest:
     answered_at: float | None = None
     items: tuple[dict[str, Any], ...] = ()
     """What the model emitted in answer (``response`` record's ``items``)."""
+    path: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def wire(self) -> str:
+        """``chat`` for a Chat Completions request (OpenCode's), else ``responses`` (Codex's)."""
+        return "chat" if chat.is_chat(self.path) else "responses"
 
     def input_items(self) -> list[dict[str, Any]]:
-        """The request's ``input`` items, in order."""
-        return [item for item in self.body.get("input") or [] if isinstance(item, dict)]
+        """The request's ``input`` items, in order: a chat request's messages as Responses items (the view the
+        scripted model's rules read, every MCP server counted), so one reader serves both wires."""
+        body = self.body
+        if self.wire == "chat":
+            body = chat.responses_view(body, chat.servers_of(TOOL_NAMESPACES))
+        return [item for item in body.get("input") or [] if isinstance(item, dict)]
+
+    @property
+    def session_id(self) -> str | None:
+        """OpenCode's session (``ses_…``) a chat request belongs to (its ``x-session-id`` header)."""
+        return chat.session_of(self.headers)
 
     @property
     def turn_id(self) -> str | None:
@@ -56,6 +73,8 @@ class ModelRequest:
     def thread_id(self) -> str | None:
         """The Codex thread this request belongs to: ``client_metadata`` names it, directly or in
         its ``x-codex-turn-metadata`` (the first request of a turn has only the latter)."""
+        if self.wire == "chat":
+            return self.session_id  # OpenCode's session is the conversation a Codex thread is
         metadata = self.body.get("client_metadata")
         if not isinstance(metadata, dict):
             return None
@@ -139,8 +158,10 @@ class ModelRequestLog:
                         problems.append(f"{name}:{number}: {error}")
                         record["body"] = {}
                 body = record.get("body") if isinstance(record.get("body"), dict) else {}
+                headers = record.get("headers") if isinstance(record.get("headers"), dict) else {}
                 requests[seq] = ModelRequest(seq, record.get("agent"), number, body,
-                                             received_at=_seconds(record.get("at")))
+                                             received_at=_seconds(record.get("at")), path=str(record.get("path") or ""),
+                                             headers=headers)
             elif event == "response" and seq in requests:
                 request = requests[seq]
                 request.rule, request.outcome = record.get("rule"), record.get("outcome")

@@ -279,6 +279,17 @@ class Decision:
     captures: dict[str, str]
 
 
+def namespaces(rules: Mapping[str, Sequence[Rule]]) -> set[str]:
+    """Every tool namespace the rules match or call (``mcp__peerwire``...)."""
+    found: set[str] = set()
+    for agent_rules in rules.values():
+        for rule in agent_rules:
+            found.update(m.namespace for m in (*rule.when, *rule.unless) if m.namespace)
+            found.update(spec["function_call"]["namespace"] for spec in rule.emit
+                         if "function_call" in spec and spec["function_call"].get("namespace"))
+    return found
+
+
 @dataclass(frozen=True)
 class ModelScript:
     """All agents' rules of one scenario."""

@@ -8,6 +8,10 @@ Routes (one model per agent):
   `harness.model.rules` from the request body alone. A request no rule
   matches gets HTTP 400 with an OpenAI-style error body (Codex fails the turn
   without retrying and shows the message) and is recorded as `unexpected`.
+- `POST /agents/<agent>/v1/chat/completions` — OpenCode's model request (an
+  OpenAI-compatible provider, `stream: true`). The same rules decide, on the
+  request's Responses view (`harness.evidence.chat_requests`); the answer streams as
+  `chat.completion.chunk` events and `[DONE]`. Errors as above.
 - `POST /control/release/<hold>` — open a hold (see `ScriptedModel.release`).
 - `GET /control/holds` — every hold with `released` and `waiting` counts.
 
@@ -46,10 +50,12 @@ from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import unquote
 
+from harness.evidence import chat_requests
 from harness.evidence.model_bodies import BodyStore, bodies_path, digest
-from harness.model.rules import Decision, ModelScript, load_script
+from harness.model import chat
+from harness.model.rules import Decision, ModelScript, load_script, namespaces
 
-_RESPONSES_ROUTE = re.compile(r"^/agents/([^/]+)/v1/responses$")
+_RESPONSES_ROUTE = re.compile(r"^/agents/([^/]+)/v1/(?:responses|chat/completions)$")
 _PROVIDER_ROUTE = "/v1/responses"
 _RELEASE_ROUTE = re.compile(r"^/control/release/([^/]+)$")
 # Header names that may carry a credential: never logged.
@@ -88,10 +94,18 @@ class Exchange:
     items: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     finished_at: float | None = None
+    view: dict[str, Any] | None = None
+    """A chat request's Responses view (what the rules read); None for a Responses request."""
 
     def input_items(self) -> list[Any]:
-        body = self.body if isinstance(self.body, dict) else {}
+        """The request's input as Responses items (a chat request's messages, translated)."""
+        body = self.view if self.view is not None else self.body if isinstance(self.body, dict) else {}
         return list(body.get("input") or [])
+
+    @property
+    def wire(self) -> str:
+        """``chat`` for a Chat Completions request, else ``responses``."""
+        return "chat" if chat_requests.is_chat(self.path) else "responses"
 
 
 @dataclass
@@ -132,6 +146,8 @@ class ScriptedModel:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._handlers: set[threading.Thread] = set()
+        self._servers = chat_requests.servers_of(_script_namespaces(script))
+        """The MCP servers the rules name: how a chat tool name splits into namespace and tool."""
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -314,7 +330,12 @@ class ScriptedModel:
     def _decide(self, exchange: Exchange) -> Decision | None:
         if exchange.agent is None or not isinstance(exchange.body, dict):
             return None
-        decision = self.script.decide(exchange.agent, exchange.body)
+        body = exchange.body
+        if exchange.wire == "chat":
+            body = chat_requests.responses_view(body, self._servers, session=chat_requests.session_of(exchange.headers))
+            with self._lock:
+                exchange.view = body
+        decision = self.script.decide(exchange.agent, body)
         if decision is not None:
             with self._lock:
                 exchange.rule_id = decision.rule_id
@@ -345,6 +366,14 @@ class ScriptedModel:
                 self._bodies.out.flush()  # a reader that sees the request line finds its stored values
             self._log.write(json.dumps(record, ensure_ascii=False) + "\n")
             self._log.flush()
+
+
+def _script_namespaces(script: Any) -> set[str]:
+    """The namespaces a script's rules name (a stand-in's scripts' too)."""
+    found = namespaces(getattr(script, "rules", {}) or {})
+    for inner in (getattr(script, "scripts", None) or {}).values():
+        found |= namespaces(inner.rules)
+    return found
 
 
 def redacted_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -464,6 +493,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(HTTPStatus.OK, {"hold": hold, "released": True, "waiting": waiting})
 
     def _stream(self, exchange: Exchange, decision: Decision) -> None:
+        if exchange.wire == "chat":
+            self._stream_chat(exchange, decision)
+            return
         model = self.server.model
         response_id = decision.response_id
         try:
@@ -484,6 +516,33 @@ class _Handler(BaseHTTPRequestHandler):
                     return
             for event in sse_events(response_id, decision.items, usage=stand_in_usage(exchange.body, decision.items)):
                 self._send_event(event)
+        except OSError as error:
+            model._finish(exchange, "disconnected", repr(error))
+            return
+        model._finish(exchange, "answered")
+
+    def _stream_chat(self, exchange: Exchange, decision: Decision) -> None:
+        """A decision as Chat Completions chunks (held, when its rule holds, before the first one)."""
+        model = self.server.model
+        try:
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            if decision.hold is not None:
+                ended = model._park(exchange, self.connection)
+                if ended is not None:
+                    model._finish(exchange, ended)
+                    return
+            usage = stand_in_usage(exchange.view, decision.items)
+            for chunk in chat.chunks(decision.response_id, (exchange.body or {}).get("model"), decision.items,
+                                     usage=usage, created=int(exchange.received_at)):
+                self.wfile.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode("utf-8"))
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
         except OSError as error:
             model._finish(exchange, "disconnected", repr(error))
             return

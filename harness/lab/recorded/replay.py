@@ -127,7 +127,7 @@ class ReplaySession:
         if self.hook is not None:
             await self.hook(message)
         async with self._arrival:
-            self.received.append(Notification(len(self.received), message["method"], message.get("params") or {}))
+            self.received.append(Notification(message["method"], message.get("params") or {}, len(self.received)))
             self._arrival.notify_all()
 
     async def finish(self) -> None:
