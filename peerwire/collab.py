@@ -72,11 +72,16 @@ def check_capacity(children: Iterable[dict[str, Any]]) -> None:
 
 
 def wait_timeout_ms(value: Any) -> int:
-    """wait_agent's timeout: default 30 s, raised to at least 10 s, above one hour refused."""
+    """wait_agent's timeout: default 30 s, raised to at least 10 s, above one hour refused.
+
+    Its schema types it ``number`` (what Codex's tool definitions take), but it
+    counts milliseconds: a fractional value is refused, never truncated."""
     if value is None:
         return WAIT_DEFAULT_MS
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise PeerwireError(Code.INVALID_ARGUMENT, "timeout_ms must be a number of milliseconds")
+    if isinstance(value, float) and not value.is_integer():
+        raise PeerwireError(Code.INVALID_ARGUMENT, f"timeout_ms {value} is not a whole number of milliseconds")
     if value > WAIT_MAX_MS:
         raise PeerwireError(Code.INVALID_ARGUMENT, f"timeout_ms {value} is above the maximum of {WAIT_MAX_MS} "
                             "(one hour)")

@@ -129,9 +129,38 @@ def test_interrupt_refuses_root_and_self_and_wait_bounds(core):
 def test_wait_is_clamped_up_to_ten_seconds():
     assert collab.wait_timeout_ms(None) == 30_000
     assert collab.wait_timeout_ms(0) == 10_000
-    assert collab.wait_timeout_ms(12_345.6) == 12_345
-    with pytest.raises(Exception):
-        collab.wait_timeout_ms(3_600_001)
+    assert collab.wait_timeout_ms(12_345) == 12_345
+    assert collab.wait_timeout_ms(12_345.0) == 12_345  # JSON has one number type: 12345.0 is 12345
+    for bad in (3_600_001, 12_345.6, float("inf"), float("nan"), True, "12345"):
+        with pytest.raises(Exception) as info:
+            collab.wait_timeout_ms(bad)
+        assert info.value.code.value == "invalid_argument", bad
+
+
+def _numeric_arguments() -> list[tuple[str, str]]:
+    """Every (tool, argument) of the collaboration profile whose schema types it as a number."""
+    from peerwire.contract import tool as tool_schema
+
+    out = []
+    for tool in COLLAB_ORDER:
+        for name, spec in tool_schema(tool, "collab")["inputSchema"]["properties"].items():
+            if spec.get("type") in ("number", "integer"):
+                out.append((tool, name))
+    return out
+
+
+def test_every_numeric_argument_of_the_collab_tools_is_a_whole_number(core):
+    """A number argument is typed ``number`` where Codex needs it (wait_agent's timeout_ms), but each is a count
+    of something: a fractional value is refused with invalid_argument, never truncated, and a whole value
+    written with a fraction (12345.0) is that integer."""
+    numeric = _numeric_arguments()
+    assert ("wait_agent", "timeout_ms") in numeric
+    token = _root(core)
+    for tool, name in numeric:
+        refused = _calls(core, token, [(tool, {name: value}) for value in (12_345.6, 10_000.5, 0.25)])
+        for result in refused:
+            assert _error(result) == "invalid_argument", (tool, name, result)
+            assert "whole number" in result["structuredContent"]["error"]["message"], result
 
 
 @requirement("collab:caller:outside-tree")
