@@ -18,6 +18,9 @@ from .errors import Code, PeerwireError
 ROOT = "/root"
 CHILD_PROVIDER = "codex"
 """Children are threads of their root's Codex app-server: the provider that starts and runs them."""
+ROOT_PROVIDERS = (CHILD_PROVIDER,)
+"""The providers whose agents can root a tree: those with native collaboration (Codex's own message format,
+children as threads of the root's runtime). Any other provider gets the messaging tools only."""
 MAX_ACTIVE_CHILDREN = 4
 MAX_RETAINED_CHILDREN = 32
 MAX_DEPTH = 3
@@ -33,6 +36,16 @@ USER_INPUT_MESSAGE = "new input from the user"
 """What wait_agent's ``message`` says when the user's input woke it (the input itself is in the thread)."""
 
 TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+def check_root_provider(provider: str) -> None:
+    """Refuse to make an agent of ``provider`` a tree's root unless that provider has native collaboration."""
+    if provider not in ROOT_PROVIDERS:
+        raise PeerwireError(Code.INVALID_ARGUMENT,
+                            f"--collab-root (collab_root) needs provider {' or '.join(ROOT_PROVIDERS)}: the "
+                            f"collaboration tools are Codex's native collaboration, which provider {provider!r} "
+                            "lacks; register it without --collab-root to give it the messaging tools",
+                            {"provider": provider, "root_providers": list(ROOT_PROVIDERS)})
 
 
 def child_path(parent_path: str, task_name: str) -> str:

@@ -163,6 +163,26 @@ def test_every_numeric_argument_of_the_collab_tools_is_a_whole_number(core):
             assert "whole number" in result["structuredContent"]["error"]["message"], result
 
 
+@pytest.mark.parametrize("provider", ["manual", "opencode"])
+def test_only_a_codex_agent_can_root_a_tree(core, provider):
+    """The collaboration tools are Codex's native collaboration: a root of another provider is refused at
+    registration, through the control socket and the CLI alike, and nothing is registered."""
+    from tests.core.conftest import cli
+
+    with pytest.raises(Exception) as info:
+        ControlClient(core.home).call("register_agent", {"name": "lead", "provider": provider, "collab_root": True})
+    assert info.value.code.value == "invalid_argument"
+    assert "codex" in info.value.message and provider in info.value.message
+    done = cli(core, "agent", "register", "lead", "--provider", provider, "--collab-root")
+    assert done.returncode != 0
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "invalid_argument" and "--collab-root" in error["message"], error
+    assert ControlClient(core.home).call("agents", {})["agents"] == []
+    # a plain agent of that provider is still welcome, and a Codex root too
+    ControlClient(core.home).call("register_agent", {"name": "plain", "provider": provider})
+    ControlClient(core.home).call("register_agent", {"name": "lead", "provider": "codex", "collab_root": True})
+
+
 @requirement("collab:caller:outside-tree")
 def test_non_tree_agent_is_refused(core):
     plain = core.register("plain")
