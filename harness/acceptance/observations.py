@@ -83,7 +83,8 @@ class Observations:
     def load(cls, artifacts: Path, view: RunnerView, *, probe: ProbeObservation | None = None) -> "Observations":
         """The observations of the artifacts folder ``artifacts``; ExportError when the core's export is missing,
         unreadable or off its schema."""
-        return cls(ScenarioEvidence.load(artifacts, scripted=view.scripted, strict=True), view, probe=probe)
+        # Every run keeps a model request log: the scripted model's, or the recording proxy's (a real provider).
+        return cls(ScenarioEvidence.load(artifacts, strict=True), view, probe=probe)
 
     # -- the core's export ------------------------------------------------------
 

@@ -4,7 +4,7 @@
 
     core-export.json                         the core's evidence export (contracts/export.schema.json)
     core/app.log                             the core app's log
-    model-requests.jsonl                     the scripted model's request log (scripted provider only)
+    model-requests.jsonl                     the model request log: the scripted model's, or the recording proxy's
     appserver/<agent>.g<n>.appserver.jsonl   each owner generation's app-server transcript (and .stderr.log)
     rollouts/<agent>/rollout-*.jsonl         the agent's Codex rollouts
     tui/<agent>.screen.txt                   mode attached_tui: the agent's TUI screen at the end, with scroll-back

@@ -76,11 +76,12 @@ class ScenarioEvidence:
     _transcripts: dict[str, list[TranscriptLine]] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, root: Path, *, scripted: bool = True, strict: bool = False) -> "ScenarioEvidence":
+    def load(cls, root: Path, *, model_log: bool = True, strict: bool = False) -> "ScenarioEvidence":
         """Read the folder ``root``.
 
-        ``scripted``: the agents' model was the scripted model, so its request log
-        must be there; with a real provider there is none and that is no problem.
+        ``model_log``: the run kept a model request log (the scripted model's, or the
+        recording proxy's in front of a real provider), so a missing one is a problem;
+        False for a report of a real-provider run made before the proxy existed.
         ``strict``: an export that does not match its schema is unusable (``core`` None), not a problem beside it.
         """
         root = Path(root)
@@ -110,9 +111,9 @@ class ScenarioEvidence:
                 thread_agents[thread.thread_id] = owners.pop()
             else:
                 problems.append(f"thread {thread.thread_id} is in the rollouts of {sorted(owners)}")
-        model_log = ModelRequestLog.load(root / MODEL_REQUESTS, expected=scripted)
-        problems.extend(model_log.problems)
-        return cls(root, core, export_error, index, model_log, thread_agents, problems)
+        requests = ModelRequestLog.load(root / MODEL_REQUESTS, expected=model_log)
+        problems.extend(requests.problems)
+        return cls(root, core, export_error, index, requests, thread_agents, problems)
 
     def transcript(self, agent: str) -> list[TranscriptLine]:
         """Every generation's app-server transcript of ``agent``, in generation order (none: empty)."""
