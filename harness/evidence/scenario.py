@@ -9,9 +9,11 @@ as a report stores them, gzip-compressed: :mod:`.stored` reads either):
   JSON-RPC transcript (``dir`` sent/received, ``message``);
 * ``rollouts/<agent>/*.jsonl`` — the agents' Codex rollouts, indexed by
   :class:`~.rollouts.RolloutIndex`;
-* ``model-requests.jsonl`` — every request the agents sent the scripted model
-  and what it answered (absent with a real provider), :class:`~.model_log.ModelRequestLog`;
-* ``tui/<agent>.screen.txt`` — in mode ``attached_tui``, the agent's TUI screen.
+* ``model-requests.jsonl`` — every request the agents sent their model (the
+  scripted model, or a real provider through the run's recording proxy) and
+  what it answered, :class:`~.model_log.ModelRequestLog`;
+* ``tui/<agent>.screen.txt`` — in mode ``attached_tui``, the agent's TUI screen,
+  and ``tui/<agent>.pane.json`` whether that TUI was still running then.
 
 Every file is optional here: what is missing or unreadable is listed in
 ``problems`` and the rest is still read. Lines carry their reference
@@ -28,7 +30,8 @@ from typing import Any
 
 from . import stored
 from .core import CoreEvidence, ExportError, violations
-from .layout import APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT, TUI_DIR, screen_name
+from .layout import (APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT, TUI_DIR, pane_name,
+                     screen_name)
 from .model_log import ModelRequestLog
 from .rollouts import RolloutIndex
 
@@ -142,3 +145,16 @@ class ScenarioEvidence:
         with stored.open_text(path) as text:
             return [ScreenLine(f"{TUI_DIR}/{path.name}:{number}", line)
                     for number, line in enumerate(text.read().split("\n"), start=1)]
+
+    def pane(self, agent: str) -> tuple[str, dict[str, Any]] | None:
+        """``agent``'s TUI pane state (``alive``, ``exit_status``) when its screen was kept, with its reference
+        (``tui/<agent>.pane.json``); None when the run kept none or it is unreadable."""
+        path = self.root / TUI_DIR / pane_name(agent)
+        if not stored.exists(path):
+            return None
+        try:
+            with stored.open_text(path) as text:
+                state = json.loads(text.read())
+        except ValueError:
+            return None
+        return (f"{TUI_DIR}/{path.name}", state) if isinstance(state, dict) else None

@@ -36,6 +36,7 @@ request log the scripted model writes.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -57,7 +58,7 @@ from harness.codex.install import CodexInstallation, locate_codex
 from harness.codex.tui import TuiError, TuiSession
 from harness.codex.workspace import FixtureWorkspace
 from harness.contract.interface import Caller
-from harness.evidence.layout import MODEL_REQUESTS, TUI_DIR, screen_name
+from harness.evidence.layout import MODEL_REQUESTS, TUI_DIR, pane_name, screen_name
 from harness.model.proxy import RecordingProxy
 from harness.model.rules import ModelScript, load_script
 from harness.model.server import ScriptedModel
@@ -324,16 +325,19 @@ class CodexLab:
         return self.await_core(adopted, TURN_TIMEOUT_S, f"{agent.name}'s owner to adopt the thread its TUI started")
 
     def _keep_screens(self) -> None:
-        """Each TUI's last screen, with its scroll-back, as evidence (``artifacts/tui/<agent>.screen.txt``)."""
+        """Each TUI's last screen, with its scroll-back, as evidence (``artifacts/tui/<agent>.screen.txt``), and
+        whether it was still running (``tui/<agent>.pane.json``): a terminal that stayed on its session."""
         assert self.tui is not None
         folder = self.root / "artifacts" / TUI_DIR
         for name in self.tui.agents:
             try:
                 text = self.tui.screen(name)
+                pane: dict[str, Any] = self.tui.pane(name)
             except (TuiError, OSError, subprocess.SubprocessError) as error:
-                text = f"(no screen: {error})\n"
+                text, pane = f"(no screen: {error})\n", {"alive": None, "error": str(error)}
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             (folder / screen_name(name)).write_text(text, encoding="utf-8")
+            (folder / pane_name(name)).write_text(json.dumps({"agent": name, **pane}) + "\n", encoding="utf-8")
 
     def screen(self, name: str) -> str:
         """What ``name``'s attached TUI shows now, with its scroll-back (mode attached_tui)."""

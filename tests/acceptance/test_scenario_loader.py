@@ -151,3 +151,18 @@ def test_the_collaboration_scenario_runs_the_tree_profile_with_its_probe() -> No
         checks=[{"id": "x", "check": "tree_message", "record": {"kind": "information", "recipient": "/root/worker"},
                  "type": "MESSAGE"}]))
     assert selector.checks[0].params["record"]["recipient"] == "/root/worker"
+
+
+def test_every_attached_tui_run_judges_both_terminals() -> None:
+    """Attached mode with TUIs: every agent's terminal must stay on its owned session and display exchange activity,
+    in every scenario that offers the mode (the lifecycle scenario among them)."""
+    watched = {s.name: s for s in discover() if "attached_tui" in s.modes}
+    assert {"task-reply-auto", "lifecycle"} <= set(watched)
+    for scenario in watched.values():
+        checks = [spec for spec in scenario.checks if spec.applies("attached_tui")]
+        for check in ("tui_thread_adopted", "tui_stays_on_session"):
+            judged = sorted(spec.params["agent"] for spec in checks if spec.check == check)
+            assert judged == sorted(scenario.agents), (scenario.name, check, judged)
+        shown = {spec.params["agent"] for spec in checks if spec.check == "tui_shows_exchange"}
+        # each agent whose model takes part in the exchange shows it (lifecycle's A is the runner's tool calls)
+        assert shown == {agent for agent in scenario.agents if scenario.script.rules.get(agent)}, (scenario.name, shown)
