@@ -344,13 +344,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         exchange.status = answer.status
         reader = SseItems(answer.getheader("Content-Encoding"))
+        cut: str | None = None  # why the relay stopped short, if it did
         try:
             self.send_response_only(answer.status, answer.reason)
             for name, value in answer.getheaders():
                 if name.lower() not in _HOP:
                     self.send_header(name, value)
-            if answer.getheader("Content-Length") is None:
-                self.send_header("Connection", "close")  # the body ends where the connection does
+            self.send_header("Connection", "close")  # one request a connection: the body ends with it
             self.end_headers()
             self.wfile.flush()
             for chunk in _chunks(answer):
@@ -358,22 +358,26 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(chunk)
                 self.wfile.flush()
         except (OSError, http.client.HTTPException) as error:
-            exchange.items = reader.items
-            gone = exchange.client_gone.is_set() or isinstance(error, (BrokenPipeError, ConnectionResetError))
-            proxy._finish(exchange, "disconnected" if gone or proxy._stopping.is_set() else "failed",
-                          exchange.error if gone else f"{type(error).__name__}: {error}", upstream=shown)
-            return
+            cut = f"{type(error).__name__}: {error}"
         exchange.items = reader.items
-        if exchange.client_gone.is_set():
-            proxy._finish(exchange, "disconnected", exchange.error, upstream=shown)
-        elif not 200 <= answer.status < 300:
-            proxy._finish(exchange, "failed", f"the provider answered HTTP {answer.status} {answer.reason}",
-                          upstream=shown)
-        elif reader.failed or (_is_sse(answer) and reader.readable and not reader.completed):
-            proxy._finish(exchange, "failed", reader.failed or "the stream ended before response.completed",
-                          upstream=shown)
+        gone = exchange.client_gone.is_set() or proxy._stopping.is_set()
+        sse = _is_sse(answer) and reader.readable
+        if not 200 <= answer.status < 300:
+            outcome, error = "failed", f"the provider answered HTTP {answer.status} {answer.reason}"
+        elif sse and reader.failed:
+            outcome, error = "failed", reader.failed
+        elif sse and reader.completed:
+            # The whole answer went through: Codex may let go of the stream right after response.completed.
+            outcome, error = "answered", None
+        elif gone:
+            outcome, error = "disconnected", exchange.error or cut
+        elif cut is not None:
+            outcome, error = "failed", cut
+        elif sse:
+            outcome, error = "failed", "the stream ended before response.completed"
         else:
-            proxy._finish(exchange, "answered", upstream=shown)
+            outcome, error = "answered", None
+        proxy._finish(exchange, outcome, error, upstream=shown)
 
     def _refuse(self, exchange: ProxiedExchange, status: HTTPStatus, message: str) -> None:
         exchange.status = status.value

@@ -3,6 +3,7 @@ back and when, what it logs, and what it never logs."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
@@ -255,3 +256,35 @@ def test_an_unknown_route_and_an_unreachable_provider(tmp_path: Path, body: byte
     assert [(r["agent"], r["outcome"]) for r in records] == [(None, "unexpected"), ("A", "failed")]
     with pytest.raises(ProxyError):
         RecordingProxy("file:///etc/passwd")
+
+
+def test_a_client_that_lets_go_after_the_completed_event_was_answered(tmp_path: Path, body: bytes) -> None:
+    """Codex stops reading once ``response.completed`` arrives and drops the connection, possibly before the
+    provider closed its end: the whole answer went through, so the request was answered, not cut."""
+
+    def answer(handler: BaseHTTPRequestHandler, raw: bytes) -> None:
+        start_sse(handler)
+        handler.wfile.write(b"".join(STREAM))
+        handler.wfile.flush()
+        # the provider keeps its end open until the proxy, seeing Codex gone, closes the request
+        handler.connection.settimeout(BOUND_S)
+        with contextlib.suppress(OSError):
+            handler.connection.recv(1)
+
+    upstream = Upstream(answer)
+    log = tmp_path / "log.jsonl"
+    try:
+        with RecordingProxy(upstream.base_url, log_path=log) as proxy:
+            client = socket.create_connection(("127.0.0.1", proxy.port), timeout=BOUND_S)
+            client.sendall(b"POST /agents/A/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            got = b""
+            while STREAM[2] not in got:
+                got += client.recv(65536)
+            client.close()
+            (exchange,) = proxy.exchanges
+            assert exchange.client_gone.wait(BOUND_S)
+    finally:
+        upstream.close()
+    last = logged(log)[-1]
+    assert (last["outcome"], last["items"]) == ("answered", [ITEM]), last
