@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     reg.add_argument("--provider-session", dest="provider_session_id",
                      help="the provider's session id (registering it again is a re-registration)")
     reg.add_argument("--collab-root", action="store_true",
-                     help="make this agent the root (/root) of the collaboration tree")
+                     help="make this agent the root (/root) of the collaboration tree (provider codex only: "
+                          "the collaboration tools are Codex's native collaboration)")
     agent.add_parser("list", parents=[common], help="every registered agent")
     for verb, enable in (("enable", True), ("disable", False)):
         sp = agent.add_parser(verb, parents=[common], help=f"{verb} an agent by agent_id")

@@ -18,6 +18,9 @@ from .errors import Code, PeerwireError
 ROOT = "/root"
 CHILD_PROVIDER = "codex"
 """Children are threads of their root's Codex app-server: the provider that starts and runs them."""
+ROOT_PROVIDERS = (CHILD_PROVIDER,)
+"""The providers whose agents can root a tree: those with native collaboration (Codex's own message format,
+children as threads of the root's runtime). Any other provider gets the messaging tools only."""
 MAX_ACTIVE_CHILDREN = 4
 MAX_RETAINED_CHILDREN = 32
 MAX_DEPTH = 3
@@ -33,6 +36,16 @@ USER_INPUT_MESSAGE = "new input from the user"
 """What wait_agent's ``message`` says when the user's input woke it (the input itself is in the thread)."""
 
 TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+def check_root_provider(provider: str) -> None:
+    """Refuse to make an agent of ``provider`` a tree's root unless that provider has native collaboration."""
+    if provider not in ROOT_PROVIDERS:
+        raise PeerwireError(Code.INVALID_ARGUMENT,
+                            f"--collab-root (collab_root) needs provider {' or '.join(ROOT_PROVIDERS)}: the "
+                            f"collaboration tools are Codex's native collaboration, which provider {provider!r} "
+                            "lacks; register it without --collab-root to give it the messaging tools",
+                            {"provider": provider, "root_providers": list(ROOT_PROVIDERS)})
 
 
 def child_path(parent_path: str, task_name: str) -> str:
@@ -72,11 +85,16 @@ def check_capacity(children: Iterable[dict[str, Any]]) -> None:
 
 
 def wait_timeout_ms(value: Any) -> int:
-    """wait_agent's timeout: default 30 s, raised to at least 10 s, above one hour refused."""
+    """wait_agent's timeout: default 30 s, raised to at least 10 s, above one hour refused.
+
+    Its schema types it ``number`` (what Codex's tool definitions take), but it
+    counts milliseconds: a fractional value is refused, never truncated."""
     if value is None:
         return WAIT_DEFAULT_MS
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise PeerwireError(Code.INVALID_ARGUMENT, "timeout_ms must be a number of milliseconds")
+    if isinstance(value, float) and not value.is_integer():
+        raise PeerwireError(Code.INVALID_ARGUMENT, f"timeout_ms {value} is not a whole number of milliseconds")
     if value > WAIT_MAX_MS:
         raise PeerwireError(Code.INVALID_ARGUMENT, f"timeout_ms {value} is above the maximum of {WAIT_MAX_MS} "
                             "(one hour)")

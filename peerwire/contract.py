@@ -257,4 +257,6 @@ def _describe(error: "ValidationError") -> str:
     where = ".".join(str(p) for p in error.absolute_path)
     if error.validator == "additionalProperties":
         return f"{error.message} (this tool takes no such argument; the sender is always the calling session)"
+    if error.validator == "multipleOf" and error.validator_value == 1:  # a count typed number (see contracts/collab)
+        return f"{where}: {error.instance!r} is not a whole number"
     return f"{where}: {error.message}" if where else error.message

@@ -13,7 +13,7 @@ import asyncio
 import time
 from typing import Any, Awaitable, Callable
 
-from . import contract, export
+from . import collab, contract, export
 from .collab_ops import CollabOperations
 from .delivery import Delivery
 from .errors import Code, PeerwireError
@@ -231,6 +231,8 @@ class Operations:
         provider = args.get("provider") or "manual"
         if not isinstance(provider, str) or not provider.isidentifier():
             raise PeerwireError(Code.INVALID_ARGUMENT, "provider must be a short identifier such as manual or codex")
+        if args.get("collab_root"):
+            collab.check_root_provider(provider)
         row, token_out = self.store.register_agent(
             name, provider, aliases=aliases, provider_session_id=args.get("provider_session_id"),
             source=args.get("source") or "control", path="/root" if args.get("collab_root") else None,

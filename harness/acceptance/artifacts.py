@@ -2,7 +2,8 @@
 
 ``<artifacts root>/<scenario>.<mode>/`` (directories 0700, files 0600) holds the
 files :mod:`harness.evidence.layout` names: the core's export and its own files
-(through its driver), the scripted model's log and its stored bodies, and each agent's rollouts from
+(through its driver), the model request log and its stored bodies (the scripted model's, or the recording
+proxy's in front of a real provider), the attached TUIs' screens, and each agent's rollouts from
 its ``CODEX_HOME/sessions``. Only these files are copied: nothing else from an agent's CODEX_HOME (its
 ``auth.json`` above all) can reach the folder. With a real provider,
 the run's checks additionally scan every artifact for the values of
@@ -16,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from harness.lab.live import CodexLab
-from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TUI_DIR, screen_name
+from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TUI_DIR, pane_name, screen_name
 from harness.evidence.model_bodies import bodies_path
 from harness.private import copy_private, private_dir, write_private
 
@@ -39,7 +40,8 @@ def collect(lab: CodexLab, destination: Path) -> Path:
     copy_private(lab.root / "artifacts" / MODEL_REQUESTS, destination / MODEL_REQUESTS)
     copy_private(bodies_path(lab.root / "artifacts" / MODEL_REQUESTS), bodies_path(destination / MODEL_REQUESTS))
     for name, agent in lab.agents.items():
-        copy_private(lab.root / "artifacts" / TUI_DIR / screen_name(name), destination / TUI_DIR / screen_name(name))
+        for kept in (screen_name(name), pane_name(name)):
+            copy_private(lab.root / "artifacts" / TUI_DIR / kept, destination / TUI_DIR / kept)
         for rollout in sorted((agent.codex_home / "sessions").rglob("rollout-*.jsonl")):
             copy_private(rollout, destination / ROLLOUTS_DIR / name / rollout.name)
     return destination

@@ -46,7 +46,7 @@ from harness.evidence.secrets import SecretScan, TokenLedger
 
 from . import artifacts
 from .budget import RequestBudget
-from .checks import SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
+from .checks import PROVIDER_ONLY, SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
 from harness.lab.driver import REFERENCE
 from .observations import Observations, RunnerView
 from .progress import Progress
@@ -282,7 +282,7 @@ def judge_run(run: ScenarioRun, driven: Driven, budget: Any) -> Judged:
         return Judged(verdicts, None, probe)
     specs = [spec for spec in run.scenario.checks if spec.applies(run.mode)]
     declared = {spec.id for spec in specs}
-    universal = UNIVERSAL + (SCRIPTED_ONLY if run.scripted else ())
+    universal = UNIVERSAL + (SCRIPTED_ONLY if run.scripted else PROVIDER_ONLY)
     specs += [spec for spec in universal if spec.id not in declared]
     verdicts += [judge(spec, observations) for spec in specs]
     return Judged(verdicts, observations, probe)

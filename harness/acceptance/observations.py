@@ -12,6 +12,7 @@ rollout file lies in the root's folder but belongs to the child.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 from harness.names import TOOL_NAMESPACES
 from harness.evidence.core import ExportError
-from harness.evidence.layout import ROLLOUTS_DIR, TUI_DIR, screen_name
+from harness.evidence.layout import ROLLOUTS_DIR, TUI_DIR, pane_name, screen_name
 from harness.evidence.model_log import ModelRequest
 from harness.evidence.responses import json_objects
 from harness.evidence.rollouts import RolloutIndex, RolloutLine
@@ -83,7 +84,8 @@ class Observations:
     def load(cls, artifacts: Path, view: RunnerView, *, probe: ProbeObservation | None = None) -> "Observations":
         """The observations of the artifacts folder ``artifacts``; ExportError when the core's export is missing,
         unreadable or off its schema."""
-        return cls(ScenarioEvidence.load(artifacts, scripted=view.scripted, strict=True), view, probe=probe)
+        # Every run keeps a model request log: the scripted model's, or the recording proxy's (a real provider).
+        return cls(ScenarioEvidence.load(artifacts, strict=True), view, probe=probe)
 
     # -- the core's export ------------------------------------------------------
 
@@ -179,6 +181,15 @@ class Observations:
         if lines is None:
             raise EvidenceMissing(f"no TUI screen of {agent} ({TUI_DIR}/{screen_name(agent)})")
         return lines
+
+    def pane(self, agent: str) -> ScreenLine:
+        """The state of ``agent``'s TUI pane when its screen was kept, as the line citing it (its ``text`` the
+        JSON: ``alive``, ``exit_status``); EvidenceMissing when the run kept none."""
+        found = self.source.pane(agent)
+        if found is None:
+            raise EvidenceMissing(f"no TUI pane state of {agent} ({TUI_DIR}/{pane_name(agent)})")
+        ref, state = found
+        return ScreenLine(f"{ref}:1", json.dumps(state))
 
     # -- rollouts ----------------------------------------------------------------
 

@@ -10,6 +10,8 @@ every missing piece, one line each, so a user fixes them in one go:
 * ``auth.json`` in it;
 * the model: its ``config.toml`` names one (``model``), and the provider that
   model runs on is defined when it is not a built-in one;
+* the route: the run's recording proxy can stand in front of that provider
+  (its ``base_url`` is known and Codex lets a run move it);
 * the tool approvals: the projection approves exactly the core's tools (a run
   without them has every tool call refused);
 * the Codex version: the CLI found is the one expected.
@@ -23,6 +25,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
+from harness.codex.launch import RouteError, provider_route
 from harness.names import AUTH_FILE, CONFIG_NAME
 
 BUILTIN_PROVIDERS = ("openai", "oss", "ollama", "lmstudio")
@@ -70,4 +73,9 @@ def _auth_home(variable: str, environ: Mapping[str, str]) -> list[str]:
     if provider_id not in BUILTIN_PROVIDERS and provider_id not in (config.get("model_providers") or {}):
         problems.append(f"model: {config_path} uses model_provider {provider_id!r} but defines no "
                         f"[model_providers.{provider_id}]")
+        return problems
+    try:
+        provider_route(home)
+    except RouteError as error:
+        problems.append(f"provider: {error}")
     return problems

@@ -1,10 +1,18 @@
 """Project a run's settings into an agent's `$CODEX_HOME/config.toml`, then undo it.
 
-The projection adds what a run needs — the model provider (the scripted model
-unless the user's own provider is opted into), the peerwire MCP server with
-its tool approvals, trust for the agent's fixture workspace and a no-prompt
-approval policy — and keeps every other entry, comment and format of the
-user's file (tomlkit round-trip). Afterwards the file is restored: byte for
+A run's settings come in two parts (see :mod:`harness.codex.launch`):
+
+* ``registration``: the peerwire MCP server with its tool approvals, for the
+  whole run (every launch and thread of the agent needs it);
+* ``launch``: the model provider (the scripted model, or the user's own pointed
+  at the run's recording proxy; :data:`None` leaves the user's as it is), a
+  no-prompt approval policy and the sandbox, Codex's competing tools off, and
+  trust for the agent's fixture workspace. Only an interactive start-up
+  projects them, and only until its attachment checks pass; a background
+  launch takes them on its command line.
+
+A projection adds its part(s) and keeps every other entry, comment and format
+of the user's file (tomlkit round-trip). Afterwards the file is restored: byte for
 byte when nobody touched it during the run, otherwise key by key (see
 :mod:`harness.codex.merge`): projected values the user did not change go
 back to their originals, the user's edits stay, and a key both changed is kept
@@ -14,9 +22,11 @@ Crash safety: before the projected file is written, the original is copied
 to `config.toml.peerwire-backup`, the projected text to
 `config.toml.peerwire-projected`, and a marker `config.toml.peerwire-projection`
 (JSON: owner process, whether an original existed, its SHA-256) is written
-beside them. The marker is removed last on restore, so a marker found later
+beside them (a ``launch`` projection's are ``config.toml.peerwire-launch-*``,
+so it can lie over the run's registration). The marker is removed last on restore, so a marker found later
 means a projection whose process died before restoring; the next projection
-(or `recover_interrupted`) restores the original first, the same key-by-key way.
+(or `recover_interrupted`) restores the original first, the same key-by-key way,
+an interrupted launch projection before the registration under it.
 """
 
 from __future__ import annotations
@@ -47,6 +57,12 @@ from .merge import Conflict, merge
 BACKUP_SUFFIX = ".peerwire-backup"
 PROJECTED_SUFFIX = ".peerwire-projected"
 MARKER_SUFFIX = ".peerwire-projection"
+LAUNCH_INFIX = "-launch"
+REGISTRATION, LAUNCH = "registration", "launch"
+BOTH = (REGISTRATION, LAUNCH)
+"""The parts of a projection (see the module docs); a throwaway home (the capability probe) takes both at once."""
+Key = tuple[str, ...]
+"""A setting's key path in ``config.toml``: ``("features", "multi_agent")``."""
 KEPT_ORIGINAL_SUFFIX = ".peerwire-original"
 """Where the original goes when the user's current file cannot be merged (left for them to merge by hand)."""
 COMPETING_FEATURES = {"multi_agent": ("features", "multi_agent", False), "web_search": (None, "web_search", "disabled")}
@@ -97,6 +113,21 @@ class ScriptedProvider:
     env_key: str = "PEERWIRE_SCRIPTED_MODEL_KEY"
     reasoning_effort: str | None = "low"
 
+    def table(self) -> dict[str, Any]:
+        """Its ``[model_providers.<provider_id>]`` table."""
+        return {"name": "peerwire scripted model", "base_url": self.base_url, "wire_api": "responses",
+                "env_key": self.env_key, "request_max_retries": 0, "stream_max_retries": 0}
+
+
+@dataclass(frozen=True)
+class ProxiedProvider:
+    """The user's own provider, its requests sent to ``base_url`` (the agent's route on the run's recording
+    proxy) by the setting ``key`` (``openai_base_url``, or its ``[model_providers.<id>]`` ``base_url``); the
+    model and everything else stay as the user set them."""
+
+    key: Key
+    base_url: str
+
 
 @dataclass(frozen=True)
 class PeerwireServer:
@@ -129,13 +160,14 @@ class PeerwireServer:
 class AgentSettings:
     """Everything projected for one agent.
 
-    `provider=None` is the opt-in real-provider mode: `model`,
-    `model_provider` and `[model_providers]` stay exactly as the user set them.
+    `provider=None` leaves `model`, `model_provider` and `[model_providers]`
+    exactly as the user set them; a :class:`ProxiedProvider` changes only where
+    the user's provider sends its requests.
     """
 
     workspace: str | os.PathLike[str]
     peerwire: PeerwireServer
-    provider: ScriptedProvider | None = None
+    provider: ScriptedProvider | ProxiedProvider | None = None
     native_tools: tuple[str, ...] = ()
     """The :data:`COMPETING_FEATURES` left as configured; the others are turned off."""
     trust_workspace: bool = True
@@ -143,63 +175,83 @@ class AgentSettings:
     answers a trust prompt either)."""
 
 
-def render_config(original: str, settings: AgentSettings, *, config_path: Path = Path(CONFIG_NAME)) -> str:
-    """The projected config text for `original` (empty string: no file).
+def launch_values(settings: AgentSettings) -> dict[Key, Any]:
+    """The launch settings of ``settings``, each by its key path, in the order they are projected: the one list a
+    projection writes and a background launch's command line carries (:func:`harness.codex.launch.cli_overrides`)."""
+    values: dict[Key, Any] = {}
+    provider = settings.provider
+    if isinstance(provider, ScriptedProvider):
+        values[("model",)] = provider.model
+        values[("model_provider",)] = provider.provider_id
+        if provider.reasoning_effort is not None:
+            values[("model_reasoning_effort",)] = provider.reasoning_effort
+        values[("model_providers", provider.provider_id)] = provider.table()
+    elif isinstance(provider, ProxiedProvider):
+        values[provider.key] = provider.base_url
+        # Codex compresses a ChatGPT login's request bodies (zstd); sent plain, the proxy's log can read them.
+        values[("features", "enable_request_compression")] = False
+    # The run has no one to answer prompts: never ask. Shell commands of a real model stay in the workspace.
+    values[("approval_policy",)] = "never"
+    values[("sandbox_mode",)] = "workspace-write"
+    for feature, (table, key, off) in COMPETING_FEATURES.items():
+        if feature not in settings.native_tools:
+            values[(table, key) if table else (key,)] = off
+    if settings.trust_workspace:
+        values[("projects", os.fspath(Path(settings.workspace).resolve()), "trust_level")] = "trusted"
+    return values
+
+
+def render_config(original: str, settings: AgentSettings, *, config_path: Path = Path(CONFIG_NAME),
+                  parts: Sequence[str] = BOTH) -> str:
+    """The projected config text for `original` (empty string: no file), with the ``parts`` of `settings` asked for.
 
     Raises `PeerwireEntryConflict` when the user's `[mcp_servers.peerwire]`
-    launches something else, `ProjectionError` when `original` is not TOML.
+    launches something else (registration), `ProjectionError` when `original` is not TOML.
     """
     try:
         document = tomlkit.parse(original)
     except TOMLKitError as error:
         raise ProjectionError(f"{config_path}: not valid TOML: {error}") from error
 
-    wanted = settings.peerwire.launch()
-    name = settings.peerwire.name
-    servers = document.get("mcp_servers")
-    existing = servers.get(name) if servers is not None else None
-    if existing is not None:
-        entry = existing.unwrap() if hasattr(existing, "unwrap") else existing
-        if not isinstance(entry, dict):
-            entry = {"value": entry}
-        # Only where it points matters; timeouts and tool approvals are ours to set.
-        launch = {key: entry[key] for key in ("command", "args", "env", "url") if key in entry}
-        if launch != wanted:
-            raise PeerwireEntryConflict(config_path, entry, wanted, name)
-
-    if settings.provider is not None:
-        _project_provider(document, settings.provider)
-    # The run has no one to answer prompts: never ask. Shell commands of a
-    # real model stay confined to the agent's own workspace.
-    document["approval_policy"] = "never"
-    document["sandbox_mode"] = "workspace-write"
-
-    for feature, (table, key, off) in COMPETING_FEATURES.items():
-        if feature not in settings.native_tools:
-            _put_value(document, table, key, off)
-    _put_table(document, "mcp_servers", name, _peerwire_table(settings.peerwire))
-    if settings.trust_workspace:
-        workspace = os.fspath(Path(settings.workspace).resolve())
-        _put_table(document, "projects", workspace, _table({"trust_level": "trusted"}))
+    if REGISTRATION in parts:
+        wanted = settings.peerwire.launch()
+        name = settings.peerwire.name
+        servers = document.get("mcp_servers")
+        existing = servers.get(name) if servers is not None else None
+        if existing is not None:
+            entry = existing.unwrap() if hasattr(existing, "unwrap") else existing
+            if not isinstance(entry, dict):
+                entry = {"value": entry}
+            # Only where it points matters; timeouts and tool approvals are ours to set.
+            launch = {key: entry[key] for key in ("command", "args", "env", "url") if key in entry}
+            if launch != wanted:
+                raise PeerwireEntryConflict(config_path, entry, wanted, name)
+    if LAUNCH in parts:
+        for path, value in launch_values(settings).items():
+            _put_path(document, path, value)
+    if REGISTRATION in parts:
+        _put_table(document, "mcp_servers", settings.peerwire.name, _peerwire_table(settings.peerwire))
     return tomlkit.dumps(document)
 
 
-def _project_provider(document: tomlkit.TOMLDocument, provider: ScriptedProvider) -> None:
-    document["model"] = provider.model
-    document["model_provider"] = provider.provider_id
-    if provider.reasoning_effort is not None:
-        document["model_reasoning_effort"] = provider.reasoning_effort
-    provider_table = _table(
-        {
-            "name": "peerwire scripted model",
-            "base_url": provider.base_url,
-            "wire_api": "responses",
-            "env_key": provider.env_key,
-            "request_max_retries": 0,
-            "stream_max_retries": 0,
-        }
-    )
-    _put_table(document, "model_providers", provider.provider_id, provider_table)
+def _put_path(document: tomlkit.TOMLDocument, path: Key, value: Any) -> None:
+    """Set one launch setting: a top-level key, ``[table].key``, a table ``[table.name]`` (a mapping), or
+    ``[table.name].key``, which goes into the user's ``[table.name]`` when there is one."""
+    if len(path) == 1:
+        document[path[0]] = value
+    elif len(path) == 2 and isinstance(value, Mapping):
+        _put_table(document, path[0], path[1], _table(value))
+    elif len(path) == 2:
+        _put_value(document, path[0], path[1], value)
+    elif len(path) == 3:
+        parent = document.get(path[0])
+        existing = parent.get(path[1]) if isinstance(parent, Table) else None
+        if isinstance(existing, Table):
+            existing[path[2]] = value
+        else:
+            _put_table(document, path[0], path[1], _table({path[2]: value}))
+    else:
+        raise ProjectionError(f"no way to project the setting {'.'.join(path)}")
 
 
 def _peerwire_table(server: PeerwireServer) -> Table:
@@ -268,9 +320,12 @@ class Projection:
     Nothing is written when `render_config` refuses (conflict, invalid TOML).
     """
 
-    def __init__(self, codex_home: str | os.PathLike[str], settings: AgentSettings):
+    def __init__(self, codex_home: str | os.PathLike[str], settings: AgentSettings, *, parts: Sequence[str] = BOTH):
         self.codex_home = Path(codex_home)
         self.settings = settings
+        self.parts = tuple(parts)
+        # A launch projection lies over the run's registration, with sidecars of its own.
+        self.launch_only = self.parts == (LAUNCH,)
         self.config_path = self.codex_home / CONFIG_NAME
         self.recovered = False
         self.conflicts: list[Conflict] = []
@@ -286,15 +341,15 @@ class Projection:
         if self._applied:
             raise ProjectionError(f"{self.config_path}: projection already applied")
         self.codex_home.mkdir(parents=True, exist_ok=True)
-        self.recovered = recover_interrupted(self.codex_home)
+        self.recovered = recover_interrupted(self.codex_home, launch_only=self.launch_only)
         original = self.config_path.read_bytes() if self.config_path.exists() else None
         try:
             original_text = original.decode("utf-8") if original is not None else ""
         except UnicodeDecodeError as error:
             raise ProjectionError(f"{self.config_path}: not UTF-8: {error}") from error
-        projected = render_config(original_text, self.settings, config_path=self.config_path)
+        projected = render_config(original_text, self.settings, config_path=self.config_path, parts=self.parts)
 
-        backup, projected_copy, marker = _sidecars(self.config_path)
+        backup, projected_copy, marker = _sidecars(self.config_path, launch=self.launch_only)
         if original is not None:
             _write_atomic(backup, original)
         _write_atomic(projected_copy, projected.encode("utf-8"))
@@ -318,32 +373,38 @@ class Projection:
         """Undo `apply()`; returns the conflicts kept as the user left them (none when nothing is applied)."""
         if not self._applied:
             return []
-        self.conflicts = _restore_from_sidecars(self.config_path)
+        self.conflicts = _restore_from_sidecars(self.config_path, launch=self.launch_only)
         self._applied = False
         return self.conflicts
 
 
-def recover_interrupted(codex_home: str | os.PathLike[str]) -> bool:
+def recover_interrupted(codex_home: str | os.PathLike[str], *, launch_only: bool = False) -> bool:
     """Restore the original config of a projection whose process died before
     restoring it (key by key, as :meth:`Projection.restore`); returns whether there was one.
 
-    Raises `ProjectionInUse` if the marker's process is still alive and
-    `ProjectionError` if the backup is missing or does not match the marker
-    (then nothing is touched: the files are left for a human to inspect).
+    An interrupted launch projection is undone first, then (unless
+    ``launch_only``) the projection under it. Raises `ProjectionInUse` if the
+    marker's process is still alive and `ProjectionError` if the backup is
+    missing or does not match the marker (then nothing is touched: the files
+    are left for a human to inspect).
     """
     config_path = Path(codex_home) / CONFIG_NAME
-    marker = _sidecars(config_path)[-1]
-    if not marker.exists():
-        return False
-    record = json.loads(marker.read_text(encoding="utf-8"))
-    if _alive(record):
-        raise ProjectionInUse(f"{config_path}: projected by live process {record.get('pid')}")
-    _restore_from_sidecars(config_path, record)
-    return True
+    recovered = False
+    for launch in ((True,) if launch_only else (True, False)):
+        marker = _sidecars(config_path, launch=launch)[-1]
+        if not marker.exists():
+            continue
+        record = json.loads(marker.read_text(encoding="utf-8"))
+        if _alive(record):
+            raise ProjectionInUse(f"{config_path}: projected by live process {record.get('pid')}")
+        _restore_from_sidecars(config_path, record, launch=launch)
+        recovered = True
+    return recovered
 
 
-def _restore_from_sidecars(config_path: Path, record: Mapping[str, Any] | None = None) -> list[Conflict]:
-    backup, projected_copy, marker = _sidecars(config_path)
+def _restore_from_sidecars(config_path: Path, record: Mapping[str, Any] | None = None, *,
+                           launch: bool = False) -> list[Conflict]:
+    backup, projected_copy, marker = _sidecars(config_path, launch=launch)
     if record is None:
         record = json.loads(marker.read_text(encoding="utf-8"))
     original: bytes | None = None
@@ -399,13 +460,11 @@ def _merge_back(config_path: Path, original: bytes | None, projected: bytes, cur
     return conflicts
 
 
-def _sidecars(config_path: Path) -> tuple[Path, Path, Path]:
-    """The backup of the original, the projected text, and the marker (removed last)."""
-    return (
-        config_path.with_name(config_path.name + BACKUP_SUFFIX),
-        config_path.with_name(config_path.name + PROJECTED_SUFFIX),
-        config_path.with_name(config_path.name + MARKER_SUFFIX),
-    )
+def _sidecars(config_path: Path, *, launch: bool = False) -> tuple[Path, Path, Path]:
+    """The backup of the original, the projected text, and the marker (removed last); a launch projection's own."""
+    infix = LAUNCH_INFIX if launch else ""
+    return tuple(config_path.with_name(config_path.name + suffix.replace(".peerwire", ".peerwire" + infix))
+                 for suffix in (BACKUP_SUFFIX, PROJECTED_SUFFIX, MARKER_SUFFIX))  # type: ignore[return-value]
 
 
 def _alive(record: Mapping[str, Any]) -> bool:
@@ -439,26 +498,34 @@ MODEL_KEY_VALUE = "scripted-model-has-no-key"
 """The API key an agent hands the scripted model: a dummy, so a projected home holds no real credential."""
 
 
-def project_agent(codex_home: Path, workspace: Path, *, server: Sequence[str], server_env: Mapping[str, str],
-                  base_url: str | None, profile: str = profiles.MESSAGING, approve_tools: bool = True,
-                  native_tools: Sequence[str] = (), trust_workspace: bool = True) -> Projection:
-    """Project one agent's Codex home: the core's MCP server (``server`` with ``server_env``, acting as the
-    agent, registered under its profile's name), exactly the profile's tools approved, Codex's competing
-    features off (but ``native_tools``) and the model; the workspace trusted unless ``trust_workspace`` is
-    False (the untrusted start-up diagnostic).
-
-    ``base_url`` is the agent's scripted-model route; ``None`` keeps the user's own
-    (real) provider settings.
-    """
-    settings = AgentSettings(
+def agent_settings(workspace: Path, *, server: Sequence[str], server_env: Mapping[str, str],
+                   provider: ScriptedProvider | ProxiedProvider | None, profile: str = profiles.MESSAGING,
+                   approve_tools: bool = True, native_tools: Sequence[str] = (),
+                   trust_workspace: bool = True) -> AgentSettings:
+    """One agent's settings: the core's MCP server (``server`` with ``server_env``, acting as the agent,
+    registered under its profile's name), exactly the profile's tools approved, Codex's competing features off
+    (but ``native_tools``) and the model ``provider`` (``None``: the user's own, as set); the workspace trusted
+    unless ``trust_workspace`` is False (the untrusted start-up diagnostic)."""
+    return AgentSettings(
         workspace=workspace,
         peerwire=PeerwireServer(command=server[0], args=tuple(server[1:]), env=dict(server_env),
                                 approve_tools=tuple(PROFILES[profile][1]) if approve_tools else None,
                                 name=SERVER_NAMES[profile]),
-        provider=ScriptedProvider(base_url=base_url) if base_url is not None else None,
+        provider=provider,
         native_tools=tuple(native_tools),
         trust_workspace=trust_workspace,
     )
+
+
+def project_agent(codex_home: Path, workspace: Path, *, server: Sequence[str], server_env: Mapping[str, str],
+                  base_url: str | None, profile: str = profiles.MESSAGING, approve_tools: bool = True,
+                  native_tools: Sequence[str] = (), trust_workspace: bool = True) -> Projection:
+    """Project both parts of :func:`agent_settings` into a throwaway Codex home (the capability probe, in-process
+    labs); ``base_url`` is the agent's scripted-model route, ``None`` keeps the user's own provider settings."""
+    settings = agent_settings(workspace, server=server, server_env=server_env,
+                              provider=ScriptedProvider(base_url=base_url) if base_url is not None else None,
+                              profile=profile, approve_tools=approve_tools, native_tools=native_tools,
+                              trust_workspace=trust_workspace)
     return Projection(codex_home, settings).apply()
 
 

@@ -6,6 +6,9 @@ its ``CODEX_HOME``: a person can ``tmux -L NAME attach -t AGENT`` and watch.
 The runner only ever reads the screen (``capture-pane``); nothing is typed into
 the composer, and :attr:`TuiSession.commands` lists every tmux command issued
 so a test can show it. The tmux server is killed on :meth:`TuiSession.close`.
+
+:data:`INTERRUPTED` is what the pinned Codex's TUI prints where a turn ended
+interrupted (0.171.0: ``■ Conversation interrupted - ...``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TMUX = "tmux"
+INTERRUPTED = "Conversation interrupted"
 SCREEN_COLUMNS, SCREEN_ROWS = 200, 60
 HISTORY_LINES = 5000
 COMMAND_TIMEOUT_S = 30.0
@@ -77,6 +81,12 @@ class TuiSession:
     def screen(self, agent: str) -> str:
         """What ``agent``'s TUI shows, with its scroll-back (``capture-pane -p -J``, wrapped lines joined)."""
         return self._tmux("capture-pane", "-p", "-J", "-S", f"-{HISTORY_LINES}", "-t", f"={agent}:")
+
+    def pane(self, agent: str) -> dict[str, object]:
+        """Whether ``agent``'s TUI is still running (``alive``) and, once it exited, its ``exit_status``."""
+        dead, status = self._tmux("display-message", "-p", "-t", f"={agent}:",
+                                  "#{pane_dead}|#{pane_dead_status}").strip().split("|", 1)
+        return {"alive": dead != "1", "exit_status": int(status) if status.strip().lstrip("-").isdigit() else None}
 
     def wait_for_text(self, agent: str, texts: list[str], timeout_s: float) -> str:
         """The screen once it shows every one of ``texts``; TuiError naming what is missing after ``timeout_s``.

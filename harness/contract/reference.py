@@ -57,6 +57,8 @@ class ReferenceProvisioner:
 
     def register(self, name: str, *, provider: str = "manual", aliases: tuple[str, ...] = (),
                  collab_root: bool = False) -> Caller:
+        if collab_root and provider == "manual":
+            provider = "codex"  # a tree's root is a Codex agent: only Codex has native collaboration
         out = ControlClient(self.home).call(
             "register_agent", {"name": name, "provider": provider, "aliases": list(aliases), "source": self.source,
                                "collab_root": collab_root})

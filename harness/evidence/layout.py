@@ -4,10 +4,11 @@
 
     core-export.json                         the core's evidence export (contracts/export.schema.json)
     core/app.log                             the core app's log
-    model-requests.jsonl                     the scripted model's request log (scripted provider only)
+    model-requests.jsonl                     the model request log: the scripted model's, or the recording proxy's
     appserver/<agent>.g<n>.appserver.jsonl   each owner generation's app-server transcript (and .stderr.log)
     rollouts/<agent>/rollout-*.jsonl         the agent's Codex rollouts
     tui/<agent>.screen.txt                   mode attached_tui: the agent's TUI screen at the end, with scroll-back
+    tui/<agent>.pane.json                    mode attached_tui: whether that TUI was still running then
 
 The run writes it (:mod:`harness.acceptance.artifacts`, a core's driver for its own
 files); the checks (:mod:`harness.acceptance.observations`) and the report read it.
@@ -35,3 +36,8 @@ def transcript_name(agent: str, generation: int) -> str:
 def screen_name(agent: str) -> str:
     """The file name of ``agent``'s TUI screen (``tmux capture-pane`` text) in :data:`TUI_DIR`."""
     return f"{agent}.screen.txt"
+
+
+def pane_name(agent: str) -> str:
+    """The file name of the state of ``agent``'s TUI pane when its screen was kept (JSON) in :data:`TUI_DIR`."""
+    return f"{agent}.pane.json"

@@ -1,8 +1,9 @@
-"""The scripted model's request log, read back: the one reader of its format.
+"""The model request log, read back: the one reader of its format.
 
-One JSON object a line (see ``harness.model.server``): ``request`` (seq, agent,
-path, headers without credentials, body as Codex sent it), ``response`` (seq, rule,
-outcome, emitted items, error) and ``release`` records. The checks read each
+The scripted model and, in front of a real provider, the recording proxy write
+it alike (:mod:`harness.model.log`): one JSON object a line, ``request`` (seq,
+agent, path, headers without credentials, body as Codex sent it), ``response``
+(seq, rule or upstream status, outcome, emitted items, error) and ``release`` records. The checks read each
 request's input and what was emitted; the probe the same for one route; the
 report the tool schema each model was actually offered — the ``tools`` entry of
 type ``namespace`` named ``mcp__peerwire`` in each request body — and a
@@ -113,7 +114,7 @@ class ToolSchemaSeen:
 
 
 class ModelRequestLog:
-    """The requests of one scripted-model log file, by sequence number."""
+    """The requests of one model request log file, by sequence number."""
 
     def __init__(self, requests: list[ModelRequest], problems: list[str]):
         self.requests = requests
@@ -123,8 +124,8 @@ class ModelRequestLog:
     def load(cls, path: str | os.PathLike[str], *, expected: bool = True) -> "ModelRequestLog":
         """Read a log; a missing file is an empty log, unreadable lines become ``problems``.
 
-        A missing file is a problem only when the log was ``expected``: a run with a
-        real provider has no scripted model, hence no log.
+        A missing file is a problem only when the log was ``expected`` (every run keeps one now; a report
+        of a real-provider run made before the recording proxy has none).
         """
         path = Path(path)
         if not stored.exists(path):

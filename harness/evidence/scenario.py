@@ -9,9 +9,11 @@ as a report stores them, gzip-compressed: :mod:`.stored` reads either):
   JSON-RPC transcript (``dir`` sent/received, ``message``);
 * ``rollouts/<agent>/*.jsonl`` — the agents' Codex rollouts, indexed by
   :class:`~.rollouts.RolloutIndex`;
-* ``model-requests.jsonl`` — every request the agents sent the scripted model
-  and what it answered (absent with a real provider), :class:`~.model_log.ModelRequestLog`;
-* ``tui/<agent>.screen.txt`` — in mode ``attached_tui``, the agent's TUI screen.
+* ``model-requests.jsonl`` — every request the agents sent their model (the
+  scripted model, or a real provider through the run's recording proxy) and
+  what it answered, :class:`~.model_log.ModelRequestLog`;
+* ``tui/<agent>.screen.txt`` — in mode ``attached_tui``, the agent's TUI screen,
+  and ``tui/<agent>.pane.json`` whether that TUI was still running then.
 
 Every file is optional here: what is missing or unreadable is listed in
 ``problems`` and the rest is still read. Lines carry their reference
@@ -28,7 +30,8 @@ from typing import Any
 
 from . import stored
 from .core import CoreEvidence, ExportError, violations
-from .layout import APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT, TUI_DIR, screen_name
+from .layout import (APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT, TUI_DIR, pane_name,
+                     screen_name)
 from .model_log import ModelRequestLog
 from .rollouts import RolloutIndex
 
@@ -76,11 +79,12 @@ class ScenarioEvidence:
     _transcripts: dict[str, list[TranscriptLine]] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, root: Path, *, scripted: bool = True, strict: bool = False) -> "ScenarioEvidence":
+    def load(cls, root: Path, *, model_log: bool = True, strict: bool = False) -> "ScenarioEvidence":
         """Read the folder ``root``.
 
-        ``scripted``: the agents' model was the scripted model, so its request log
-        must be there; with a real provider there is none and that is no problem.
+        ``model_log``: the run kept a model request log (the scripted model's, or the
+        recording proxy's in front of a real provider), so a missing one is a problem;
+        False for a report of a real-provider run made before the proxy existed.
         ``strict``: an export that does not match its schema is unusable (``core`` None), not a problem beside it.
         """
         root = Path(root)
@@ -110,9 +114,9 @@ class ScenarioEvidence:
                 thread_agents[thread.thread_id] = owners.pop()
             else:
                 problems.append(f"thread {thread.thread_id} is in the rollouts of {sorted(owners)}")
-        model_log = ModelRequestLog.load(root / MODEL_REQUESTS, expected=scripted)
-        problems.extend(model_log.problems)
-        return cls(root, core, export_error, index, model_log, thread_agents, problems)
+        requests = ModelRequestLog.load(root / MODEL_REQUESTS, expected=model_log)
+        problems.extend(requests.problems)
+        return cls(root, core, export_error, index, requests, thread_agents, problems)
 
     def transcript(self, agent: str) -> list[TranscriptLine]:
         """Every generation's app-server transcript of ``agent``, in generation order (none: empty)."""
@@ -141,3 +145,16 @@ class ScenarioEvidence:
         with stored.open_text(path) as text:
             return [ScreenLine(f"{TUI_DIR}/{path.name}:{number}", line)
                     for number, line in enumerate(text.read().split("\n"), start=1)]
+
+    def pane(self, agent: str) -> tuple[str, dict[str, Any]] | None:
+        """``agent``'s TUI pane state (``alive``, ``exit_status``) when its screen was kept, with its reference
+        (``tui/<agent>.pane.json``); None when the run kept none or it is unreadable."""
+        path = self.root / TUI_DIR / pane_name(agent)
+        if not stored.exists(path):
+            return None
+        try:
+            with stored.open_text(path) as text:
+                state = json.loads(text.read())
+        except ValueError:
+            return None
+        return (f"{TUI_DIR}/{path.name}", state) if isinstance(state, dict) else None

@@ -7,9 +7,14 @@ The lab brings up, in one directory:
 * the messaging core under test, through its acceptance driver
   (:mod:`harness.lab.driver`; by default peerwire's reference core,
   ``peerwire app`` as a real subprocess with its Codex adapter);
-* one private ``CODEX_HOME`` and one fixture Git workspace per agent, its
-  config projected (scripted provider, the core's MCP server acting as the
-  agent, tool approval, workspace trust);
+* one private ``CODEX_HOME`` and one fixture Git workspace per agent, the
+  core's MCP server registered in its config (acting as the agent, its tools
+  approved) for the whole run, and the agent's launch settings (the model
+  provider, no-prompt approvals, workspace trust: :mod:`harness.codex.launch`)
+  given to each background launch on its command line, through a launcher the
+  lab writes (``agents/<agent>/codex-launch``); an interactive start-up (mode
+  ``attached_tui``) projects them into the config instead and restores them as
+  soon as the owner adopted the TUI's thread;
 * each agent registered with provider ``codex`` and attached: the core starts
   the agent's ``codex app-server`` owner and its thread.
 
@@ -22,12 +27,16 @@ the app-servers it spawns and their MCP servers all end with the job.
 
 Real-provider mode (``auth_home``): the scripted model is not started, the
 user's ``config.toml`` (their provider) and ``auth.json`` are copied from the
-authorized home into each private agent home (auth 0600), and the projection
-leaves the provider settings as the user had them.
+authorized home into each private agent home (auth 0600), and each agent's
+Codex reaches the user's provider through the lab's recording proxy
+(:mod:`harness.model.proxy`): the launch settings move only the provider's
+``base_url`` to the agent's route on it, and the proxy writes the same model
+request log the scripted model writes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -42,12 +51,15 @@ from typing import Any, Callable, Mapping, Sequence
 from peerwire import profiles
 
 from harness.lab.driver import REFERENCE, AcceptanceDriver, load_driver
-from harness.codex.home import MODEL_KEY_VALUE, Projection, ScriptedProvider, copy_authorization, project_agent
+from harness.codex.home import (LAUNCH, MODEL_KEY_VALUE, REGISTRATION, AgentSettings, Projection, ScriptedProvider,
+                                agent_settings, copy_authorization)
+from harness.codex.launch import ProviderRoute, cli_overrides, provider_route, write_launcher
 from harness.codex.install import CodexInstallation, locate_codex
 from harness.codex.tui import TuiError, TuiSession
 from harness.codex.workspace import FixtureWorkspace
 from harness.contract.interface import Caller
-from harness.evidence.layout import MODEL_REQUESTS, TUI_DIR, screen_name
+from harness.evidence.layout import MODEL_REQUESTS, TUI_DIR, pane_name, screen_name
+from harness.model.proxy import RecordingProxy
 from harness.model.rules import ModelScript, load_script
 from harness.model.server import ScriptedModel
 from harness.process.jobs import Job, spawn_through
@@ -62,14 +74,23 @@ class LabHalted(RuntimeError):
     """The lab was halted (:meth:`CodexLab.halt`) while something waited on it."""
 
 
+LAUNCHER = "codex-launch"
+"""The agent's background launches run ``agents/<agent>/codex-launch``: Codex with the launch settings as ``-c``."""
+
+
 @dataclass
 class LabAgent:
     name: str
     caller: Caller
     codex_home: Path
     workspace: Path
-    projection: Projection
+    settings: AgentSettings
+    registration: Projection
+    """The core's MCP server in the agent's config, for the whole run (restored when the lab stops)."""
+    launcher: Path
     owner: dict[str, Any] = field(default_factory=dict)
+    launch_conflicts: list[str] = field(default_factory=list)
+    """What restoring an interactive start-up's launch projection kept as the user had changed it."""
 
     @property
     def agent_id(self) -> str:
@@ -138,6 +159,9 @@ class CodexLab:
         # Every session token the core issues to this lab, kept for the report's secret scan.
         self.token_ledger = token_ledger
         self.model = ScriptedModel(self.script, log_path=self.root / "artifacts" / MODEL_REQUESTS)
+        # Real-provider mode: the recording proxy in front of the user's provider (started with the lab).
+        self.route: ProviderRoute | None = None
+        self.proxy: RecordingProxy | None = None
         make = load_driver(driver) if isinstance(driver, str) else driver
         self.core: AcceptanceDriver = make(self.root / "core", env=self.child_env(),  # type: ignore[call-arg]
                                            spawn=None if job is None else spawn_through(job))
@@ -161,6 +185,10 @@ class CodexLab:
         (self.root / "core").mkdir(exist_ok=True)
         if self.scripted:
             self.model.start()
+        else:
+            assert self.auth_home is not None
+            self.route = provider_route(self.auth_home)
+            self.proxy = RecordingProxy(self.route.upstream, log_path=self.root / "artifacts" / MODEL_REQUESTS).start()
         self.core.start()
         self.started = True
         callers = {name: self._register_agent(name) for name in self.agent_names}
@@ -189,10 +217,12 @@ class CodexLab:
             self.started = False
         for agent in self.agents.values():
             # Edits made to an agent's config during the run are kept; those that clash are reported.
-            for conflict in agent.projection.restore():
+            for conflict in agent.registration.restore():
                 print(f"peerwire: {agent.codex_home / CONFIG_NAME}: {conflict}", file=sys.stderr)
         if self.scripted:
             self.model.stop()
+        elif self.proxy is not None:
+            self.proxy.stop()
 
     def __enter__(self) -> "CodexLab":
         try:
@@ -222,12 +252,18 @@ class CodexLab:
         if self.auth_home is not None:
             copy_authorization(self.auth_home, codex_home)
         workspace = FixtureWorkspace.create(base / "workspace", agent=name)
-        projection = project_agent(codex_home, workspace.path, server=self.core.server_command(self.profile),
-                                   server_env=self.core.caller_env(caller),
-                                   base_url=self.model.base_url(name) if self.scripted else None,
-                                   profile=self.profile, approve_tools=self.approve_tools,
-                                   native_tools=self.native_tools, trust_workspace=self.trust_workspaces)
-        return LabAgent(name, caller, codex_home, workspace.path, projection)
+        if self.scripted:
+            provider = ScriptedProvider(base_url=self.model.base_url(name))
+        else:
+            assert self.route is not None and self.proxy is not None
+            provider = self.route.through(self.proxy.base_url(name))
+        settings = agent_settings(workspace.path, server=self.core.server_command(self.profile),
+                                  server_env=self.core.caller_env(caller), provider=provider, profile=self.profile,
+                                  approve_tools=self.approve_tools, native_tools=self.native_tools,
+                                  trust_workspace=self.trust_workspaces)
+        registration = Projection(codex_home, settings, parts=(REGISTRATION,)).apply()
+        launcher = write_launcher(base / LAUNCHER, self.codex.executable, cli_overrides(settings))
+        return LabAgent(name, caller, codex_home, workspace.path, settings, registration, launcher)
 
     # -- driving the core -----------------------------------------------------------------
 
@@ -244,14 +280,13 @@ class CodexLab:
     def attach(self, name: str, *, resume: bool = False) -> dict[str, Any]:
         agent = self.agents[name]
         env = {ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {}
-        # An attached TUI starts its own thread; a later generation (resume) runs without one.
-        listen = {"listen": self._tui_dir / f"{name}.sock"} if self._tui_dir is not None and not resume else {}
-        agent.owner = self.core.attach(agent.caller, codex=str(self.codex.executable), codex_home=agent.codex_home,
-                                       workspace=agent.workspace, env=env, resume=resume,
-                                       **({"capabilities": self.capabilities} if self.capabilities is not None else {}),
-                                       **listen)
-        if listen:
-            agent.owner = self._attach_tui(agent, listen["listen"], env)
+        capabilities = {"capabilities": self.capabilities} if self.capabilities is not None else {}
+        if self._tui_dir is not None and not resume:
+            agent.owner = self._attach_interactive(agent, self._tui_dir / f"{name}.sock", env, capabilities)
+        else:
+            # A background launch (a later generation of a TUI's agent too): settings on its command line.
+            agent.owner = self.core.attach(agent.caller, codex=str(agent.launcher), codex_home=agent.codex_home,
+                                           workspace=agent.workspace, env=env, resume=resume, **capabilities)
         self.attachments.append({"agent": name, "generation": agent.owner["generation"],
                                  "thread_id": agent.owner["thread_id"], "pid": agent.owner["pid"],
                                  "resume": resume})
@@ -260,6 +295,22 @@ class CodexLab:
             # remembers them even if they later leave the app's process tree.
             self.job.observe()
         return agent.owner
+
+    def _attach_interactive(self, agent: LabAgent, socket: Path, env: Mapping[str, str],
+                            capabilities: Mapping[str, Any]) -> dict[str, Any]:
+        """An interactive start-up: the launch settings projected into the agent's config, so its TUI and its
+        owner's app-server read the same ones, the owner started on ``socket`` and the TUI on it; once the
+        owner adopted the TUI's thread (the attachment checks passed) the projection is restored, the user's
+        edits kept. Nothing of it outlives the start-up, whether it succeeded or not."""
+        launch = Projection(agent.codex_home, agent.settings, parts=(LAUNCH,)).apply()
+        try:
+            self.core.attach(agent.caller, codex=str(self.codex.executable), codex_home=agent.codex_home,
+                             workspace=agent.workspace, env=env, listen=socket, **capabilities)
+            return self._attach_tui(agent, socket, env)
+        finally:
+            for conflict in launch.restore():
+                agent.launch_conflicts.append(str(conflict))
+                print(f"peerwire: {agent.codex_home / CONFIG_NAME}: {conflict}", file=sys.stderr)
 
     def _attach_tui(self, agent: LabAgent, socket: Path, env: Mapping[str, str]) -> dict[str, Any]:
         """Start the agent's TUI on its owner's socket, then wait until the owner adopted the TUI's thread."""
@@ -274,16 +325,19 @@ class CodexLab:
         return self.await_core(adopted, TURN_TIMEOUT_S, f"{agent.name}'s owner to adopt the thread its TUI started")
 
     def _keep_screens(self) -> None:
-        """Each TUI's last screen, with its scroll-back, as evidence (``artifacts/tui/<agent>.screen.txt``)."""
+        """Each TUI's last screen, with its scroll-back, as evidence (``artifacts/tui/<agent>.screen.txt``), and
+        whether it was still running (``tui/<agent>.pane.json``): a terminal that stayed on its session."""
         assert self.tui is not None
         folder = self.root / "artifacts" / TUI_DIR
         for name in self.tui.agents:
             try:
                 text = self.tui.screen(name)
+                pane: dict[str, Any] = self.tui.pane(name)
             except (TuiError, OSError, subprocess.SubprocessError) as error:
-                text = f"(no screen: {error})\n"
+                text, pane = f"(no screen: {error})\n", {"alive": None, "error": str(error)}
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             (folder / screen_name(name)).write_text(text, encoding="utf-8")
+            (folder / pane_name(name)).write_text(json.dumps({"agent": name, **pane}) + "\n", encoding="utf-8")
 
     def screen(self, name: str) -> str:
         """What ``name``'s attached TUI shows now, with its scroll-back (mode attached_tui)."""

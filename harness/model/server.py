@@ -17,12 +17,11 @@ Routes (one model per agent):
 
 Anything else is answered 404 and recorded as `unexpected`.
 
-Every request and its outcome go to a JSONL log: a `request` record (agent,
-path, headers without credentials, body, stored compacted: each distinct system
-prompt, tool list and input item once, in the bodies file beside the log, with
-the whole body's digest; see `harness.evidence.model_bodies`) when it arrives, a `response`
-record (rule, outcome, emitted items) when it ends, and a `release` record
-per released hold. Run in-process (`with ScriptedModel(script) as model:`) or
+Every request and its outcome go to the model request log
+(:mod:`harness.model.log`, the format the recording proxy writes too): a
+`request` record (agent, path, headers without credentials, the body's digests
+and the body, stored compacted) when it arrives, a `response` record (rule,
+outcome, emitted items) when it ends, and a `release` record per released hold. Run in-process (`with ScriptedModel(script) as model:`) or
 as a subprocess:
 
     python -m harness.model.server --scenario FILE --port-file F --log FILE
@@ -42,24 +41,22 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 from urllib.parse import unquote
 
 from harness.evidence import chat_requests
-from harness.evidence.model_bodies import BodyStore, bodies_path, digest
 from harness.model import chat
+from harness.model.log import ModelLogWriter, redacted_headers
 from harness.model.rules import Decision, ModelScript, load_script, namespaces
 
 _RESPONSES_ROUTE = re.compile(r"^/agents/([^/]+)/v1/(?:responses|chat/completions)$")
 _PROVIDER_ROUTE = "/v1/responses"
 _RELEASE_ROUTE = re.compile(r"^/control/release/([^/]+)$")
-# Header names that may carry a credential: never logged.
-_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
 # How often a handler parked on a hold checks whether Codex hung up.
 _HOLD_POLL_S = 0.05
 _HANDLER_JOIN_S = 5.0
@@ -88,6 +85,8 @@ class Exchange:
     headers: dict[str, str]
     body: Any
     received_at: float
+    raw: bytes | None = field(default=None, repr=False)
+    """The body's bytes as they arrived."""
     outcome: Outcome = "pending"
     rule_id: str | None = None
     hold: str | None = None
@@ -140,9 +139,7 @@ class ScriptedModel:
         self._changed = threading.Condition(self._lock)
         self._holds: dict[str, _Hold] = {name: _Hold() for name in script.holds}
         self._stopping = threading.Event()
-        self._log: IO[str] | None = None
-        self._bodies = BodyStore(None)
-        self._log_path = Path(log_path) if log_path is not None else None
+        self._log = ModelLogWriter(log_path)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._handlers: set[threading.Thread] = set()
@@ -152,10 +149,7 @@ class ScriptedModel:
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> ScriptedModel:
-        if self._log_path is not None:
-            self._log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = self._log_path.open("a", encoding="utf-8")
-            self._bodies = BodyStore(bodies_path(self._log_path).open("a", encoding="utf-8"))
+        self._log.open()
         self._server = _Server(self._address, _Handler, self)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -179,12 +173,7 @@ class ScriptedModel:
             handler.join(_HANDLER_JOIN_S)
         self._server = None
         with self._lock:
-            if self._log is not None:
-                self._log.close()
-                self._log = None
-            if self._bodies.out is not None:
-                self._bodies.out.close()
-                self._bodies = BodyStore(None)
+            self._log.close()
 
     def __enter__(self) -> ScriptedModel:
         return self.start()
@@ -264,7 +253,7 @@ class ScriptedModel:
 
     # -- request handling (called from handler threads) ---------------------------
 
-    def _begin(self, handler: _Handler, method: str, body: Any) -> Exchange:
+    def _begin(self, handler: _Handler, method: str, body: Any, raw: bytes | None = None) -> Exchange:
         match = _RESPONSES_ROUTE.match(handler.path)
         with self._changed:
             self._handlers.add(threading.current_thread())
@@ -276,21 +265,11 @@ class ScriptedModel:
                 headers=redacted_headers(handler.headers.items()),
                 body=body,
                 received_at=time.time(),
+                raw=raw,
             )
             self.exchanges.append(exchange)
-            self._write_log(
-                {
-                    "event": "request",
-                    "seq": exchange.seq,
-                    "at": exchange.received_at,
-                    "method": method,
-                    "path": exchange.path,
-                    "agent": exchange.agent,
-                    "headers": exchange.headers,
-                    "body_sha256": digest(body),
-                    "body": self._bodies.compact(body),
-                }
-            )
+            self._log.request(seq=exchange.seq, at=exchange.received_at, method=method, path=exchange.path,
+                              agent=exchange.agent, headers=exchange.headers, body=body, raw=raw)
             self._changed.notify_all()
         return exchange
 
@@ -361,11 +340,7 @@ class ScriptedModel:
 
     def _write_log(self, record: dict[str, Any]) -> None:
         # Callers hold self._lock, which also orders the log lines.
-        if self._log is not None:
-            if self._bodies.out is not None:
-                self._bodies.out.flush()  # a reader that sees the request line finds its stored values
-            self._log.write(json.dumps(record, ensure_ascii=False) + "\n")
-            self._log.flush()
+        self._log.write(record)
 
 
 def _script_namespaces(script: Any) -> set[str]:
@@ -376,10 +351,15 @@ def _script_namespaces(script: Any) -> set[str]:
     return found
 
 
-def redacted_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Request headers, lower-cased, without any that may carry a credential
-    (Authorization, api keys, tokens, cookies)."""
-    return {name.lower(): value for name, value in headers if not _SECRET_HEADER.search(name)}
+def decode_body(raw: bytes, encoding: str | None) -> Any:
+    """A request body as JSON (else text; empty: None), gzip content decoded first."""
+    data = gzip.decompress(raw) if (encoding or "identity").lower() == "gzip" and raw else raw
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data.decode("utf-8", errors="replace")
 
 
 def _peer_closed(connection: socket.socket) -> bool:
@@ -464,13 +444,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._unexpected(exchange, f"no route GET {self.path}", HTTPStatus.NOT_FOUND)
 
     def do_POST(self) -> None:
-        body = self._read_body()
+        raw, body = self._read_body()
         release = _RELEASE_ROUTE.match(self.path)
         if release:
             self._control_release(unquote(release.group(1)))
             return
         model = self.server.model
-        exchange = model._begin(self, "POST", body)
+        exchange = model._begin(self, "POST", body, raw)
         if exchange.agent is None:
             self._unexpected(exchange, f"no route {self.path}", HTTPStatus.NOT_FOUND)
             return
@@ -566,17 +546,11 @@ class _Handler(BaseHTTPRequestHandler):
             {"error": {"message": text, "type": "invalid_request_error", "code": UNEXPECTED_ERROR_CODE}},
         )
 
-    def _read_body(self) -> Any:
+    def _read_body(self) -> tuple[bytes, Any]:
+        """The body's bytes as they arrived, and the body decoded (JSON; else text; none: None)."""
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        if self.headers.get("Content-Encoding", "identity").lower() == "gzip":
-            raw = gzip.decompress(raw)
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw.decode("utf-8", errors="replace")
+        return raw, decode_body(raw, self.headers.get("Content-Encoding"))
 
     def _send_json(self, status: HTTPStatus, payload: Any) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")

@@ -20,7 +20,7 @@ from harness.evidence.scenario import ScenarioEvidence
 from harness.model.probe import STATEMENT as PROBE_STATEMENT
 
 from .excerpts import ArtifactLines
-from harness.evidence.identity import DEFAULT_PROVIDER, RunIdentity
+from harness.evidence.identity import RunIdentity
 from .sequence import SequenceDiagram
 from .transcript import transcripts
 
@@ -77,9 +77,8 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioEvidence, *
         "bindings": [_origin(b.to_json(), runner_calls) for b in bindings],
         "binding_summary": {"bound": sum(b.bound for b in bindings), "unbound": sum(not b.bound for b in bindings)},
         "model_requests": loaded.model_log.summary(),
-        "model_log": (MODEL_REQUESTS if (loaded.root / MODEL_REQUESTS).is_file() else
-                      f"none: a run with provider {identity.provider} has no scripted model"
-                      if (identity.provider or DEFAULT_PROVIDER) != DEFAULT_PROVIDER else f"{MODEL_REQUESTS} missing"),
+        # Every run keeps one: the scripted model's, or the recording proxy's in front of a real provider.
+        "model_log": MODEL_REQUESTS if (loaded.root / MODEL_REQUESTS).is_file() else f"{MODEL_REQUESTS} missing",
         "transcripts": transcripts(loaded.rollouts, loaded.model_log, thread_agents, model_log_name=MODEL_REQUESTS),
         "sequence": diagram.to_json(),
         "sequence_participants": list(diagram.participants),

@@ -14,7 +14,7 @@ for it) and, when there is one, the scripted model's request log:
   ``error``) and how long it took;
 * ``answer`` — an assistant message, with its phase (commentary / final_answer);
 * ``reasoning`` — a reasoning summary, when the model wrote one;
-* ``model_request`` — one request to the scripted model: the rule it matched, the
+* ``model_request`` — one request to the agent's model (the scripted model names the rule it matched), the
   outcome and the time to answer.
 
 Every entry carries ``source``, the line it was read from (``rollouts/...:N`` or

@@ -36,7 +36,6 @@ from . import html, markdown
 from harness.private import private_dir, write_private
 
 from .artifacts import copy_artifacts, manifest
-from harness.evidence.identity import DEFAULT_PROVIDER, RunIdentity
 from .junit import junit_xml
 from harness.evidence.scenario import ScenarioEvidence
 
@@ -142,9 +141,7 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
     findings = scan.redact_tree(work, copied)
     sections = []
     for scenario, relative in zip(scenarios_in, dirs):
-        identity = RunIdentity.of(scenario, provider=run.get("provider"))
-        loaded = ScenarioEvidence.load(work / ARTIFACTS / relative,
-                                        scripted=(identity.provider or DEFAULT_PROVIDER) == DEFAULT_PROVIDER)
+        loaded = ScenarioEvidence.load(work / ARTIFACTS / relative)
         sections.append(scenario_section(scenario, loaded, artifacts_dir=f"{ARTIFACTS}/{relative}/",
                                          codex_version=run.get("codex_version"), provider=run.get("provider")))
     # Read whole above; stored compressed from here on (the manifest lists the stored files).

@@ -81,6 +81,8 @@ class CliDriver:
 
     def register(self, name: str, *, provider: str = "manual", aliases: tuple[str, ...] = (),
                  collab_root: bool = False) -> Caller:
+        if collab_root and provider == "manual":
+            provider = "codex"  # a tree's root is a Codex agent: only Codex has native collaboration
         args = ["agent", "register", name, "--provider", provider, *[f"--alias={a}" for a in aliases]]
         out = self._run(*args, *(["--collab-root"] if collab_root else []))
         caller = Caller(name, out["agent"]["agent_id"], out["session_token"], provider, tuple(aliases))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 
@@ -124,14 +125,19 @@ def test_selection_by_name_group_mode_and_provider() -> None:
         select(scenarios, names=["nonesuch"])
     with pytest.raises(ValueError, match="has no background mode"):
         select(scenarios, names=["smoke"], mode="background")
+    scripted_only = [dataclasses.replace(s, providers=("scripted",), scripted_only="a reason") if s.name == "collab"
+                     else s for s in scenarios]
     with pytest.raises(ValueError, match="not meaningful with provider openai"):
-        select(scenarios, names=["collab"], provider="openai")
+        select(scripted_only, names=["collab"], provider="openai")
 
 
 def test_every_scenario_runs_with_a_real_provider_or_says_why_not() -> None:
     for scenario in discover():
         assert ("openai" in scenario.providers) != (scenario.scripted_only is not None), scenario.name
-    assert [s.name for s in discover() if s.scripted_only] == ["collab"]  # modes runs with a real provider too
+    # Every scenario of every profile offers the real provider: its model inputs are logged through the
+    # recording proxy as the scripted model logs them, so no check needs the scripted model.
+    assert [s.name for s in discover() if s.scripted_only] == []
+    assert {s.profile for s in discover() if "openai" in s.providers} == {"messaging", "collab"}
 
 
 def test_the_collaboration_scenario_runs_the_tree_profile_with_its_probe() -> None:
@@ -145,3 +151,18 @@ def test_the_collaboration_scenario_runs_the_tree_profile_with_its_probe() -> No
         checks=[{"id": "x", "check": "tree_message", "record": {"kind": "information", "recipient": "/root/worker"},
                  "type": "MESSAGE"}]))
     assert selector.checks[0].params["record"]["recipient"] == "/root/worker"
+
+
+def test_every_attached_tui_run_judges_both_terminals() -> None:
+    """Attached mode with TUIs: every agent's terminal must stay on its owned session and display exchange activity,
+    in every scenario that offers the mode (the lifecycle scenario among them)."""
+    watched = {s.name: s for s in discover() if "attached_tui" in s.modes}
+    assert {"task-reply-auto", "lifecycle"} <= set(watched)
+    for scenario in watched.values():
+        checks = [spec for spec in scenario.checks if spec.applies("attached_tui")]
+        for check in ("tui_thread_adopted", "tui_stays_on_session"):
+            judged = sorted(spec.params["agent"] for spec in checks if spec.check == check)
+            assert judged == sorted(scenario.agents), (scenario.name, check, judged)
+        shown = {spec.params["agent"] for spec in checks if spec.check == "tui_shows_exchange"}
+        # each agent whose model takes part in the exchange shows it (lifecycle's A is the runner's tool calls)
+        assert shown == {agent for agent in scenario.agents if scenario.script.rules.get(agent)}, (scenario.name, shown)

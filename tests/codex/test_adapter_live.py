@@ -142,6 +142,7 @@ def test_explicit_reply_suppresses_the_automatic_one(lab):
 
 
 def test_steer_binds_both_tasks_to_one_turn(lab):
+    """Two requesters' tasks in one turn: each gets that turn's result, and only its own."""
     out = routes.steer(lab)
     first, second = out["request_ids"]
     lines = transcript(lab)
@@ -149,6 +150,13 @@ def test_steer_binds_both_tasks_to_one_turn(lab):
     assert steer["params"]["expectedTurnId"] == out["turn_id"]
     assert [b["turn_id"] for b in bindings(lab, first) + bindings(lab, second)] == [out["turn_id"]] * 2
     assert [r["body"] for r in out["replies"]] == ["one answer for both tasks"] * 2
+    # each reply goes to the requester of its own request, never to the other one
+    assert [r["recipient"]["agent_id"] for r in out["replies"]] == out["requesters"]
+    assert [r["request_id"] for r in out["replies"]] == [first, second]
+    for requester, request_id in zip(("A", routes.SECOND_REQUESTER), (first, second)):
+        replies = [i for i in lab.export()["records"] if i["kind"] == "reply"
+                   and i["recipient"]["name"] == requester]
+        assert [r["request_id"] for r in replies] == [request_id], requester
     assert len(sent(lines, "turn/start")) == 1
 
 

@@ -44,8 +44,9 @@ class Core:
         await self.codex.attach(self.store.agent(self.b.agent_id), codex="codex", codex_home="h", cwd="w",
                                 resume=resume)
 
-    async def task(self, text: str) -> str:
-        receipt = self.store.admit_task(self.a, self.store.agent(self.b.agent_id), text)
+    async def task(self, text: str, requester: str = "A") -> str:
+        sender = self.a if requester == "A" else self.store.register_agent(requester, "manual")[0]
+        receipt = self.store.admit_task(sender, self.store.agent(self.b.agent_id), text)
         await self.codex.dispatch(self.store.agent(self.b.agent_id))
         return receipt["request_id"]
 
@@ -118,9 +119,10 @@ async def explicit_reply(core: Core) -> None:
 async def steer(core: Core) -> None:
     await core.attach()
     first = await core.task("[hold] first task")
-    second = await core.task("[steer] second task")
-    await core.reply_to(first)
-    await core.reply_to(second)
+    second = await core.task("[steer] second task", requester="C")  # a second requester (see routes.steer)
+    replies = [await core.reply_to(first), await core.reply_to(second)]
+    # one turn answered both: each reply goes to the requester of its own request
+    assert [(r["request_id"], r["recipient"]["name"]) for r in replies] == [(first, "A"), (second, "C")]
 
 
 async def interrupt(core: Core) -> None:

@@ -91,3 +91,41 @@ def test_an_owner_whose_tui_never_starts_a_thread_delivers_nothing_and_detaches_
                 if json.loads(line)["dir"] == "sent"]
         assert {m.get("method") for m in sent} <= {"initialize", "initialized"}, sent
         assert lab.trace(task["request_id"])["bindings"] == []
+
+
+LAUNCH_KEYS = {"model", "model_provider", "model_providers", "approval_policy", "sandbox_mode", "projects", "features",
+               "web_search", "model_reasoning_effort"}
+
+
+def _config(lab: ReferenceLab, name: str) -> dict:
+    import tomllib
+
+    return tomllib.loads((lab.agents[name].codex_home / "config.toml").read_text(encoding="utf-8"))
+
+
+def test_the_launch_settings_last_only_until_the_tui_is_attached(lab):
+    """An interactive start-up projects the launch settings (model provider, approvals, workspace trust) so the TUI
+    and its owner's app-server read the same ones, and restores them once the owner adopted the TUI's thread; the
+    registration of the core's MCP server stays. A later generation is a background launch: it takes the settings
+    on its command line and writes none of them into the config."""
+    import psutil
+
+    codex_home = lab.agents["B"].codex_home
+    assert not LAUNCH_KEYS & set(_config(lab, "B")) and "peerwire" in _config(lab, "B")["mcp_servers"]
+    owner = lab.attach("B")
+    # attached: nothing of the launch is left, no sidecar of it either, and nothing the user changed was in the way
+    assert not LAUNCH_KEYS & set(_config(lab, "B")), _config(lab, "B")
+    assert not [p.name for p in codex_home.iterdir() if "peerwire-launch" in p.name]
+    assert lab.agents["B"].launch_conflicts == []
+    # the TUI's thread runs on what was projected at its start: the scripted model answers it
+    first = routes.idle_start(lab)
+    assert first["reply"]["body"].startswith("Answer: 42")
+    lab.detach("B")
+    later = lab.attach("B", resume=True)
+    assert later["thread_id"] == owner["thread_id"] and later["generation"] == owner["generation"] + 1
+    assert not LAUNCH_KEYS & set(_config(lab, "B"))
+    command = " ".join(psutil.Process(later["pid"]).cmdline())
+    assert 'approval_policy="never"' in command and "model_providers.scripted=" in command, command
+    recalled = routes.await_reply(lab, lab.as_agent("A").call(
+        "followup_task", {"target": "B", "message": "[recall] what did you answer before?"})["request_id"])
+    assert recalled["body"] == "recalled from my history"

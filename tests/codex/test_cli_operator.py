@@ -31,8 +31,9 @@ def test_attach_task_prompt_detach(tmp_path):
     script = routes.model_script()
     with ReferenceLab(tmp_path, script, agents=("A", "B"), attach=False) as lab:
         b = lab.agents["B"]
+        # The lab's launcher for B: Codex with B's launch settings (its model, approvals) on the command line.
         attached = peerwire(lab, "agent", "attach", "B", "--codex-home", str(b.codex_home), "--cwd",
-                            str(b.workspace), "--codex", str(lab.codex.executable))
+                            str(b.workspace), "--codex", str(b.launcher))
         assert attached["generation"] == 1 and attached["thread_id"]
         receipt = peerwire(lab, "task", "--to", "B", "--body", "[idle] by hand", token=lab.agents["A"].token)
         reply = routes.await_reply(lab, receipt["request_id"])

@@ -19,7 +19,7 @@ import pytest
 
 from harness.codex.install import project_root
 from harness.contract.manifest import requirement
-from harness.lab.reference import ReferenceLab
+from harness.lab.reference import ReferenceDriver, ReferenceLab
 from harness.evidence.model_log import ModelRequestLog
 from harness.model.probe import ProbeExpectation, collab_probe, route_requests
 from peerwire.collab_fork import ROLE_HEADER
@@ -430,3 +430,97 @@ def test_fork_turns_one_inherits_only_the_latest_user_turn(tmp_path: Path):
     assert any("[t2] note, then get help" in t for t in texts) and not any("[t1]" in t for t in texts)
     names = [i["name"] for i in forked["helper"].input_items() if i.get("type") == "function_call"]
     assert names == ["send_message"]
+
+
+# -- encrypted_function_args: what reaches the core -------------------------------------------------------------
+
+ENCRYPTED_EVIDENCE = project_root() / "fixtures" / "collab" / "encrypted-function-args.mcp.json"
+"""What the pinned Codex did with a collaboration call's ``encrypted_function_args`` (absent, empty, populated):
+the field of each model call in the rollout, the ``tools/call`` Codex sent the MCP server for it, and the call as
+the next model request replayed it. Written by the live test with ``PEERWIRE_REFRESH_FIXTURES=1``."""
+FORMS = {"absent": None, "empty": [], "populated": ["message"]}
+
+
+def _encrypted_args_script() -> dict[str, Any]:
+    def send(form: str) -> dict:
+        call = {"namespace": "mcp__collaboration", "name": "send_message",
+                "arguments": {"target": "/root", "message": f"gAAAAB-{form}-opaque"}}
+        if FORMS[form] is not None:
+            call["encrypted_function_args"] = FORMS[form]
+        return {"function_call": call}
+
+    def sent(form: str) -> dict:
+        return {"tool_call": {"tool": "send_message", "contains": f"gAAAAB-{form}-opaque"}}
+
+    return {"scenario": {"name": "collab-encrypted-args"}, "rules": {"root": [
+        {"id": "done", "when": [sent("populated")], "emit": [{"message": {"phase": "final_answer", "text": "sent"}}]},
+        {"id": "populated", "when": [sent("empty")], "emit": [send("populated")]},
+        {"id": "empty", "when": [sent("absent")], "emit": [send("empty")]},
+        {"id": "absent", "when": [{"user_text": {"last": True, "contains": "three forms"}}], "emit": [send("absent")]},
+    ]}}
+
+
+class _TeeDriver(ReferenceDriver):  # type: ignore[misc]
+    """The reference core, its MCP server behind a tee that keeps every line Codex sends it."""
+
+    tee_log: Path
+
+    def server_command(self, profile: str) -> list[str]:
+        tee = Path(__file__).parent / "programs" / "mcp_tee.py"
+        return [sys.executable, str(tee), str(self.tee_log), "--", *super().server_command(profile)]
+
+
+def _encrypted_args_evidence(tmp_path: Path) -> dict[str, Any]:
+    from harness.lab.live import CodexLab
+    from harness.model.rules import script_from_document
+
+    _TeeDriver.tee_log = tmp_path / "mcp-in.jsonl"
+    script = script_from_document(_encrypted_args_script(), source="collab-encrypted-args")
+    with CodexLab(tmp_path, script, agents=("root",), profile="collab", driver=_TeeDriver) as lab:
+        turn = lab.prompt("root", "Send me the three forms.")
+        assert lab.await_turn("root", turn, 60)["status"] == "completed"
+        rollouts = lab.rollouts("root")
+        version = lab.codex.version
+    model_calls = [json.loads(line)["payload"] for path in rollouts for line in path.read_text("utf-8").splitlines()
+                   if '"function_call"' in line and json.loads(line).get("type") == "response_item"
+                   and json.loads(line)["payload"].get("type") == "function_call"]
+    received = [json.loads(line) for line in _TeeDriver.tee_log.read_text("utf-8").splitlines() if line.strip()]
+    tool_calls = [m["params"] for m in received if m.get("method") == "tools/call"]
+    log = ModelRequestLog.load(tmp_path / "artifacts" / "model-requests.jsonl")
+    last_input = log.requests[-1].input_items()
+    evidence: dict[str, Any] = {"codex_version": version, "forms": {}}
+    for form in FORMS:
+        marker = f"gAAAAB-{form}-opaque"
+        (model_call,) = [c for c in model_calls if marker in c["arguments"]]
+        (tool_call,) = [c for c in tool_calls if marker in json.dumps(c)]
+        (replayed,) = [i for i in last_input if i.get("type") == "function_call" and marker in i.get("arguments", "")]
+        evidence["forms"][form] = {
+            "rollout_function_call": {k: model_call[k] for k in ("name", "namespace", "encrypted_function_args")
+                                      if k in model_call},
+            "mcp_tools_call": {"arguments": tool_call["arguments"], "keys": sorted(tool_call),
+                               "meta_keys": sorted(tool_call.get("_meta") or {})},
+            "replayed_function_call_keys": sorted(replayed),
+        }
+    return evidence
+
+
+def test_encrypted_function_args_never_reach_the_core_on_the_pinned_codex(tmp_path: Path):
+    """The evidence that ``collab:encrypted-args:forms`` is not reachable on the pinned Codex: the model's call
+    keeps its ``encrypted_function_args`` in the rollout, but the MCP ``tools/call`` Codex sends the core carries the
+    arguments alone (no part of the raw call), and the next model request replays the call without the field. The
+    recorded evidence (``fixtures/collab/encrypted-function-args.mcp.json``) must match what the pinned Codex
+    does now: a release that starts passing the field fails here, and the requirement is to be revisited."""
+    import os
+
+    evidence = _encrypted_args_evidence(tmp_path)
+    for form, expected in FORMS.items():
+        seen = evidence["forms"][form]
+        # the model emitted the form, and Codex kept it in the rollout
+        assert seen["rollout_function_call"].get("encrypted_function_args") == expected, (form, seen)
+        # what reached the core: arguments and Codex's _meta, never the field
+        assert "encrypted_function_args" not in json.dumps(seen["mcp_tools_call"]), (form, seen)
+        assert json.loads(json.dumps(seen["mcp_tools_call"]["arguments"]))["message"] == f"gAAAAB-{form}-opaque"
+        assert "encrypted_function_args" not in seen["replayed_function_call_keys"], (form, seen)
+    if os.environ.get("PEERWIRE_REFRESH_FIXTURES"):
+        ENCRYPTED_EVIDENCE.write_text(json.dumps(evidence, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    assert evidence == json.loads(ENCRYPTED_EVIDENCE.read_text("utf-8"))

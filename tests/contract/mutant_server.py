@@ -380,6 +380,15 @@ def float_internal(relay: Relay, request: dict) -> dict | None:
     return request
 
 
+def fraction_truncated(relay: Relay, request: dict) -> dict:
+    """Truncates every fractional number argument of a tool call to an integer (timeout_ms 12345.6 -> 12345)."""
+    arguments = _arguments(request)
+    for key, value in (arguments or {}).items():
+        if isinstance(value, float) and not value.is_integer():
+            arguments[key] = int(value)
+    return request
+
+
 class SerialCalls:
     """Runs one tools/call at a time: the next is not even read until the previous one is answered."""
 
@@ -418,6 +427,7 @@ REQUEST_MUTATIONS: dict[str, Callable[[Relay, dict], dict | None]] = {
     "discover-silent": discover_silent,
     "odd-id-unanswered": odd_id_unanswered,
     "float-internal": float_internal,
+    "fraction-truncated": fraction_truncated,
     "serial-calls": SerialCalls.request,
 }
 RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {

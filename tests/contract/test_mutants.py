@@ -57,6 +57,7 @@ EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {
     "odd-id-unanswered": (("wire:fuzz:messages", "wire:response:exactly-one"), "wire:ping"),
     "float-internal": (("wire:fuzz:tool-arguments",), "tools:result:structured"),
     "serial-calls": (("concurrency:waits:cheap-call-prompt",), "wire:ping"),
+    "fraction-truncated": (("collab:wait:timeout-whole",), "collab:wait:timeout-maximum"),
 }
 
 

@@ -14,9 +14,11 @@ the order of events that produced it.
 * :mod:`.tui` — the judgements over an attached TUI (mode ``attached_tui``).
 
 Every scenario also gets the :data:`UNIVERSAL` checks: nothing is delivered
-twice, every turn is accounted for, no agent replies twice to one request,
-and (with the scripted model) every
-model request matched a rule and was answered, or was cut for a reason the rollouts show.
+twice, every turn is accounted for, no agent replies twice to one request;
+with the scripted model every model request matched a rule and was answered
+(:data:`SCRIPTED_ONLY`), with a real provider every model request the
+recording proxy carried was answered (:data:`PROVIDER_ONLY`), or, either way,
+was cut for a reason the rollouts show.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ UNIVERSAL = (
     CheckSpec("replied-once-per-task", "replied_once_per_task", {}),
 )
 SCRIPTED_ONLY = (CheckSpec("model-requests-matched-rules", "model_requests_matched_rules", {}),)
+PROVIDER_ONLY = (CheckSpec("model-requests-answered", "model_requests_answered", {}),)
 
 
 def judge(spec: CheckSpec, observations: Observations) -> Verdict:
@@ -45,5 +48,5 @@ def judge(spec: CheckSpec, observations: Observations) -> Verdict:
     return _judge(spec, observations, JUDGEMENTS)
 
 
-__all__ = ["JUDGEMENTS", "MESSAGING", "SCRIPTED_ONLY", "UNIVERSAL", "CheckSpec", "Evidence", "Failed", "Judgement",
+__all__ = ["JUDGEMENTS", "MESSAGING", "PROVIDER_ONLY", "SCRIPTED_ONLY", "UNIVERSAL", "CheckSpec", "Evidence", "Failed", "Judgement",
            "Verdict", "judge", "require"]

@@ -143,7 +143,7 @@ def tree_message(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
     attributed to that thread, or, for a FINAL_ANSWER, the final answer of the
     sender's bound turn); it was injected once into the recipient's thread as the
     collaboration envelope (paths and the exact body); the recipient's rollout
-    and (scripted model) a model request of that thread carry that envelope.
+    and a model request of that thread (the model request log) carry that envelope.
     """
     record = obs.select(params["record"])
     ev.cite(record["record_id"])
@@ -182,13 +182,12 @@ def tree_message(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
     require(len(seen) == 1, f"{recipient}'s rollout holds the envelope {len(seen)} times, not once")
     ev.cite(seen[0])
     where = "its rollout"
-    if obs.view.scripted:
-        requests = [exchange.seq for exchange in obs.thread_exchanges(thread)
-                    if any(is_incoming(sent) and sent.get("type") == item.get("type") and item_text(sent) == text
-                           for sent in exchange.input_items())]
-        require(requests, f"no model request of thread {thread} carries the envelope")
-        ev.cite(*requests[:3])
-        where = f"model request {requests[0]}"
+    requests = [exchange.seq for exchange in obs.thread_exchanges(thread)
+                if any(is_incoming(sent) and sent.get("type") == item.get("type") and item_text(sent) == text
+                       for sent in exchange.input_items())]
+    require(requests, f"no model request of thread {thread} carries the envelope")
+    ev.cite(*requests[:3])
+    where = f"model request {requests[0]}"
     return (f"{kind} {record['record_id']} {sender_path} -> {recipient_path}: {origin}, injected once into "
             f"{recipient}'s thread {thread} as the collaboration envelope with the exact body, "
             f"{'a native agent message' if form.startswith('agent_message') else 'a user message'}, seen in {where}")

@@ -88,19 +88,11 @@ def in_model_input(obs: Observations, params: Mapping[str, Any], ev: Evidence) -
     agent = params["agent"]
     ev.cite(record["record_id"])
     turn = obs.turn(params["turn"])["turn_id"] if "turn" in params else None
-    if obs.view.scripted:
-        hits = [exchange for exchange in obs.exchanges(agent) if turn in (None, exchange.turn_id)
-                and any(carries(obs, item_text(item), record) for item in exchange.input_items() if is_incoming(item))]
-        require(hits, f"no model request of {agent}{' in ' + params['turn'] if turn else ''} carries the envelope")
-        ev.cite(*(exchange.seq for exchange in hits[:3]))
-        where = f"model requests {[exchange.seq for exchange in hits]}"
-    else:
-        lines = [line for line in obs.rollout(agent)
-                 if line.record_type == "response_item" and is_incoming(line.payload)
-                 and carries(obs, line.text(), record)]
-        require(lines, f"{agent}'s rollout holds no envelope of {record['record_id']}")
-        ev.cite(*lines)
-        where = "the rollout"
+    hits = [exchange for exchange in obs.exchanges(agent) if turn in (None, exchange.turn_id)
+            and any(carries(obs, item_text(item), record) for item in exchange.input_items() if is_incoming(item))]
+    require(hits, f"no model request of {agent}{' in ' + params['turn'] if turn else ''} carries the envelope")
+    ev.cite(*(exchange.seq for exchange in hits[:3]))
+    where = f"model requests {[exchange.seq for exchange in hits]}"
     return f"{agent}'s model saw the envelope of {record['record_id']} with the exact body in {where}"
 
 

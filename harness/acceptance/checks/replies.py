@@ -88,13 +88,12 @@ def consumed_before_final(obs: Observations, params: Mapping[str, Any], ev: Evid
                      f"(turn {params['turn']}: assigned at {assigned[0].at}, final answer at {final.at})")
     line, how = reached[0]
     ev.cite(assigned[0], line, final)
-    if obs.view.scripted:
-        producer = next((exchange for exchange in obs.exchanges(agent)
-                         if any(item.get("id") == final.payload.get("id") for item in exchange.items)), None)
-        require(producer is not None, "no model request produced the final answer")
-        require(any(_holds(obs, item, reply) for item in producer.input_items()),
-                f"model request {producer.seq} that produced the final answer did not contain the reply")
-        ev.cite(producer.seq)
+    producer = next((exchange for exchange in obs.exchanges(agent)
+                     if any(item.get("id") == final.payload.get("id") for item in exchange.items)), None)
+    require(producer is not None, "no model request produced the final answer")
+    require(any(_holds(obs, item, reply) for item in producer.input_items()),
+            f"model request {producer.seq} that produced the final answer did not contain the reply")
+    ev.cite(producer.seq)
     grade = ev.assess("the final answer states the fact the reply carried", reply["body"], final.text())
     return (f"in turn {params['turn']} {agent} assigned {task['request_id']}, the reply {reply['record_id']} "
             f"reached its model ({how}) and only then did it answer (content: {grade})")
@@ -136,19 +135,18 @@ def recalls_from_history(obs: Observations, params: Mapping[str, Any], ev: Evide
     require(fact not in later["body"], "the later task gives the result again")
     # The recall is the scenario's point: in the model's own words, but the fact must be there.
     require(assess_content(fact, later_reply["body"]) != "missing", "the later answer does not recall the result")
-    if obs.view.scripted:
-        turn = turn_of_request(obs, later)
-        exchanges = [exchange for exchange in obs.exchanges(agent) if exchange.turn_id == turn]
-        require(exchanges, f"no model request of {agent} in turn {turn}")
-        items = exchanges[0].input_items()
-        ev.cite(exchanges[0].seq)
-        position = next((i for i, item in enumerate(items) if item.get("type") == "message"
-                         and carries(obs, item_text(item), later)), None)
-        require(position is not None, "the later task's envelope is not in the model input")
-        remembered = [item for item in items[:position] if item.get("role") == "assistant" and fact in item_text(item)]
-        require(remembered, "the earlier result is not in the agent's own history")
-        given = [item for item in items[position:] if fact in item_text(item)]
-        require(not given, "the result was given again in the later turn's input")
+    turn = turn_of_request(obs, later)
+    exchanges = [exchange for exchange in obs.exchanges(agent) if exchange.turn_id == turn]
+    require(exchanges, f"no model request of {agent} in turn {turn}")
+    items = exchanges[0].input_items()
+    ev.cite(exchanges[0].seq)
+    position = next((i for i, item in enumerate(items) if item.get("type") == "message"
+                     and carries(obs, item_text(item), later)), None)
+    require(position is not None, "the later task's envelope is not in the model input")
+    remembered = [item for item in items[:position] if item.get("role") == "assistant" and fact in item_text(item)]
+    require(remembered, "the earlier result is not in the agent's own history")
+    given = [item for item in items[position:] if fact in item_text(item)]
+    require(not given, "the result was given again in the later turn's input")
     return (f"{agent}'s input for {later['request_id']} held {fact!r} only in its own earlier answer; "
             f"its reply recalls it")
 

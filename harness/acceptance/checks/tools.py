@@ -140,13 +140,12 @@ def tool_error_seen(obs: Observations, params: Mapping[str, Any], ev: Evidence) 
             seen.append((call, out))
     require(seen, f"{agent}'s rollout shows no {tool} output with error {code}")
     ev.cite(*seen[0])
-    if obs.view.scripted:
-        call_id = seen[0][0].payload.get("call_id")
-        exchanges = [exchange for exchange in obs.exchanges(agent)
-                     if any(item.get("type") == "function_call_output" and item.get("call_id") == call_id
-                            and code in item_text(item) for item in exchange.input_items())]
-        require(exchanges, "no model request carried that error output")
-        ev.cite(exchanges[0].seq)
+    call_id = seen[0][0].payload.get("call_id")
+    exchanges = [exchange for exchange in obs.exchanges(agent)
+                 if any(item.get("type") == "function_call_output" and item.get("call_id") == call_id
+                        and code in item_text(item) for item in exchange.input_items())]
+    require(exchanges, "no model request carried that error output")
+    ev.cite(exchanges[0].seq)
     return f"{agent}'s model saw {tool} fail with {code}"
 
 

@@ -128,15 +128,36 @@ def model_requests_matched_rules(obs: Observations, params: Mapping[str, Any], e
     ev.cite(*(exchange.seq for exchange in bad))
     require(obs.model_exchanges, "the scripted model received no request")
     require(not bad, f"model requests {[exchange.seq for exchange in bad]} matched no rule or did not finish")
+    return f"all {len(obs.model_exchanges)} model requests matched a rule{_cuts_explained(obs, ev)}"
+
+
+def model_requests_answered(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
+    """Every model request the recording proxy carried to the real provider was answered, or Codex hung up on it
+    for a reason its rollout shows; one the provider failed passes only when Codex asked again in the same turn
+    and that request was answered (a retry)."""
+    require(obs.model_exchanges, "the recording proxy carried no model request")
+    answered = {(exchange.turn_id, exchange.seq) for exchange in obs.model_exchanges if exchange.outcome == "answered"}
+    failed = [exchange for exchange in obs.model_exchanges if exchange.outcome not in ("answered", "disconnected")]
+    retried = [exchange for exchange in failed if exchange.turn_id is not None and any(
+        turn == exchange.turn_id and seq > exchange.seq for turn, seq in answered)]
+    bad = [exchange for exchange in failed if exchange not in retried]
+    ev.cite(*(exchange.seq for exchange in failed))
+    require(not bad, "model requests " + ", ".join(f"{exchange.seq} ({exchange.outcome}: {exchange.error})"
+                                                   for exchange in bad) + " were not answered, nor asked again")
+    again = f"; {len(retried)} failed and were asked again ({[e.seq for e in retried]})" if retried else ""
+    return f"all {len(obs.model_exchanges)} model requests were answered{again}{_cuts_explained(obs, ev)}"
+
+
+def _cuts_explained(obs: Observations, ev: Evidence) -> str:
+    """Each request Codex hung up on is explained by its rollouts (else :class:`Failed`); the reasons, said."""
     cut = {exchange.seq: obs.rollouts.why_cut(exchange.turn_id, exchange.received_at)
            for exchange in obs.model_exchanges if exchange.outcome == "disconnected"}
     unexplained = [seq for seq, why in cut.items() if why is None]
     ev.cite(*unexplained)
     require(not unexplained, f"Codex hung up on model requests {unexplained} although their turns ran on "
             "without an interrupt or steered input: an answer went missing")
-    reasons = f"; {len(cut)} cut by Codex ({', '.join(sorted(set(cut.values())))})" if cut else ""
-    return f"all {len(obs.model_exchanges)} model requests matched a rule{reasons}"
+    return f"; {len(cut)} cut by Codex ({', '.join(sorted(set(cut.values())))})" if cut else ""
 
 
 JUDGEMENTS = judgements(interrupted_exactly, owners_stable, resumed_same_thread, turns_accounted_for,
-                        model_requests_matched_rules)
+                        model_requests_matched_rules, model_requests_answered)

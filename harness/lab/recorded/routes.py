@@ -7,7 +7,9 @@ text) and one driver per route. The live adapter tests and the fixture recorder 
 these, so a recorded fixture is exactly what the live test exercised.
 
 Agent A has no owner here: it is the requester, calling tools through the
-core like its MCP server would, and reading its replies with receive.
+core like its MCP server would, and reading its replies with receive. The
+steer route has a second requester, C (registered without a Codex home), so
+that each of the two tasks one turn answers has its own requester.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from peerwire.envelope import MESSAGE_TYPES
 from peerwire.lifecycle import Kind
 from peerwire.limits import MAX_BODY_BYTES
 
+from harness.contract.interface import Caller
 from harness.lab.reference import ReferenceLab
 from harness.lab.live import TURN_TIMEOUT_S
 from harness.model.rules import ModelScript, script_from_document
@@ -77,11 +80,12 @@ def _task(lab: ReferenceLab, text: str) -> dict[str, Any]:
     return lab.as_agent("A").call("followup_task", {"target": "B", "message": text})
 
 
-def await_reply(lab: ReferenceLab, request_id: str, timeout_s: float = TURN_TIMEOUT_S) -> dict[str, Any]:
-    """Block (on the mailbox, not a sleep) until A holds the reply to ``request_id``."""
+def await_reply(lab: ReferenceLab, request_id: str, timeout_s: float = TURN_TIMEOUT_S, *,
+                requester: Caller | None = None) -> dict[str, Any]:
+    """Block (on the mailbox, not a sleep) until the requester (default A) holds the reply to ``request_id``."""
     deadline = time.monotonic() + timeout_s
     cursor = None
-    client = lab.as_agent("A")
+    client = lab.as_agent("A") if requester is None else lab.core.control(requester)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -116,12 +120,18 @@ def explicit_reply(lab: ReferenceLab) -> dict[str, Any]:
     return {"request_id": receipt["request_id"], "reply": reply}
 
 
+SECOND_REQUESTER = "C"
+
+
 def steer(lab: ReferenceLab) -> dict[str, Any]:
+    """A's task holds B's turn; C's task is steered into it: one turn answers two requesters."""
     first = _task(lab, "[hold] first task")
     turn_id = await_active(lab, "B")
-    second = _task(lab, "[steer] second task")
-    replies = [await_reply(lab, first["request_id"]), await_reply(lab, second["request_id"])]
-    return {"request_ids": [first["request_id"], second["request_id"]], "turn_id": turn_id, "replies": replies}
+    other = lab.register(SECOND_REQUESTER)
+    second = lab.core.control(other).call("followup_task", {"target": "B", "message": "[steer] second task"})
+    replies = [await_reply(lab, first["request_id"]), await_reply(lab, second["request_id"], requester=other)]
+    return {"request_ids": [first["request_id"], second["request_id"]], "turn_id": turn_id, "replies": replies,
+            "requesters": [lab.agents["A"].agent_id, other.agent_id]}
 
 
 def interrupt(lab: ReferenceLab) -> dict[str, Any]:
