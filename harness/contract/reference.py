@@ -75,7 +75,7 @@ class ReferenceProvisioner:
         self.app.kill()
         self.app = self._start_app()
 
-    def crash(self, server_pids: Sequence[int] = ()) -> None:
+    def crash(self, server_pids: Sequence[int]) -> None:
         """Kill the app as a crash would (SIGKILL) and start it on the same home."""
         self.restart()
 

@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Mapping, Sequence
+from typing import IO, Any, ClassVar, Mapping, Sequence
 
 from harness.lab.driver import CoreRefused
 from harness.contract.interface import Caller
@@ -52,6 +52,8 @@ def _flag(name: str, value: Any) -> list[str]:
 
 @dataclass
 class CliDriver:
+    capabilities: ClassVar[frozenset[str]] = frozenset({"unavailable"})
+    agent_kinds: ClassVar[tuple[str, ...]] = ("manual", "codex")
     root: Path
     env: Mapping[str, str] | None = None
     spawn: Spawn | None = None
@@ -95,14 +97,15 @@ class CliDriver:
     def stranger_env(self) -> dict[str, str]:
         return {"PEERWIRE_HOME": str(self.home), "PEERWIRE_SESSION_ID": secrets.token_urlsafe(32)}
 
-    def restart(self) -> None:
+    def crash(self, server_pids: Sequence[int]) -> None:
+        # The app is the one process that writes: SIGKILL it and start it again on the same home.
         self._end(signal.SIGKILL)
         self.start()
 
-    def stop_app(self) -> None:
+    def make_unavailable(self) -> None:
         self._end(signal.SIGTERM)
 
-    def start_app(self) -> None:
+    def make_available(self) -> None:
         self.start()
 
     def stop(self) -> None:
