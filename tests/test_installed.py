@@ -239,7 +239,6 @@ def list_tools(peerwire: Path, cwd: Path, env: dict[str, str]) -> list[str]:
 
 
 @pytest.mark.timeout(1200)  # the first run downloads the wheelhouse; later runs take a minute or two
-@pytest.mark.skipif(not CODEX.is_file(), reason="the pinned Codex is not installed here (npm ci)")
 def test_the_wheel_alone_serves_runs_the_suite_and_a_scenario_from_an_empty_folder(tmp_path: Path) -> None:
     house = wheelhouse()
     wheel = build_wheel(tmp_path, house)
