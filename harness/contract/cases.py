@@ -27,7 +27,7 @@ from .schemas import PROFILE_TOOLS, error_codes
 
 OPERATORS = ("equals", "not_equals", "contains", "lacks", "matches", "length", "absent", "increasing",
              "excludes_text")
-CONTROL_ACTIONS = ("restart_app", "stop_app", "start_app")
+CONTROL_ACTIONS = ("crash", "make_unavailable", "make_available")
 
 
 class CaseError(ValueError):

@@ -44,7 +44,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="tool profiles to test, comma-separated: messaging, collab (default: every profile "
                              "the target offers); e.g. --profiles messaging for a server without the collab profile")
     parser.add_argument("--provisioner", metavar="MODULE:CLASS",
-                        help="Provisioner class for the implementation (default: the reference's)")
+                        help="Provisioner class for the implementation (default: the reference's for the reference "
+                             "server; without one, another server is tested on the protocol profile alone: JSON-RPC "
+                             "2.0 and MCP, no tool of its own called without --tool-call or --call-tools)")
+    parser.add_argument("--call-tools", choices=("none", "read-only"),
+                        help="which of the server's own tools the protocol profile may call: none (default) or "
+                             "read-only (those tools/list annotates readOnlyHint); a foreign tool may have side effects")
+    parser.add_argument("--tool-call", action="append", default=[], metavar="'NAME {JSON}'",
+                        help="consent to one call of the server's tool NAME with these arguments (repeatable)")
+    parser.add_argument("--startup-timeout", type=float, metavar="S",
+                        help="how long a server may take from launch to its first answer (default 90); start-up is "
+                             "measured and reported apart, never counted against a call")
+    parser.add_argument("--call-timeout", type=float, metavar="S",
+                        help="how long one answer may take once the server is up, besides any wait the call asks "
+                             "for (default 30)")
     parser.add_argument("--level", choices=("must", "should", "may"), default="may",
                         help="run requirements up to this level (default: may, i.e. all)")
     parser.add_argument("--requirement", action="append", default=[], metavar="ID",
@@ -82,6 +95,14 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
         argv += ["--profiles", args.profiles]
     if args.provisioner:
         argv += ["--provisioner", args.provisioner]
+    if args.call_tools:
+        argv += ["--call-tools", args.call_tools]
+    for call in args.tool_call:
+        argv += ["--tool-call", call]
+    if args.startup_timeout is not None:
+        argv += ["--startup-timeout", str(args.startup_timeout)]
+    if args.call_timeout is not None:
+        argv += ["--call-timeout", str(args.call_timeout)]
     if args.baseline:
         argv += ["--baseline", str(Path(args.baseline).absolute())]
     for pattern in args.requirement:

@@ -18,6 +18,14 @@ reference's own tests can verify (``verified_by``: a Codex turn, an envelope a
 model reads) is *verified by the reference only*: listed apart and never
 counted, for the reference or any other implementation. Per-profile scores are
 kept for every profile, a profile the run left out marked as such.
+
+Scores are also kept per source (:attr:`Requirement.source_group`: JSON-RPC 2.0,
+each MCP revision, the messaging contract) with a verdict each, so a report says
+whether a server is MCP-conformant apart from whether it meets the contract. A
+requirement whose every vote says it does not apply (an MCP rule of a revision
+the server did not negotiate) is *not applicable*: listed, never scored. Votes
+for a requirement the run did not select (a test that also judges a stricter
+rule, say) are left out: an unselected requirement is never judged.
 """
 
 from __future__ import annotations
@@ -38,6 +46,11 @@ class Result(enum.StrEnum):
     EXPECTED_FAILURE = "expected failure"
     REFERENCE_ONLY = "verified by the reference only"
     """No black-box suite can observe it; the reference proves it in its own tests (``verified_by``)."""
+    NOT_APPLICABLE = "not applicable"
+    """The rule does not hold for this target (an MCP revision it did not negotiate); never scored."""
+
+
+UNSCORED = (Result.REFERENCE_ONLY, Result.NOT_APPLICABLE)
 
 
 SCORED_STATUSES = (0, 1, 5)
@@ -80,6 +93,19 @@ class Compliance:
     selection: Selection
     baseline: Baseline
     run_status: int | None = None
+    source_scores: dict[str, dict[Level, LevelScore]] | None = None
+    """Scores over the selected profiles, per source group (JSON-RPC 2.0, MCP <revision>, messaging contract)."""
+
+    def source_verdicts(self) -> dict[str, bool]:
+        """Per source group: whether every selected MUST of it passed (or is an expected failure)."""
+        out: dict[str, bool] = {}
+        for v in self.verdicts:
+            if not v.selected or v.result in UNSCORED:
+                continue
+            group = v.requirement.source_group
+            ok = not (v.requirement.level is Level.MUST and v.result in (Result.FAIL, Result.NOT_TESTED))
+            out[group] = out.get(group, True) and ok
+        return out
 
     @property
     def ok(self) -> bool:
@@ -131,20 +157,23 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
     problems: list[str] = []
     warnings: list[str] = []
     for req in manifest:
-        own = by_requirement.get(req.id, [])
-        failures = tuple(v for v in own if not v.passed)
+        selected = selection.includes(req) and not req.outside_suite
+        own = by_requirement.get(req.id, []) if selected else []
+        applicable = [v for v in own if v.applicable]
+        failures = tuple(v for v in applicable if not v.passed)
         baselined = baseline.comment(req.id)
         if failures:
             covered = baselined is not None or all(v.case in baseline for v in failures)
             result = Result.EXPECTED_FAILURE if covered else Result.FAIL
         elif req.verified_by and not own:
             result = Result.REFERENCE_ONLY
+        elif own and not applicable:
+            result = Result.NOT_APPLICABLE
         else:
             result = Result.PASS if own else Result.NOT_TESTED
-        selected = selection.includes(req) and not req.outside_suite
         stale = baselined is not None and result is Result.PASS
         verdicts.append(RequirementVerdict(
-            requirement=req, result=result, selected=selected, passes=len(own) - len(failures),
+            requirement=req, result=result, selected=selected, passes=len(applicable) - len(failures),
             failures=failures, items=tuple(dict.fromkeys(v.item for v in own)), baselined=baselined,
             stale=stale))
         if selected and req.level is Level.MUST and result is Result.FAIL:
@@ -165,12 +194,21 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
         elif entry.key in passed_cases:
             problems.append(f"baseline entry {entry.key} is stale: the case passes now; remove it")
 
-    scored = [v for v in verdicts if v.result is not Result.REFERENCE_ONLY]
+    scored = [v for v in verdicts if v.result not in UNSCORED]
+    in_profiles = [v for v in scored if v.requirement.profile in selection.profiles]
+    groups = dict.fromkeys(v.requirement.source_group for v in in_profiles)
     return Compliance(verdicts=tuple(verdicts),
-                      scores=_scores([v for v in scored if v.requirement.profile in selection.profiles]),
+                      scores=_scores(in_profiles),
                       profile_scores={p: _scores([v for v in scored if v.requirement.profile == p])
                                       for p in PROFILES},
-                      problems=tuple(problems), warnings=tuple(warnings), selection=selection, baseline=baseline)
+                      problems=tuple(problems), warnings=tuple(warnings), selection=selection, baseline=baseline,
+                      source_scores={g: _scores([v for v in in_profiles if v.requirement.source_group == g])
+                                     for g in sorted(groups, key=_group_order)})
+
+
+def _group_order(group: str) -> tuple[int, str]:
+    """JSON-RPC 2.0 first, then MCP by revision, then the messaging contract."""
+    return ({"JSON-RPC 2.0": 0, "messaging contract": 2}.get(group, 1), group)
 
 
 def _scores(verdicts: list[RequirementVerdict]) -> dict[Level, LevelScore]:

@@ -6,7 +6,7 @@ root of its tree), starts one server process per calling actor with the
 command of the case's profile, performs the MCP handshake and runs the steps
 in order. Each check becomes a vote; the first failed check ends the case,
 because later steps usually build on it. Every call is bounded: by the step's
-``within_ms``, or by the call's own timeout plus :data:`CALL_GRACE_S`; a step's
+``within_ms``, or by the call's own timeout plus ``--call-timeout``; a step's
 ``not_before_ms`` says how long a call must at least have taken (a wait that
 really waited).
 
@@ -32,13 +32,12 @@ from .cases import AwaitStep, CallStep, Case, ControlStep, Outcome
 from .endpoints import Endpoint, PendingCall, RawEndpoint, SdkEndpoint, ToolOutcome
 from .expectations import check
 from .expressions import ActorIdentity, ExpressionError, Scope, evaluate
+from .limits import limits
 from .schemas import error_result_violations, tool_contract
 from .stdio import ServerExited
 from .target import Target
 from .verdicts import VoteRecorder
 
-CALL_GRACE_S = 10.0
-"""How much longer than a call's own timeout the driver waits for its response."""
 
 RESULT_REQUIREMENT = "tools:result:structured"
 ERROR_REQUIREMENT = "tools:error:is-error"
@@ -50,6 +49,8 @@ PROFILE_REQUIREMENTS = {
 }
 """The requirements every call step votes for, and the interop one, per profile."""
 
+KILLED_WITHIN_S = 0.3
+"""After a crash, how long a server process the provisioner killed takes to be gone (SIGKILL is not instant)."""
 MAX_TIMEOUT_MS = 60_000
 DEFAULT_TIMEOUT_MS = {"wait_agent": 60_000}
 COLLAB_WAIT_DEFAULT_MS = 30_000
@@ -78,7 +79,7 @@ def call_bound_s(call: str, arguments: Any, profile: str = "messaging") -> float
         timeout = COLLAB_WAIT_DEFAULT_MS if timeout is None else max(timeout, COLLAB_WAIT_MIN_MS)
     elif timeout is None:
         timeout = DEFAULT_TIMEOUT_MS.get(call, 0)
-    return min(timeout, MAX_TIMEOUT_MS) / 1000 + CALL_GRACE_S
+    return min(timeout, MAX_TIMEOUT_MS) / 1000 + limits().call_s
 
 
 class CaseRun:
@@ -185,16 +186,23 @@ class CaseRun:
             self._judge(step.id, step.id, step.call, outcome, step.outcome, outcome.elapsed_ms)
 
     def _control(self, step: ControlStep) -> None:
-        action: Callable[[], None] = {
-            "restart_app": self.provisioner.restart,
-            "stop_app": self.provisioner.stop_app,
-            "start_app": self.provisioner.start_app,
-        }[step.action]
         try:
+            action: Callable[[], None] = self._crash if step.action == "crash" else getattr(self.provisioner, step.action)
             action()
         except Exception as exc:
             self._fail(self.case.requirement, f"the provisioner can {step.action.replace('_', ' ')}",
                        step=step.id, detail=f"{type(exc).__name__}: {exc}")
+
+    def _crash(self) -> None:
+        """The provisioner crashes whatever writes (given the case's server processes), then every session
+        whose server died is launched again, as a client would reconnect."""
+        pids = [e.server.process.pid for e in self.endpoints.values() if isinstance(e, RawEndpoint)]
+        self.provisioner.crash(pids)
+        for key, endpoint in list(self.endpoints.items()):
+            if isinstance(endpoint, RawEndpoint) and endpoint.server.exited_within(KILLED_WITHIN_S):
+                endpoint.close()
+                self.endpoints[key] = self._open(key)
+                self.endpoints[key].handshake()
 
     # -- judging ----------------------------------------------------------------------
 
@@ -285,6 +293,14 @@ class CaseRun:
     def _fail(self, requirement: str, check_text: str, *, step: str, detail: str | None = None,
               request: Any = None, response: Any = None) -> None:
         self.recorder.record(self._attribute(requirement), False, check_text, step=step, detail=detail,
-                             request=request, response=response)
+                             request=request, response=response, exchange=self._exchange())
         raise StepFailed(check_text)
+
+    def _exchange(self) -> list[dict] | None:
+        """The last lines every actor's session sent and received, whatever their ids (raw sessions only)."""
+        lines = []
+        for actor, endpoint in self.endpoints.items():
+            if isinstance(endpoint, RawEndpoint):
+                lines += [{**entry, "server": actor} for entry in endpoint.server.exchange(limit=12)]
+        return lines or None
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
-from .stdio import StdioServer
+from .limits import limits, record_startup
+from .stdio import NoResponse, StdioServer
 
 CLIENT_INFO = {"name": "peerwire-contract-suite", "version": "1"}
 PROTOCOL_VERSION = "2025-06-18"
-HANDSHAKE_TIMEOUT_S = 20.0
 
 
 @dataclass
@@ -71,6 +71,8 @@ class PendingCall:
     request: dict[str, Any]
     future: Future
     started: float
+    silence: Any = None
+    """``(timeout) -> str``: what the server did write while this call went unanswered."""
 
     def outcome(self, timeout: float) -> ToolOutcome:
         """The call's outcome, or one with ``failure`` set if nothing came within ``timeout`` s."""
@@ -78,14 +80,14 @@ class PendingCall:
             return self.future.result(timeout)
         except TimeoutError:
             elapsed = (time.monotonic() - self.started) * 1000
-            return ToolOutcome(self.tool, self.arguments, self.request, None, elapsed,
-                               failure=f"no response within {timeout:g}s")
+            failure = self.silence(timeout) if self.silence is not None else f"no response within {timeout:g}s"
+            return ToolOutcome(self.tool, self.arguments, self.request, None, elapsed, failure=failure)
 
 
 class Endpoint(Protocol):
     """One caller's MCP session with the server under test."""
 
-    def handshake(self, timeout: float = HANDSHAKE_TIMEOUT_S) -> dict[str, Any]:
+    def handshake(self, timeout: float | None = None) -> dict[str, Any]:
         """Complete the MCP initialization (a no-op where opening did it already)."""
 
     def call_tool(self, name: str, arguments: Any, *, timeout: float) -> PendingCall:
@@ -106,19 +108,45 @@ class RawEndpoint:
         """Start the server; :meth:`handshake` must follow before tool calls."""
         return cls(StdioServer(argv, env, stderr=stderr))
 
-    def handshake(self, timeout: float = HANDSHAKE_TIMEOUT_S) -> dict[str, Any]:
+    def initialize(self, version: str = PROTOCOL_VERSION, timeout: float | None = None) -> dict[str, Any]:
+        """Send ``initialize`` asking for ``version`` as the session's first request and return the response.
+
+        Its wait is the start-up bound (``--startup-timeout``), not a call's: the answer marks the end of
+        the server's start-up, which is recorded apart (:func:`harness.contract.limits.record_startup`).
+        """
+        response = self.first_request("initialize", {"protocolVersion": version, "capabilities": {},
+                                                     "clientInfo": CLIENT_INFO}, timeout)
+        if isinstance(response.get("result"), dict):
+            negotiated = response["result"].get("protocolVersion")
+            self.negotiated = negotiated if isinstance(negotiated, str) else None
+        return response
+
+    def first_request(self, method: str, params: Any = None, timeout: float | None = None) -> dict[str, Any]:
+        """The session's first request, waited for within the start-up bound; its answer ends start-up."""
+        bound = timeout if timeout is not None else limits().startup_s
+        try:
+            response = self.server.call(method, params, timeout=bound)
+        except NoResponse as exc:
+            raise NoResponse(f"the server did not answer its first request ({method}) within the start-up "
+                             f"bound of {bound:g}s (--startup-timeout): {exc}") from None
+        record_startup((time.monotonic() - self.server.started_at) * 1000)
+        return response
+
+    def handshake(self, timeout: float | None = None, version: str = PROTOCOL_VERSION) -> dict[str, Any]:
         """initialize + notifications/initialized; returns the initialize response."""
-        response = self.server.call("initialize", {
-            "protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO,
-        }, timeout=timeout)
+        response = self.initialize(version, timeout)
         if "result" not in response:
             raise RuntimeError(f"initialize failed: {response.get('error')}")
         self.server.notify("notifications/initialized")
         return response
 
+    negotiated: str | None = None
+    """The revision the server answered initialize with (``None`` before, or when it answered none)."""
+
     def call_tool(self, name: str, arguments: Any, *, timeout: float) -> PendingCall:
         # The raw client never gives up on its own: PendingCall.outcome() bounds the wait.
         started = time.monotonic()
+        seen = self.server.line_count
         request, response_future = self.server.request("tools/call", {"name": name, "arguments": arguments})
         outcome: Future = Future()
 
@@ -132,7 +160,8 @@ class RawEndpoint:
             outcome.set_result(ToolOutcome(name, arguments, request, response, elapsed, failure))
 
         response_future.add_done_callback(settle)
-        return PendingCall(name, arguments, request, outcome, started)
+        return PendingCall(name, arguments, request, outcome, started,
+                           silence=lambda bound: self.server.silence(request["id"], bound, seen))
 
     def close(self) -> None:
         self.server.close()
@@ -166,7 +195,7 @@ class SdkEndpoint:
             raise
         return cls(portal, client, stack)
 
-    def handshake(self, timeout: float = HANDSHAKE_TIMEOUT_S) -> dict[str, Any]:
+    def handshake(self, timeout: float | None = None) -> dict[str, Any]:
         return {}  # the SDK client performed it on entry
 
     def call_tool(self, name: str, arguments: Any, *, timeout: float) -> PendingCall:

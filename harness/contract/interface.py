@@ -1,17 +1,28 @@
 """What the contract suite needs from an implementation under test: a provisioner.
 
-This module is the whole interface: a :class:`Caller` value and the
-:class:`Provisioner` protocol. It imports nothing but the standard library,
-so an implementation's provisioner depends on it alone, never on peerwire's
-core. ``contracts/README.md`` has a complete, runnable example.
+This module is the whole interface: a :class:`Caller` value, the
+:class:`Provisioner` protocol and its capability names. It imports nothing but
+the standard library, so an implementation's provisioner depends on it alone,
+never on peerwire's core. ``contracts/README.md`` has a complete, runnable
+example.
 
-A provisioner creates a home, starts the app that owns it, registers managed
-callers and restarts the app on demand. The suite then launches the server
-command once per caller, adding :meth:`Provisioner.caller_env` to its own
-environment. For the collaboration profile it registers the tree's root
+The vocabulary assumes no design. A provisioner creates a home, makes the
+implementation ready to take calls and registers managed callers; the suite
+then launches the server command once per caller, adding
+:meth:`Provisioner.caller_env` to its own environment. Whether the
+implementation has an app or daemon, or its server processes open the store
+themselves, is its own business: :meth:`Provisioner.crash` kills *whatever
+writes* its state, with SIGKILL, mid-write, and brings it back; a design that
+has something to make unavailable (an app, a daemon, a database server)
+declares the capability ``unavailable`` and implements
+:meth:`~Provisioner.make_unavailable` / :meth:`~Provisioner.make_available`.
+For the collaboration profile the suite registers the tree's root
 (``register(..., collab_root=True)``) on a provisioner of its own per case.
 The suite names the class ``module:Class`` (``--provisioner``) and constructs
 it with one argument, a fresh directory the provisioner owns.
+
+A provisioner written for the first version of this interface (``restart``,
+``stop_app``, ``start_app``) still works: :func:`adapt` maps it.
 """
 
 from __future__ import annotations
@@ -20,7 +31,12 @@ import importlib
 import os
 import sys
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, Sequence
+
+UNAVAILABLE = "unavailable"
+"""Capability: the implementation has something that can be made unavailable (make_unavailable/make_available)."""
+CAPABILITIES = (UNAVAILABLE,)
+DEFAULT_AGENT_KINDS = ("manual",)
 
 
 @dataclass(frozen=True)
@@ -39,10 +55,22 @@ class Caller:
 
 
 class Provisioner(Protocol):
-    """The contract between the suite and an implementation under test."""
+    """The contract between the suite and an implementation under test.
+
+    Class attributes, read before any instance exists:
+
+    ``capabilities``: what the design has beyond the required methods, from
+    :data:`CAPABILITIES` (default: none). ``agent_kinds``: the providers
+    :meth:`register` accepts (default: ``("manual",)``); the suite checks every
+    kind with turns (all but ``manual``) where a requirement concerns them, such
+    as ``interrupt_agent`` on an agent with no active turn.
+    """
+
+    capabilities: frozenset[str]
+    agent_kinds: tuple[str, ...]
 
     def start(self) -> None:
-        """Create a fresh home and start the app; return once it accepts calls."""
+        """Create a fresh home and make the implementation ready; return once it accepts calls."""
 
     def register(self, name: str, *, provider: str = "manual", aliases: tuple[str, ...] = (),
                  collab_root: bool = False) -> Caller:
@@ -51,29 +79,92 @@ class Provisioner(Protocol):
         Registering a name twice creates two distinct agents (that is how the
         suite provokes ``ambiguous_target``). A ``manual`` agent receives with
         ``receive_messages``, replies with ``reply`` and has no turn to
-        interrupt. ``collab_root``: make it the root (``/root``) of this home's
-        collaboration tree; only the suite's collab cases pass it, each on a
-        provisioner of its own (one tree a home). An implementation without the
-        collaboration profile need not accept it: run with ``--profiles messaging``.
+        interrupt; an agent of another kind in :attr:`agent_kinds` is registered
+        with no live runtime, so it has no active turn. ``collab_root``: make it
+        the root (``/root``) of this home's collaboration tree; only the suite's
+        collab cases pass it, each on a provisioner of its own (one tree a
+        home). An implementation without the collaboration profile need not
+        accept it: run with ``--profiles messaging``.
         """
 
     def caller_env(self, caller: Caller) -> dict[str, str]:
         """Environment variables the server command needs to act as ``caller``."""
 
     def stranger_env(self) -> dict[str, str]:
-        """Environment for a caller the app does not know: the right home, an unknown credential."""
+        """Environment for a caller the implementation does not know: the right home, an unknown credential."""
 
-    def restart(self) -> None:
-        """Stop the app as a crash would (SIGKILL) and start it again on the same home."""
+    def crash(self, server_pids: Sequence[int]) -> None:
+        """Crash the implementation as a power-preserving crash would, then bring it back on the same state.
 
-    def stop_app(self) -> None:
-        """Stop the app gracefully but keep its home, so that callers find it unavailable."""
+        Kill with SIGKILL, no clean-up, every process that writes its state:
+        its app or daemon if it has one, and those of ``server_pids`` (the
+        server processes the suite launched for this home, one per session,
+        each leading its own process group) that write, which is all of them
+        in a design where each session opens the store itself. The suite calls
+        this while calls are in flight: that is the point. Return once the
+        implementation accepts calls again (start what must run, on the same
+        home); the suite relaunches the server processes that died.
+        """
 
-    def start_app(self) -> None:
-        """Start the app again on the same home after :meth:`stop_app`."""
+    def make_unavailable(self) -> None:
+        """Capability ``unavailable``: stop what callers depend on (gracefully), keeping the home, so that
+        every operation fails promptly with ``app_unavailable``."""
+
+    def make_available(self) -> None:
+        """Capability ``unavailable``: undo :meth:`make_unavailable` on the same home."""
 
     def stop(self) -> None:
-        """Stop the app gracefully and release everything."""
+        """Stop everything gracefully and release the home."""
+
+
+def capabilities_of(cls: type) -> frozenset[str]:
+    """A provisioner class's declared capabilities; a first-version class (``stop_app``/``start_app``) has
+    ``unavailable``."""
+    declared = getattr(cls, "capabilities", None)
+    if declared is not None:
+        return frozenset(declared)
+    legacy = all(callable(getattr(cls, name, None)) for name in ("stop_app", "start_app"))
+    return frozenset({UNAVAILABLE}) if legacy else frozenset()
+
+
+def agent_kinds_of(cls: type) -> tuple[str, ...]:
+    """The agent kinds (providers) a provisioner class registers."""
+    return tuple(getattr(cls, "agent_kinds", None) or DEFAULT_AGENT_KINDS)
+
+
+class _FirstVersion:
+    """A provisioner of the first interface (``restart``, ``stop_app``, ``start_app``) in today's vocabulary.
+
+    Its ``restart`` killed the app "as a crash would": that is its crash, and
+    its server processes, which wrote nothing in that design, are left alone.
+    """
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+        self.capabilities = capabilities_of(type(inner))
+        self.agent_kinds = agent_kinds_of(type(inner))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def crash(self, server_pids: Sequence[int]) -> None:
+        self._inner.restart()
+
+    def make_unavailable(self) -> None:
+        self._inner.stop_app()
+
+    def make_available(self) -> None:
+        self._inner.start_app()
+
+
+def adapt(provisioner: Any) -> Provisioner:
+    """``provisioner`` in today's vocabulary: itself when it has ``crash``, else a first-version adapter."""
+    if callable(getattr(provisioner, "crash", None)):
+        return provisioner
+    if callable(getattr(provisioner, "restart", None)):
+        return _FirstVersion(provisioner)  # type: ignore[return-value]
+    raise TypeError(f"{type(provisioner).__name__} has neither crash(server_pids) nor restart(): see "
+                    "harness.contract.interface.Provisioner")
 
 
 def load_class(spec: str) -> type:

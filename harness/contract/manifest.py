@@ -4,11 +4,27 @@ A requirement has a stable ID ``area:feature[:variant]``, a level (MUST, SHOULD,
 MAY), its source, one sentence of behaviour and optionally a known divergence,
 the reason it is deferred, or ``verified_by``: where the reference proves a
 behaviour the black-box suite cannot observe (a provider turn, a live Codex
-thread), in its own tests. Each requirement belongs to one tool profile: the
-area ``collab`` is the collaboration profile's, every other area the messaging
-profile's. A :class:`Selection` picks the requirements a run is about: the
-profiles the target offers, everything up to a level, optionally narrowed to
-ID patterns.
+thread), in its own tests.
+
+**Provenance.** The source says whose rule it is (:class:`Origin`): JSON-RPC
+2.0's (``JSON-RPC 2.0 § 5 Response object``), an MCP revision's (``MCP
+2025-11-25 § Basic / Lifecycle``), or the messaging contract's own (any other
+source: ``SPEC.md``, ``reference/...``). A JSON-RPC or MCP requirement quotes
+the spec's sentence (``quote``) with its keyword (``keyword``), and its level is
+the keyword's: an MCP SHOULD is never a MUST here. ``revisions`` names the MCP
+revisions whose text holds the rule (under another negotiated revision it does
+not apply).
+
+**Profiles.** ``protocol`` holds the tool-agnostic rules of JSON-RPC 2.0 and
+MCP: it runs against any MCP stdio server, with no provisioner. ``messaging``
+is the messaging contract (``contracts/tools``), ``collab`` the collaboration
+profile (``contracts/collab``). A requirement's profile is its ``profile``
+entry, else its area's: ``collab`` for ``collab``, ``messaging`` for the rest.
+``needs`` names what a run must offer to test it (:data:`NEEDS`).
+
+A :class:`Selection` picks the requirements a run is about: the profiles the
+target offers, what the run offers of ``needs``, everything up to a level,
+optionally narrowed to ID patterns.
 """
 
 from __future__ import annotations
@@ -33,13 +49,43 @@ class ManifestError(ValueError):
     """The manifest does not load: TOML syntax or schema violations (all listed)."""
 
 
-PROFILES: tuple[str, ...] = profiles.ALL
-"""Tool profiles: ``messaging`` (contract v1, ``contracts/tools``) and ``collab`` (``contracts/collab``)."""
+PROTOCOL = "protocol"
+PROFILES: tuple[str, ...] = (PROTOCOL, *profiles.ALL)
+"""Requirement profiles: ``protocol`` (JSON-RPC 2.0 and MCP, any server), then the tool profiles ``messaging``
+(contract v1, ``contracts/tools``) and ``collab`` (``contracts/collab``)."""
+
+NEEDS: dict[str, str] = {
+    "tool-calls": "consent to call the server's own tools (--call-tools or --tool-call; implied for a provisioned "
+                  "messaging target)",
+    "unavailable": "a provisioner that can make the implementation unavailable (capability `unavailable`)",
+}
+"""What a requirement may need from a run beyond its profile, and how a run offers it."""
 
 
 def profile_of(requirement_id: str) -> str:
-    """The profile a requirement (or its ID's area) belongs to."""
+    """The profile a requirement's ID's area implies (a requirement's own ``profile`` entry overrides it)."""
     return "collab" if requirement_id.partition(":")[0] == "collab" else "messaging"
+
+
+class Origin(enum.StrEnum):
+    """Whose rule a requirement states."""
+
+    JSON_RPC = "JSON-RPC 2.0"
+    MCP = "MCP"
+    CONTRACT = "messaging contract"
+
+    @classmethod
+    def of(cls, source: str) -> "Origin":
+        if source.startswith("JSON-RPC 2.0 §"):
+            return cls.JSON_RPC
+        if source.startswith("MCP "):
+            return cls.MCP
+        return cls.CONTRACT
+
+
+KEYWORD_LEVELS = {"MUST": "MUST", "MUST NOT": "MUST", "REQUIRED": "MUST", "SHALL": "MUST", "SHALL NOT": "MUST",
+                  "SHOULD": "SHOULD", "SHOULD NOT": "SHOULD", "RECOMMENDED": "SHOULD", "MAY": "MAY", "OPTIONAL": "MAY"}
+"""RFC 2119 keywords and the level each gives a requirement."""
 
 
 def parse_profiles(text: str | None) -> tuple[str, ...] | None:
@@ -78,10 +124,40 @@ class Requirement:
     divergence: str | None = None
     deferred: str | None = None
     verified_by: str | None = None
+    keyword: str | None = None
+    """The spec's RFC 2119 keyword (JSON-RPC and MCP requirements): the level follows it."""
+    quote: str | None = None
+    """The spec's sentence that states the rule, as written (JSON-RPC and MCP requirements)."""
+    revisions: tuple[str, ...] = ()
+    """The MCP revisions whose text holds the rule; empty: every revision (or none is concerned)."""
+    needs: tuple[str, ...] = ()
+    """What a run must offer to test it (keys of :data:`NEEDS`)."""
+    profile_entry: str | None = None
 
     @property
     def profile(self) -> str:
-        return profile_of(self.id)
+        return self.profile_entry or profile_of(self.id)
+
+    @property
+    def origin(self) -> Origin:
+        return Origin.of(self.source)
+
+    @property
+    def source_group(self) -> str:
+        """How reports group it: ``JSON-RPC 2.0``, ``MCP <revision>`` or ``messaging contract``."""
+        if self.origin is Origin.MCP:
+            return " ".join(self.source.split()[:2])
+        return self.origin.value
+
+    def applies_to(self, revision: str | None) -> bool:
+        """Whether the rule holds under the negotiated MCP ``revision`` (``None``: unknown, assume it does)."""
+        return not self.revisions or revision is None or revision in self.revisions
+
+    def citation(self) -> str:
+        """The source, and for a JSON-RPC or MCP rule its keyword and sentence: what a failure cites."""
+        if self.quote:
+            return f"{self.source} ({self.keyword}): \"{self.quote}\""
+        return f"{self.source} (the messaging contract's own rule)" if self.origin is Origin.CONTRACT else self.source
 
     @property
     def outside_suite(self) -> bool:
@@ -122,12 +198,44 @@ def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
                 for e in Draft202012Validator(schema).iter_errors(data)]
     if problems:
         raise ManifestError(f"{path.name} does not match its schema:\n  " + "\n  ".join(problems))
-    return Manifest(tuple(
+    requirements = tuple(
         Requirement(id=rid, level=Level[entry["level"]], source=entry["source"], behaviour=entry["behaviour"],
                     divergence=entry.get("divergence"), deferred=entry.get("deferred"),
-                    verified_by=entry.get("verified_by"))
+                    verified_by=entry.get("verified_by"), keyword=entry.get("keyword"), quote=entry.get("quote"),
+                    revisions=tuple(entry.get("revisions", ())), needs=tuple(entry.get("needs", ())),
+                    profile_entry=entry.get("profile"))
         for rid, entry in data["requirement"].items()
-    ))
+    )
+    problems = [p for r in requirements for p in provenance_problems(r)]
+    if problems:
+        raise ManifestError(f"{path.name}: provenance does not hold:\n  " + "\n  ".join(problems))
+    return Manifest(requirements)
+
+
+def provenance_problems(requirement: Requirement) -> list[str]:
+    """Why ``requirement``'s provenance is wrong: a JSON-RPC or MCP rule without its keyword and sentence, a
+    level other than its keyword's, a contract rule dressed in a keyword, a protocol rule of the contract's."""
+    rid, origin = requirement.id, requirement.origin
+    if origin is Origin.CONTRACT:
+        if requirement.keyword or requirement.quote:
+            return [f"{rid}: the contract's own rule quotes no spec keyword or sentence"]
+        if requirement.profile == PROTOCOL:
+            return [f"{rid}: the protocol profile holds JSON-RPC and MCP rules only"]
+        return []
+    if not requirement.keyword or not requirement.quote:
+        return [f"{rid}: a {origin.value} rule quotes its keyword and sentence (keyword, quote)"]
+    problems = []
+    expected = KEYWORD_LEVELS.get(requirement.keyword)
+    if expected is None:
+        problems.append(f"{rid}: keyword {requirement.keyword!r} is not an RFC 2119 keyword")
+    elif expected != requirement.level.name:
+        problems.append(f"{rid}: its source says {requirement.keyword}, so its level is {expected}, "
+                        f"not {requirement.level.name}")
+    if requirement.keyword.split()[0] not in requirement.quote:
+        problems.append(f"{rid}: the quoted sentence does not hold the keyword {requirement.keyword}")
+    if origin is Origin.JSON_RPC and requirement.revisions:
+        problems.append(f"{rid}: revisions are MCP's; a JSON-RPC 2.0 rule holds in every one")
+    return problems
 
 
 @lru_cache(maxsize=1)
@@ -150,9 +258,15 @@ class Selection:
     level: Level = Level.MAY
     patterns: tuple[str, ...] = ()
     profiles: tuple[str, ...] = PROFILES
+    offers: tuple[str, ...] = tuple(NEEDS)
+    """What the run offers of :data:`NEEDS` (a requirement needing more is not selected)."""
+
+    def lacks(self, requirement: Requirement) -> tuple[str, ...]:
+        """What ``requirement`` needs that this run does not offer."""
+        return tuple(n for n in requirement.needs if n not in self.offers)
 
     def includes(self, requirement: Requirement) -> bool:
-        if requirement.profile not in self.profiles:
+        if requirement.profile not in self.profiles or self.lacks(requirement):
             return False
         if requirement.level > self.level:
             return False
@@ -162,26 +276,35 @@ class Selection:
                    for p in self.patterns)
 
     def to_json(self) -> dict:
-        return {"level": self.level.name, "patterns": list(self.patterns), "profiles": list(self.profiles)}
+        return {"level": self.level.name, "patterns": list(self.patterns), "profiles": list(self.profiles),
+                "offers": list(self.offers)}
 
 
 REQUIREMENT_ATTRIBUTE = "contract_requirement"
 
 
-def requirement(requirement_id: str):
+ALSO_ATTRIBUTE = "contract_also"
+
+
+def requirement(requirement_id: str, *, also: tuple[str, ...] = ()):
     """Declare the one requirement a test verifies (checked against the manifest).
 
     Suite tests (``harness/contract/suite``) must declare one; the reference's
     own tests (``tests/``) declare one where their assertions prove a
     requirement's sentence, which is how a ``verified_by`` requirement is
-    covered (the meta-test reads these declarations). An unknown ID raises at
+    covered (the meta-test reads these declarations). ``also``: requirements
+    the same exchange proves besides (a stricter rule of the contract's judged
+    from the protocol profile's fuzz, say); the test votes for them itself, and
+    runs when any of its requirements is selected. An unknown ID raises at
     import time, so a typo fails collection instead of silently testing nothing.
     """
-    if requirement_id not in manifest():
-        raise ManifestError(f"{requirement_id!r} is not in {MANIFEST_PATH.name}")
+    for rid in (requirement_id, *also):
+        if rid not in manifest():
+            raise ManifestError(f"{rid!r} is not in {MANIFEST_PATH.name}")
 
     def mark(function):
         setattr(function, REQUIREMENT_ATTRIBUTE, requirement_id)
+        setattr(function, ALSO_ATTRIBUTE, tuple(also))
         return function
 
     return mark

@@ -38,7 +38,7 @@ from harness.shards import (
 from .baseline import Baseline, BaselineEntry
 from .cases import CaseError, all_cases
 from .compliance import Compliance, judge
-from .manifest import Level, Selection, manifest
+from .manifest import NEEDS, Level, Selection, manifest
 from .report import JSON_NAME, JUNIT_NAME, write_reports
 from .verdicts import Vote
 
@@ -138,7 +138,7 @@ def _choose(shards: list[ContractShard]) -> tuple[list[ContractShard], list[str]
 
 def _selection(data: dict[str, Any]) -> Selection:
     return Selection(level=Level.parse(str(data["level"]).lower()), patterns=tuple(data.get("patterns") or ()),
-                     profiles=tuple(data.get("profiles") or ()))
+                     profiles=tuple(data.get("profiles") or ()), offers=tuple(data.get("offers", NEEDS)))
 
 
 def _baseline(data: dict[str, Any]) -> Baseline:

@@ -42,16 +42,23 @@ from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin prov
     case_app,
     contract_target,
     item_info,
+    own_servers,
+    protocol,
     servers,
     shared_app,
     tree_servers,
     votes,
 )
 from harness.contract.layout import SUITE_DIR
+from harness.contract.limits import DEFAULT_CALL_S, DEFAULT_STARTUP_S, Limits, configure, drain_startups, startup_summary
 from harness.contract.manifest import PROFILES, Level, Manifest, ManifestError, Selection, manifest, parse_profiles
-from harness.contract.report import JUNIT_NAME, not_tested_summary, write_reports
-from harness.contract.target import Target, TargetError
+from harness.contract.report import JUNIT_NAME, group_junit_by_source, not_tested_summary, reference_only_summary, \
+    write_reports
+from harness.contract.target import CALL_TOOLS, Target, TargetError
 from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, decode_votes, encode_votes
+
+STARTUP_PROPERTY = "contract_startup_ms"
+"""Each test item's server start-up times, carried like its votes."""
 from harness.shards import DURATIONS_FILE, Shard, ShardError, load_durations, plan, write_durations
 
 RUN_KEY = pytest.StashKey["ContractRun"]()
@@ -71,6 +78,7 @@ class ContractRun:
     shard: Shard | None = None
     durations_file: Path | None = None
     votes: list[Vote] = field(default_factory=list)
+    startups: list[float] = field(default_factory=list)
     tests: dict[str, int] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
     compliance: Compliance | None = None
@@ -90,7 +98,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"tool profiles to test, comma-separated: {', '.join(PROFILES)} "
                          "(default: every profile the target offers)")
     group.addoption("--provisioner", default=None, metavar="MODULE:CLASS",
-                    help="the Provisioner for the implementation (default: harness.contract.reference:ReferenceProvisioner)")
+                    help="the Provisioner for the implementation (default: the reference's for the reference server; "
+                         "without one, another server is tested on the protocol profile alone)")
+    group.addoption("--call-tools", default=None, choices=CALL_TOOLS,
+                    help="which of the server's own tools the protocol profile may call: none (default) or "
+                         "read-only (those tools/list annotates readOnlyHint); a foreign tool may have side effects")
+    group.addoption("--tool-call", action="append", default=[], metavar="'NAME {JSON}'",
+                    help="consent to one call of the server's own tool NAME with these arguments (repeatable)")
+    group.addoption("--startup-timeout", type=float, default=DEFAULT_STARTUP_S, metavar="S",
+                    help=f"how long a server may take from launch to its first answer (default {DEFAULT_STARTUP_S:g}); "
+                         "start-up is reported apart and never counted against a call")
+    group.addoption("--call-timeout", type=float, default=DEFAULT_CALL_S, metavar="S",
+                    help=f"how long one answer may take once the server is up, besides any wait the call asks for "
+                         f"(default {DEFAULT_CALL_S:g})")
     group.addoption("--level", default="may", choices=("must", "should", "may"),
                     help="run requirements up to this level (default: may, i.e. all)")
     group.addoption("--requirement", action="append", default=[], metavar="ID",
@@ -129,13 +149,17 @@ def pytest_configure(config: pytest.Config) -> None:
     if report_dir and not config.option.xmlpath:
         config.option.xmlpath = str(Path(report_dir) / JUNIT_NAME)
     try:
+        configure(Limits(startup_s=config.getoption("--startup-timeout"), call_s=config.getoption("--call-timeout")))
         target = Target.from_options(config.getoption("--server-cmd"), config.getoption("--provisioner"),
-                                     config.getoption("--collab-server-cmd"))
+                                     config.getoption("--collab-server-cmd"),
+                                     call_tools=config.getoption("--call-tools"),
+                                     tool_calls=config.getoption("--tool-call"))
         run = ContractRun(
             manifest=manifest(),
             selection=Selection(level=Level.parse(config.getoption("--level")),
                                 patterns=tuple(config.getoption("--requirement")),
-                                profiles=target.select_profiles(parse_profiles(config.getoption("--profiles")))),
+                                profiles=target.select_profiles(parse_profiles(config.getoption("--profiles"))),
+                                offers=target.offers()),
             baseline=load_baseline(Path(config.getoption("--baseline")) if config.getoption("--baseline") else None),
             target=target,
             report_dir=Path(report_dir) if report_dir else None,
@@ -179,7 +203,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             keep.append(item)
             continue
         item.user_properties.append((ITEM_PROPERTY, json.dumps(info.to_json())))
-        if not run.selection.includes(run.manifest[info.requirement]):
+        if not any(run.selection.includes(run.manifest[r]) for r in info.requirements):
             drop.append(item)
             continue
         reason = run.baseline.comment(info.requirement) or (run.baseline.comment(info.case) if info.case else None)
@@ -229,6 +253,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     info = item_info(item)
     if info is None or not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return report
+    startups = drain_startups()
+    if startups:
+        report.user_properties.append((STARTUP_PROPERTY, json.dumps([round(ms, 1) for ms in startups])))
     recorder = item.stash.get(VOTES_KEY, None)
     cast = list(recorder.votes) if recorder is not None else []
     if report.skipped and not hasattr(report, "wasxfail"):
@@ -237,8 +264,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if failed and all(v.passed for v in cast):
         cast.append(Vote(requirement=info.requirement, passed=False, item=info.item, case=info.case,
                          step=report.when if report.when != "call" else None,
-                         check="the test passes", detail=_failure_text(report)))
-    elif not failed and not cast:
+                         check="the test passes", detail=_failure_text(report), exchange=_exchange(item)))
+    elif not failed and not any(v.requirement == info.requirement for v in cast):
         cast.append(Vote(requirement=info.requirement, passed=True, item=info.item, case=info.case,
                          check="the test passes"))
     encoded = (VOTES_PROPERTY, encode_votes(cast))
@@ -258,6 +285,8 @@ class ComplianceCollector:
             for name, value in report.user_properties:
                 if name == VOTES_PROPERTY:
                     self.run.votes.extend(decode_votes(value))
+                elif name == STARTUP_PROPERTY:
+                    self.run.startups.extend(json.loads(value))
         self.run.durations[report.nodeid] = self.run.durations.get(report.nodeid, 0.0) + report.duration
         if report.when == "call":
             outcome = "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome
@@ -279,15 +308,16 @@ class ComplianceCollector:
         except CaseError:
             known_cases = []
         run.compliance = judge(run.manifest, run.votes, run.selection, run.baseline, known_cases)
-        extra = None
+        extra: dict = {"startup": startup_summary(run.startups)}
         if run.shard is not None:
             run.compliance = shard_verdict(run.compliance)
-            extra = {"shard": _read_plan(run), "votes": [v.to_json() for v in run.votes]}
+            extra |= {"shard": _read_plan(run), "votes": [v.to_json() for v in run.votes]}
         run.compliance = run.compliance.after_run(int(session.exitstatus))
         if run.report_dir is not None:
             run.written = write_reports(run.report_dir, run.compliance, target=run.target.describe(),
                                         tests=run.tests, extra=extra)
             write_durations(run.report_dir / DURATIONS_FILE, {"contract": run.durations})
+            group_junit_by_source(run.report_dir / JUNIT_NAME, run.manifest)
         session.exitstatus = run.compliance.final_status
         return outcome
 
@@ -309,10 +339,17 @@ class ComplianceCollector:
             write(f"{profile} profile{'' if tested else ' (not selected)'}: " + ", ".join(
                 f"{level.name} {score.passed}/{score.total} pass, {score.not_tested} not tested"
                 for level, score in levels.items() if score.total))
-        apart = compliance.reference_only
-        if apart:
-            write(f"verified by the reference only, not counted ({len(apart)}): "
-                  + ", ".join(v.requirement.id for v in apart))
+        verdicts = compliance.source_verdicts()
+        for group, levels in (compliance.source_scores or {}).items():
+            write(f"by source, {group}: {'conformant' if verdicts.get(group, True) else 'NOT conformant'} ("
+                  + ", ".join(f"{level.name} {score.passed}/{score.total} pass"
+                              for level, score in levels.items() if score.total) + ")")
+        startup = startup_summary(self.run.startups)
+        if startup["servers"]:
+            write(f"server start-up (launch to first answer, never counted against a call): {startup['servers']} "
+                  f"servers, median {startup['median_ms']:.0f} ms, max {startup['max_ms']:.0f} ms")
+        if compliance.reference_only:
+            write(reference_only_summary({"reference_only": compliance.reference_only}))
         for problem in compliance.problems:
             write(f"FAILS RUN: {problem}")
         for warning in compliance.warnings:
@@ -341,6 +378,17 @@ def _read_plan(run: ContractRun) -> dict:
     # No report folder, or no process collected anything: the shard's place is all that is known.
     return {"index": run.shard.index, "count": run.shard.count, "cases": [], "plan_cases": 0,
             "plan_sha256": "", "plan": {}}
+
+
+def _exchange(item: pytest.Item) -> list[dict] | None:
+    """Every line the test's servers exchanged, whatever its id: what a stranger needs to see a failure."""
+    funcargs = getattr(item, "funcargs", {}) or {}
+    lines: list[dict] = []
+    for name in ("protocol", "servers", "tree_servers", "own_servers"):
+        started = funcargs.get(name)
+        for index, endpoint in enumerate(getattr(started, "endpoints", ()), start=1):
+            lines += [{**entry, "server": index} for entry in endpoint.server.exchange(limit=30)]
+    return lines[-60:] or None
 
 
 def _failure_text(report: pytest.TestReport) -> str:

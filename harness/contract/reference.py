@@ -8,21 +8,32 @@ over the control socket. Unlike the interface, it needs peerwire installed.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from peerwire.control import ControlClient
 from peerwire.home import HOME_ENV, SESSION_ENV, Home
 
-from harness.contract.interface import Caller
+from harness.contract.interface import UNAVAILABLE, Caller
 from harness.process.app import AppProcess
 from harness.process.jobs import Spawn
 
 
 @dataclass
 class ReferenceProvisioner:
-    """Provisions peerwire's reference core in ``root`` (a fresh directory)."""
+    """Provisions peerwire's reference core in ``root`` (a fresh directory).
+
+    The reference's app is the one process that writes the home's store: its
+    :meth:`crash` kills the app (SIGKILL) and starts it again, and leaves the
+    suite's server processes alone (they hold no state; their calls fail with
+    ``app_unavailable`` until the app is back). ``restart``, ``stop_app`` and
+    ``start_app`` are the reference's own names for the same, kept for its tests.
+    """
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({UNAVAILABLE})
+    agent_kinds: ClassVar[tuple[str, ...]] = ("manual", "codex")
 
     root: Path
     app: AppProcess | None = None
@@ -61,6 +72,16 @@ class ReferenceProvisioner:
         assert self.app is not None
         self.app.kill()
         self.app = self._start_app()
+
+    def crash(self, server_pids: Sequence[int] = ()) -> None:
+        """Kill the app as a crash would (SIGKILL) and start it on the same home."""
+        self.restart()
+
+    def make_unavailable(self) -> None:
+        self.stop_app()
+
+    def make_available(self) -> None:
+        self.start_app()
 
     def stop_app(self) -> None:
         assert self.app is not None

@@ -1,9 +1,12 @@
 """The compliance report: ``compliance.json`` for machines, ``compliance.md`` for people.
 
-Both list every requirement of the manifest with its level, profile and result
-(pass, fail, not tested, expected failure), the score per level overall and per
-tool profile, why the run passed or failed, and for every failure the failing
-step with its request and response.
+Both list every requirement of the manifest with its level, profile, source and
+result (pass, fail, not tested, expected failure, not applicable), the score per
+level overall, per profile and per source (JSON-RPC 2.0, each MCP revision, the
+messaging contract, each with its own verdict), why the run passed or failed,
+and for every failure the rule it breaks (its source, and for a JSON-RPC or MCP
+rule the spec's sentence), the failing step with its request and response, and
+every line exchanged around it whatever its id.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -18,8 +22,8 @@ from typing import Any
 
 from .compliance import Compliance, Result
 from .layout import CONTRACTS_DIR
-from .manifest import Level
-from .verdicts import clip
+from .manifest import NEEDS, Level
+from .verdicts import clip, exchange_lines
 
 SUITE_NAME = "peerwire messaging contract v1"
 JSON_NAME = "compliance.json"
@@ -56,6 +60,10 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
         },
         "scores": _scores_json(compliance.scores),
         "scored_profiles": list(compliance.selection.profiles),
+        "sources": {
+            group: {"conformant": compliance.source_verdicts().get(group, True), **_scores_json(scores)}
+            for group, scores in (compliance.source_scores or {}).items()
+        },
         "reference_only": [v.requirement.id for v in compliance.reference_only],
         "profile_scores": {
             profile: {"selected": profile in compliance.selection.profiles, **_scores_json(scores)}
@@ -68,6 +76,15 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
                 "level": v.requirement.level.name,
                 "profile": v.requirement.profile,
                 "source": v.requirement.source,
+                "origin": v.requirement.origin.value,
+                "source_group": v.requirement.source_group,
+                **({"keyword": v.requirement.keyword} if v.requirement.keyword else {}),
+                **({"quote": v.requirement.quote} if v.requirement.quote else {}),
+                **({"revisions": list(v.requirement.revisions)} if v.requirement.revisions else {}),
+                **({"needs": list(v.requirement.needs)} if v.requirement.needs else {}),
+                **({"lacks": list(compliance.selection.lacks(v.requirement))}
+                   if compliance.selection.lacks(v.requirement) else {}),
+                "citation": v.requirement.citation(),
                 "behaviour": v.requirement.behaviour,
                 "result": v.result.value,
                 "selected": v.selected,
@@ -152,9 +169,27 @@ def render_markdown(document: dict[str, Any]) -> str:
                 if s["total"]:
                     lines.append(f"| {label} | {level.name} | {s['pass']} | {s['fail']} | {s['expected_failure']} "
                                  f"| {s['not_tested']} | {s['total']} | {s['score'] * 100:.1f}% |")
+    sources = document.get("sources") or {}
+    if sources:
+        lines += ["", "## By source", "",
+                  "Whose rule each requirement states: JSON-RPC 2.0's, an MCP revision's (its level is the spec's "
+                  "keyword), or the messaging contract's own stricter rules. A server can conform to JSON-RPC 2.0 and "
+                  "MCP and not to the contract.", "",
+                  "| Source | Verdict | MUST | SHOULD | MAY |", "|---|---|---|---|---|"]
+        for group, scores in sources.items():
+            cells = [f"{scores[lv.name]['pass']}/{scores[lv.name]['total']} pass"
+                     + (f", {scores[lv.name]['fail']} fail" if scores[lv.name]["fail"] else "")
+                     + (f", {scores[lv.name]['not_tested']} not tested" if scores[lv.name]["not_tested"] else "")
+                     if scores[lv.name]["total"] else "-" for lv in Level]
+            verdict_text = "conformant" if scores["conformant"] else "**not conformant**"
+            lines.append(f"| {group} | {verdict_text} | " + " | ".join(cells) + " |")
+    inapplicable = [r for r in document["requirements"] if r["result"] == Result.NOT_APPLICABLE.value]
+    if inapplicable:
+        lines += ["", "Not applicable to this target (not scored): "
+                  + "; ".join(f"`{r['id']}` ({_cell(_why_inapplicable(r))})" for r in inapplicable) + "."]
     apart = [r for r in document["requirements"] if r["result"] == Result.REFERENCE_ONLY.value]
     if apart:
-        lines += ["", "## Verified by the reference only", "",
+        lines += ["", f"## Verified by the reference only ({len(apart)})", "",
                   "What no tool result shows (a provider turn, the text a model reads): the reference proves these "
                   "in its own tests. They are not counted in any score, for any implementation.", "",
                   "| ID | Level | Verified by |", "|---|---|---|"]
@@ -167,7 +202,8 @@ def render_markdown(document: dict[str, Any]) -> str:
     if failing:
         lines += ["", "## Failures", ""]
         for req in failing:
-            lines += [f"### `{req['id']}` ({req['level']}): {req['result']}", "", req["behaviour"], ""]
+            lines += [f"### `{req['id']}` ({req['level']}): {req['result']}", "", req["behaviour"], "",
+                      f"Rule: {_cell(req.get('citation', req['source']))}", ""]
             for failure in req["failures"]:
                 where = failure.get("case") or failure.get("item", "")
                 step = f", step `{failure['step']}`" if failure.get("step") else ""
@@ -180,10 +216,17 @@ def render_markdown(document: dict[str, Any]) -> str:
                         lines += [f"  - {part}:", "", "    ```json"]
                         lines += [f"    {ln}" for ln in body.splitlines()]
                         lines += ["    ```", ""]
+                if failure.get("exchange"):
+                    lines += ["  - every line exchanged around it, whatever its id (-> sent, <- received):", "",
+                              "    ```"]
+                    lines += [f"    {ln}" for ln in exchange_lines(failure["exchange"])]
+                    lines += ["    ```", ""]
     lines += ["", "## Requirements", "", "| ID | Level | Result | Source | Notes |", "|---|---|---|---|---|"]
     for req in document["requirements"]:
         notes = []
-        if not req["selected"] and not req.get("deferred") and not req.get("verified_by"):
+        if req.get("lacks"):
+            notes.append("not selected: needs " + ", ".join(NEEDS.get(n, n) for n in req["lacks"]))
+        elif not req["selected"] and not req.get("deferred") and not req.get("verified_by"):
             notes.append("not selected")
         if req.get("deferred"):
             notes.append(f"deferred: {req['deferred']}")
@@ -227,6 +270,63 @@ def not_tested_summary(requirements: list[dict[str, Any]]) -> str:
     unselected = sum(1 for r in untested if not r["selected"] and not r.get("deferred"))
     return (f"Not tested: {len(untested)} ({deferred} deferred, {unselected} not selected, "
             f"{len(untested) - deferred - unselected} selected but without a vote).")
+
+
+def group_junit_by_source(path: Path, manifest: Any) -> None:
+    """Regroup ``junit.xml``'s test cases into one ``<testsuite>`` per source (JSON-RPC 2.0, MCP <revision>,
+    messaging contract), each case carrying its rule's citation as properties ``source_group`` and ``rule``,
+    so CI shows which spec a failure breaks. A file without contract cases is left as it is."""
+    if not path.is_file():
+        return
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError:
+        return
+    groups: dict[str, list[ET.Element]] = {}
+    for case in list(root.iter("testcase")):
+        info = next((p.get("value") for p in case.iter("property") if p.get("name") == "contract_item"), None)
+        try:
+            requirement = manifest[json.loads(info)["requirement"]] if info else None
+        except (ValueError, KeyError):
+            requirement = None
+        group = requirement.source_group if requirement is not None else "other"
+        if requirement is not None:
+            properties = case.find("properties")
+            if properties is None:
+                properties = ET.SubElement(case, "properties")
+            ET.SubElement(properties, "property", name="source_group", value=group)
+            ET.SubElement(properties, "property", name="rule", value=requirement.citation())
+        groups.setdefault(group, []).append(case)
+    if not groups or set(groups) == {"other"}:
+        return
+    out = ET.Element("testsuites", name="peerwire contract suite")
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    for group, cases in sorted(groups.items()):
+        suite = ET.SubElement(out, "testsuite", name=f"contract: {group}")
+        counts = {"tests": len(cases), "failures": sum(c.find("failure") is not None for c in cases),
+                  "errors": sum(c.find("error") is not None for c in cases),
+                  "skipped": sum(c.find("skipped") is not None for c in cases)}
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.extend(cases)
+    for key, value in totals.items():
+        out.set(key, str(value))
+    path.write_text('<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(out, encoding="unicode") + "\n",
+                    encoding="utf-8")
+
+
+def _why_inapplicable(requirement: dict[str, Any]) -> str:
+    revisions = requirement.get("revisions")
+    return f"the rule is that of MCP {', '.join(revisions)}" if revisions else "see compliance.json"
+
+
+def reference_only_summary(document: dict[str, Any], where: str = "compliance.md") -> str:
+    """One line for the terminal: how many requirements only the reference's own tests verify, and where the
+    list is (printing every id on every run told nobody anything)."""
+    count = len(document.get("reference_only") or [])
+    return (f"verified by the reference only, not counted: {count} requirements (a provider turn, the text a model "
+            f"reads); listed under 'Verified by the reference only' in {where}")
 
 
 def _cell(text: str) -> str:

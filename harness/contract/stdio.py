@@ -4,7 +4,8 @@ It does not use an MCP SDK: the suite must be able to send anything (malformed
 lines, invalid requests, notifications, overlapping requests) and to see
 everything the server writes. Every stdout line is kept in order, JSON-RPC or
 not; responses resolve the pending request with the same id. Nothing here
-sleeps: every wait is a bounded wait on a future.
+sleeps: every wait is a bounded wait on a future. Every line sent is kept too,
+so a failure can show the whole exchange, whatever the ids (:meth:`StdioServer.exchange`).
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ class StdioServer:
         self._pending: dict[str, Future] = {}
         self._watchers: list[tuple[Callable[[Line], bool], Future]] = []
         self._lines: list[Line] = []
+        self._sent: list[tuple[float, bytes]] = []
         self._eof = threading.Event()
+        self.started_at = time.monotonic()
         with open(stderr, "ab") as err:
             self.process = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
@@ -115,6 +118,8 @@ class StdioServer:
         if not raw.endswith(b"\n"):
             raw += b"\n"
         assert self.process.stdin is not None
+        with self._lock:
+            self._sent.append((time.monotonic(), raw.rstrip(b"\n")))
         try:
             self.process.stdin.write(raw)
             self.process.stdin.flush()
@@ -157,8 +162,34 @@ class StdioServer:
 
     def call(self, method: str, params: Any = None, *, timeout: float) -> dict:
         """Send a request and wait up to ``timeout`` seconds for its response."""
-        _, future = self.request(method, params)
-        return wait_response(future, timeout, what=method)
+        seen = self.line_count
+        request, future = self.request(method, params)
+        try:
+            return wait_response(future, timeout, what=method)
+        except NoResponse:
+            raise NoResponse(self.silence(request["id"], timeout, seen)) from None
+
+    def silence(self, msg_id: Any, timeout: float, since: int) -> str:
+        """Why a wait for ``msg_id`` failed, with every line that did come back meanwhile, whatever its id."""
+        came = self.lines_since(since)
+        if not came:
+            meanwhile = "the server wrote nothing at all meanwhile"
+        else:
+            shown = "; ".join(ln.raw[:200].decode("utf-8", "replace") for ln in came[-5:])
+            meanwhile = f"meanwhile the server wrote {len(came)} other line(s), the last: {shown}"
+        alive = "" if self.alive() else f"; the server exited ({self.process.returncode})"
+        return f"no response with id {json.dumps(msg_id)} within {timeout:g}s; {meanwhile}{alive}"
+
+    def exchange(self, since: float | None = None, limit: int = 60) -> list[dict[str, Any]]:
+        """Every line sent and received (from ``since``, a monotonic time), in time order:
+        ``{"dir": "sent"|"received", "at_ms": ms since the server started, "line": text}``."""
+        with self._lock:
+            sent = [(at, "sent", raw) for at, raw in self._sent]
+            received = [(ln.at, "received", ln.raw) for ln in self._lines]
+        entries = sorted((e for e in sent + received if since is None or e[0] >= since), key=lambda e: e[0])
+        return [{"dir": d, "at_ms": round((at - self.started_at) * 1000),
+                 "line": raw[:1000].decode("utf-8", "replace") + (" …" if len(raw) > 1000 else "")}
+                for at, d, raw in entries[-limit:]]
 
     def notify(self, method: str, params: Any = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -194,6 +225,14 @@ class StdioServer:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def exited_within(self, seconds: float) -> bool:
+        """Whether the process is gone, waiting up to ``seconds`` for it (a killed process takes a moment)."""
+        try:
+            self.process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def stderr_tail(self, limit: int = 1500) -> str:
         try:

@@ -29,9 +29,13 @@ class Vote:
     detail: str | None = None
     request: Any = None
     response: Any = None
+    exchange: Any = None
+    """Every line sent and received around the failure, whatever its id (``[{"dir", "at_ms", "line"}]``)."""
+    applicable: bool = True
+    """False: the rule does not apply to this target (another negotiated revision); ``check`` says why."""
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if v is not None}
+        out = {k: v for k, v in asdict(self).items() if v is not None and not (k == "applicable" and v)}
         return clip(out)
 
     @classmethod
@@ -46,9 +50,14 @@ class ItemInfo:
     item: str
     requirement: str
     case: str | None = None
+    also: tuple[str, ...] = ()
+
+    @property
+    def requirements(self) -> tuple[str, ...]:
+        return (self.requirement, *self.also)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v}
 
 
 @dataclass
@@ -60,9 +69,17 @@ class VoteRecorder:
     votes: list[Vote] = field(default_factory=list)
 
     def record(self, requirement: str, passed: bool, check: str, *, step: str | None = None,
-               detail: str | None = None, request: Any = None, response: Any = None) -> Vote:
+               detail: str | None = None, request: Any = None, response: Any = None,
+               exchange: Any = None) -> Vote:
         vote = Vote(requirement=requirement, passed=passed, check=check, item=self.item, case=self.case,
-                    step=step, detail=detail, request=request, response=response)
+                    step=step, detail=detail, request=request, response=response, exchange=exchange)
+        self.votes.append(vote)
+        return vote
+
+    def not_applicable(self, requirement: str, why: str) -> Vote:
+        """Record that ``requirement`` does not apply to this target (say, under the revision it negotiated)."""
+        vote = Vote(requirement=requirement, passed=True, check=f"not applicable: {why}", item=self.item,
+                    case=self.case, applicable=False)
         self.votes.append(vote)
         return vote
 
@@ -101,4 +118,19 @@ def failure_summary(failures: Iterable[Vote]) -> str:
         for label, value in (("request", vote.request), ("response", vote.response)):
             if value is not None:
                 parts.append(f"  {label}: {json.dumps(clip(value, 500), ensure_ascii=False)}")
+        if vote.exchange:
+            parts.append("  exchange (every line, whatever its id):")
+            parts += [f"    {line}" for line in exchange_lines(vote.exchange)]
     return "\n".join(parts)
+
+
+def exchange_lines(exchange: Iterable[dict[str, Any]], limit: int = 40) -> list[str]:
+    """An exchange as text, one line each: ``+12ms -> {...}`` for what was sent, ``<-`` for what came back."""
+    entries = list(exchange)
+    shown = entries[-limit:]
+    out = [f"({len(entries) - len(shown)} earlier lines left out)"] if len(entries) > len(shown) else []
+    for entry in shown:
+        arrow = {"sent": "->", "received": "<-"}.get(entry.get("dir"), "--")
+        server = f"server {entry['server']} " if "server" in entry else ""
+        out.append(f"{server}+{entry.get('at_ms', 0):>6}ms {arrow} {clip(entry.get('line', ''), 300)}")
+    return out

@@ -13,7 +13,8 @@ constructed as ``Driver(root, env=..., spawn=...)``: ``root`` a fresh directory
 it owns; ``env`` the environment of every process the core starts (the Codex CLI
 first on PATH, the scripted model's key); ``spawn`` how to start the core's
 long-running processes, so the run's process job owns them (``None``: a plain
-subprocess). :data:`REFERENCE` drives peerwire's reference core; a second,
+subprocess); ``spawn(argv, env, stderr, stdin_pipe=True)`` gives a stdio child such
+as ``codex app-server`` a stdin pipe, inside the job. :data:`REFERENCE` drives peerwire's reference core; a second,
 minimal driver in the tests adapts the reference's command line.
 
 This module imports nothing from a core.

@@ -317,14 +317,18 @@ def _started_by_open_jobs() -> set[int]:
     return {process.pid for job in list(_open_jobs) for process in job._processes}
 
 
-Spawn = Callable[[list[str], dict[str, str], IO[bytes]], subprocess.Popen]
-"""Starts a core's long-running program: ``(argv, environment, stderr file) -> process`` whose stdout is a pipe."""
+Spawn = Callable[..., subprocess.Popen]
+"""Starts a core's long-running program: ``(argv, environment, stderr file, *, stdin_pipe=False) -> process``
+whose stdout is a pipe, and whose stdin is the null device, or a pipe with ``stdin_pipe=True`` (a stdio child
+such as ``codex app-server``, spoken to line by line, inside the run's job)."""
 
 
 def spawn_through(job: Job, name: str = "peerwire-app") -> Spawn:
     """A :data:`Spawn` that starts the program as a process of ``job``: the job ends it, and what it starts."""
-    def spawn(argv: list[str], env: dict[str, str], stderr: IO[bytes]) -> subprocess.Popen:
-        return job.spawn(argv, name=name, env=env, stdout=subprocess.PIPE, stderr=stderr).popen
+    def spawn(argv: list[str], env: dict[str, str], stderr: IO[bytes], *, stdin_pipe: bool = False,
+              name: str = name) -> subprocess.Popen:
+        stdin = subprocess.PIPE if stdin_pipe else subprocess.DEVNULL
+        return job.spawn(argv, name=name, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr).popen
     return spawn
 
 

@@ -21,6 +21,8 @@ from typing import Sequence
 from harness.contract.fixtures import (  # noqa: F401
     case_app,
     contract_target,
+    own_servers,
+    protocol,
     servers,
     shared_app,
     tree_servers,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract.cases import CaseError, load_cases
+from harness.contract.limits import limits
 from harness.contract.driver import ERROR_REQUIREMENT, PROFILE_REQUIREMENTS, RESULT_REQUIREMENT, CaseRun, call_bound_s
 from harness.contract.endpoints import PendingCall, ToolOutcome
 from harness.contract.expectations import check, same
@@ -172,7 +173,7 @@ def test_collab_cases_get_an_app_of_their_own(tmp_path):
     ("spawn_agent", {}, "collab", 0),
 ])
 def test_call_bounds_follow_each_profiles_wait_rules(call, arguments, profile, seconds):
-    assert call_bound_s(call, arguments, profile) == pytest.approx(seconds + 10.0)
+    assert call_bound_s(call, arguments, profile) == pytest.approx(seconds + limits().call_s)
 
 
 # -- judging against a scripted endpoint ---------------------------------------------

@@ -27,9 +27,9 @@ README = CONTRACTS_DIR / "README.md"
 MARKER = "<!-- example provisioner:"
 EXAMPLE_CLASS = "CommandLineProvisioner"
 # Each one uses another part of the interface: register with aliases and twins, stranger_env,
-# restart, stop_app and start_app, register(collab_root=True).
+# crash, make_unavailable and make_available, register(collab_root=True), agent_kinds.
 REQUIREMENTS = ("target:alias", "target:ambiguous", "identity:caller:unknown", "task:claim:durable",
-                "app:unavailable:recovers", "collab:spawn:task-name")
+                "app:unavailable:recovers", "collab:spawn:task-name", "interrupt:idle:not-active")
 
 
 def example_source() -> str:
@@ -69,3 +69,33 @@ def test_the_readme_example_provisioner_passes_the_suite_against_the_reference(t
     assert run.compliance["target"]["provisioner"] == f"example_provisioner:{EXAMPLE_CLASS}"
     for requirement_id in REQUIREMENTS:
         assert run.result(requirement_id)["result"] == "pass", f"{requirement_id}:\n{run.output[-3000:]}"
+
+
+class FirstVersionProvisioner:
+    """A provisioner written for the first interface: restart, stop_app, start_app."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def restart(self):
+        self.calls.append("restart")
+
+    def stop_app(self):
+        self.calls.append("stop_app")
+
+    def start_app(self):
+        self.calls.append("start_app")
+
+
+def test_a_first_version_provisioner_runs_through_the_adapter():
+    from harness.contract.interface import UNAVAILABLE, adapt, capabilities_of
+
+    old = FirstVersionProvisioner()
+    adapted = adapt(old)
+    assert capabilities_of(FirstVersionProvisioner) == {UNAVAILABLE} and adapted.agent_kinds == ("manual",)
+    adapted.crash([12345])
+    adapted.make_unavailable()
+    adapted.make_available()
+    assert old.calls == ["restart", "stop_app", "start_app"], "its restart is its crash; the servers are left alone"
+    with pytest.raises(TypeError, match="crash"):
+        adapt(object())

@@ -25,7 +25,7 @@ from jsonschema import Draft202012Validator
 from harness.contract.cases import all_cases
 from harness.contract.generation import properties_of
 from harness.contract.layout import CASE_SCHEMA_PATH, CONTRACTS_DIR, MANIFEST_SCHEMA_PATH, SUITE_DIR
-from harness.contract.manifest import REQUIREMENT_ATTRIBUTE, manifest
+from harness.contract.manifest import ALSO_ATTRIBUTE, PROTOCOL, REQUIREMENT_ATTRIBUTE, Origin, manifest
 from harness.contract.schemas import PROFILE_TOOLS, error_codes, tool_contract
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +44,17 @@ def suite_tests() -> dict[str, str | None]:
     return out
 
 
+def suite_also() -> dict[str, tuple[str, ...]]:
+    """Every suite test -> the requirements it also votes for (``@requirement(..., also=...)``)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for path in sorted(SUITE_DIR.glob("test_*.py")):
+        module = importlib.import_module(f"harness.contract.suite.{path.stem}")
+        for name, function in vars(module).items():
+            if name.startswith("test_") and inspect.isfunction(function):
+                out[f"{path.stem}.{name}"] = tuple(getattr(function, ALSO_ATTRIBUTE, ()) or ())
+    return out
+
+
 def coverage() -> dict[str, list[str]]:
     """Requirement -> the cases and suite tests that verify it."""
     covered: dict[str, list[str]] = {}
@@ -51,6 +62,9 @@ def coverage() -> dict[str, list[str]]:
         covered.setdefault(case.requirement, []).append(case.id)
     for test, requirement_id in suite_tests().items():
         if requirement_id:
+            covered.setdefault(requirement_id, []).append(test)
+    for test, also in suite_also().items():
+        for requirement_id in also:
             covered.setdefault(requirement_id, []).append(test)
     return covered
 
@@ -168,3 +182,40 @@ def test_declared_error_codes_are_contract_codes(profile, tool):
     declared = tool_contract(tool, profile).errors
     assert declared and declared <= error_codes(), f"{tool}: {sorted(declared - error_codes())}"
     assert {"invalid_argument", "unknown_caller", "app_unavailable"} <= declared
+
+
+def test_every_rule_says_whose_it_is_and_its_level_follows_its_source():
+    """JSON-RPC and MCP rules quote their sentence and keyword, and take the keyword's level; the contract's
+    own rules quote none. (The manifest refuses to load otherwise; this names the split.)"""
+    origins = {r.origin for r in manifest()}
+    assert origins == set(Origin), origins
+    for r in manifest():
+        if r.origin is Origin.CONTRACT:
+            assert r.keyword is None and r.quote is None, r.id
+        else:
+            assert r.keyword and r.quote and r.keyword.split()[0] in r.quote, r.id
+
+
+def test_the_protocol_profile_holds_only_json_rpc_and_mcp_rules_and_needs_no_tool():
+    protocol = [r for r in manifest() if r.profile == PROTOCOL]
+    assert len(protocol) >= 15
+    assert all(r.origin in (Origin.JSON_RPC, Origin.MCP) for r in protocol)
+    # The protocol profile's tests use the `protocol` fixture, which needs no provisioner.
+    for path in sorted(SUITE_DIR.glob("test_*.py")):
+        module = importlib.import_module(f"harness.contract.suite.{path.stem}")
+        for name, function in vars(module).items():
+            rid = getattr(function, REQUIREMENT_ATTRIBUTE, None)
+            if rid and manifest()[rid].profile == PROTOCOL:
+                parameters = inspect.signature(function).parameters
+                assert "servers" not in parameters and "case_app" not in parameters, f"{path.stem}.{name}"
+
+
+def test_an_mcp_should_is_never_reported_as_a_must():
+    from harness.contract.manifest import KEYWORD_LEVELS, Level, Requirement, provenance_problems
+
+    wrong = Requirement("x:y", Level.MUST, "MCP 2025-11-25 § Basic", "X does y.", keyword="SHOULD",
+                        quote="Receivers SHOULD do y.")
+    assert any("its level is SHOULD" in p for p in provenance_problems(wrong))
+    dressed = Requirement("x:z", Level.MUST, "SPEC.md § x", "X does z.", keyword="MUST", quote="X MUST do z.")
+    assert provenance_problems(dressed)
+    assert KEYWORD_LEVELS["MUST NOT"] == "MUST"

@@ -76,7 +76,7 @@ def test_reports_show_deferred_baselined_and_stale_requirements(tmp_path):
 
 
 def test_reports_score_each_profile_and_name_one_left_out(tmp_path):
-    votes = [Vote("wire:ping", True, "ping works", item="t1")]
+    votes = [Vote("send:receipt:admitted", True, "a receipt", item="t1")]
     compliance = judge(manifest(), votes, Selection(profiles=("messaging",)), parse_baseline(""), [])
     json_path, md_path = write_reports(tmp_path / "report", compliance, tests={},
                                        target={"server_cmd": ["srv"], "collab_server_cmd": None, "provisioner": "p:P"})

@@ -84,23 +84,38 @@ def test_the_plugin_alone_runs_the_suite(tmp_path):
 
 
 @pytest.mark.parametrize("server_cmd", ["my-server mcp serve", shlex.join([*REFERENCE_SERVER_CMD, "--verbose"])])
-def test_another_server_without_its_provisioner_is_refused(server_cmd):
-    with pytest.raises(TargetError, match="is not the reference server.*--provisioner module:Class"):
-        Target.from_options(server_cmd, None)
+def test_another_server_never_gets_the_references_provisioner(server_cmd):
+    assert Target.from_options(server_cmd, None).provisioner is None
     assert Target.from_options(server_cmd, REFERENCE_PROVISIONER).server_cmd == tuple(shlex.split(server_cmd))
     assert Target.from_options(shlex.join(REFERENCE_SERVER_CMD), None).provisioner == REFERENCE_PROVISIONER
 
 
 @pytest.mark.slow
-def test_the_plugin_refuses_another_server_without_its_provisioner(tmp_path):
-    """``pytest -p harness.contract.plugin --server-cmd X`` must not fall back to the reference's app."""
+def test_another_server_without_its_provisioner_gets_the_protocol_profile_alone(tmp_path):
+    """``pytest -p harness.contract.plugin --server-cmd X`` must not fall back to the reference's app: without a
+    provisioner the target offers the protocol profile only, and asking for the messaging one says why not."""
+    target = Target.from_options("my-server mcp serve", None)
+    assert target.provisioner is None and target.profiles == ("protocol",)
+    assert target.select_profiles(None) == ("protocol",)
+    with pytest.raises(TargetError, match="needs the implementation's provisioner"):
+        target.select_profiles(("messaging",))
     run = run_contract(tmp_path, command=[
         sys.executable, "-m", "pytest", "-p", "harness.contract.plugin", "-p", "no:cacheprovider",
         "--rootdir", str(RUNNER.parent), "-c", str(RUNNER.parent / "pyproject.toml"),
-        "--server-cmd", "my-server mcp serve", "--report-dir", str(tmp_path / "report")])
+        "--server-cmd", "my-server mcp serve", "--profiles", "messaging", "--report-dir", str(tmp_path / "report")])
     assert run.returncode == 4, run.output[-3000:]
-    assert "is not the reference server" in run.output and "--provisioner module:Class" in run.output
+    assert "--provisioner module:Class" in run.output
     assert not (tmp_path / "report" / "compliance.json").exists()
+
+
+def test_consent_to_call_a_foreign_servers_tools_is_explicit():
+    bare = Target.from_options("my-server", None)
+    assert not bare.consent.granted and bare.consented_calls() == () and "tool-calls" not in bare.offers()
+    told = Target.from_options("my-server", None, tool_calls=['echo {"message": "hi"}'], call_tools="read-only")
+    assert [(c.name, c.arguments) for c in told.consented_calls()] == [("echo", {"message": "hi"})]
+    assert told.consent.read_only and "tool-calls" in told.offers()
+    with pytest.raises(TargetError, match="not JSON"):
+        Target.from_options("my-server", None, tool_calls=["echo {nope"])
 
 
 @pytest.mark.parametrize("name, complaint", [
@@ -122,23 +137,23 @@ def test_server_commands_are_split_like_a_shell():
 
 def test_the_reference_offers_both_profiles():
     target = Target.from_options(None, None)
-    assert target.profiles == ("messaging", "collab")
+    assert target.profiles == ("protocol", "messaging", "collab")
     assert target.server_cmd_for("collab") == REFERENCE_COLLAB_SERVER_CMD
     assert REFERENCE_COLLAB_SERVER_CMD == (*REFERENCE_SERVER_CMD, "--profile", "collab")
-    assert target.select_profiles(None) == ("messaging", "collab")
+    assert target.select_profiles(None) == ("protocol", "messaging", "collab")
     assert target.select_profiles(("messaging",)) == ("messaging",)
 
 
 def test_another_server_offers_collab_only_with_its_own_collab_command():
     foreign = Target.from_options("my-server mcp", REFERENCE_PROVISIONER)
-    assert foreign.profiles == ("messaging",) and foreign.describe()["collab_server_cmd"] is None
-    assert foreign.select_profiles(None) == ("messaging",)
+    assert foreign.profiles == ("protocol", "messaging") and foreign.describe()["collab_server_cmd"] is None
+    assert foreign.select_profiles(None) == ("protocol", "messaging")
     with pytest.raises(TargetError, match="--collab-server-cmd"):
         foreign.select_profiles(("messaging", "collab"))
     with pytest.raises(TargetError):
         foreign.server_cmd_for("collab")
     both = Target.from_options("my-server mcp", REFERENCE_PROVISIONER, "my-server mcp --tree")
-    assert both.profiles == ("messaging", "collab") and both.server_cmd_for("collab") == ("my-server", "mcp", "--tree")
+    assert both.profiles == ("protocol", "messaging", "collab") and both.server_cmd_for("collab") == ("my-server", "mcp", "--tree")
 
 
 class MessagingOnlyProvisioner:

@@ -16,11 +16,10 @@ import secrets
 from typing import Any, Callable, Mapping
 
 from harness.contract.bounds import Probe, minimal_value, probes, resolved_properties
-from harness.contract.fixtures import succeed, tool_call
+from harness.contract.fixtures import call_s, succeed, tool_call
 from harness.contract.manifest import requirement
 from harness.contract.schemas import ToolContract, error_result_violations, tool_contract, tool_contracts
 
-PROBE_BOUND_S = 15.0
 """A probe answers at once (waits find mail waiting); this only bounds a server that hangs."""
 
 Values = Mapping[str, Callable[[], Any]]
@@ -68,7 +67,7 @@ def _probe_all(profile: str, endpoint, values: Values, seed: Callable[[], None])
         for probe in sorted(probes(contract), key=lambda p: p.inside):
             if waits:
                 seed()
-            outcome = tool_call(endpoint, contract.name, _arguments(contract, probe, values), timeout=PROBE_BOUND_S)
+            outcome = tool_call(endpoint, contract.name, _arguments(contract, probe, values), timeout=call_s())
             problem = _judge(contract, probe, outcome)
             if problem:
                 problems.append(problem)

@@ -17,13 +17,12 @@ import json
 import secrets
 from collections import defaultdict
 
-from harness.contract.fixtures import succeed
+from harness.contract.fixtures import call_s, succeed
 from harness.contract.manifest import requirement
 
 ROUNDS = 12
 TASKS_BEFORE = 2
 """Tasks admitted before each round's reads; one more is admitted while they run."""
-READ_BOUND_S = 15.0
 
 
 def _task_ids(page: dict) -> set[str]:
@@ -60,18 +59,18 @@ def test_two_sessions_racing_expose_each_task_once(servers):
         for n in range(TASKS_BEFORE):
             admit(f"round {round_number} task {n}")
         # Both reads in flight at once, and a task admitted while they run.
-        reads = [session.call_tool("receive_messages", {"limit": 100}, timeout=READ_BOUND_S)
+        reads = [session.call_tool("receive_messages", {"limit": 100}, timeout=call_s())
                  for session in (first, second)]
         late = feeder.call_tool("followup_task", {"target": recipient.name, "message": f"round {round_number} late"},
-                                timeout=READ_BOUND_S)
+                                timeout=call_s())
         pages = []
         for name, pending in zip(("first", "second"), reads):
-            outcome = pending.outcome(READ_BOUND_S)
+            outcome = pending.outcome(call_s())
             assert outcome.result is not None and not outcome.is_error, \
                 f"round {round_number}, {name} session's read: {outcome.response or outcome.failure}"
             pages.append(outcome.structured)
             account(outcome.structured, f"round {round_number}, {name} session")
-        landed = late.outcome(READ_BOUND_S)
+        landed = late.outcome(call_s())
         assert landed.result is not None and not landed.is_error, f"the late task: {landed.response}"
         sent.append(landed.structured["request_id"])
         # Acknowledge what both reads saw (the fuller page), so each round races for new tasks.

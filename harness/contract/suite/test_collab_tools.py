@@ -6,15 +6,15 @@ environment, as Codex does before its first call.
 
 from __future__ import annotations
 
+from harness.contract.fixtures import call_s
 from harness.contract.manifest import requirement
 from harness.contract.schemas import COLLAB_TOOL_NAMES, schema_differences
 
-BOUND_S = 10.0
 
 
 def _advertised(servers) -> list[dict]:
     endpoint = servers.start(env=servers.bare_env(), profile="collab")
-    response = endpoint.server.call("tools/list", {}, timeout=BOUND_S)
+    response = endpoint.server.call("tools/list", {}, timeout=call_s())
     tools = response.get("result", {}).get("tools")
     assert isinstance(tools, list), f"tools/list: {response}"
     return [t for t in tools if isinstance(t, dict)]

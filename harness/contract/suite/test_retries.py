@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import secrets
 
+from harness.contract.fixtures import call_s
 from harness.contract.manifest import requirement
 
-BOUND_S = 15.0
 
 
 def _tool(server, name: str, arguments: dict, call_id: str) -> dict:
     _, answered = server.request("tools/call", {"name": name, "arguments": arguments, "_meta": {"callId": call_id}})
-    response = answered.result(timeout=BOUND_S)
+    response = answered.result(timeout=call_s())
     result = response.get("result")
     assert isinstance(result, dict) and not result.get("isError"), f"{name}: {response}"
     return result["structuredContent"]

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 
-from harness.contract.fixtures import tool_call
+from harness.contract.fixtures import call_s, tool_call
 from harness.contract.manifest import requirement
 from harness.contract.schemas import TOOL_NAMES, schema_differences
 
-BOUND_S = 10.0
 
 
 def _advertised(servers) -> dict[str, dict]:
-    response = servers.start().server.call("tools/list", {}, timeout=BOUND_S)
+    response = servers.start().server.call("tools/list", {}, timeout=call_s())
     tools = response.get("result", {}).get("tools")
     assert isinstance(tools, list), f"tools/list: {response}"
     return {t.get("name"): t for t in tools if isinstance(t, dict)}
