@@ -1,6 +1,6 @@
 # Two entry points: `make accept` (the acceptance run) and `make test` (the whole suite).
-# Each installs what it needs: a virtualenv with the project and its test
-# dependencies, the pinned Codex CLI and MCP clients from package-lock.json,
+# Each installs what it needs: a virtualenv with the project (editable) and its `test` extra
+# (which holds the `suite` and `accept` extras), the pinned Codex CLI and MCP clients from package-lock.json,
 # Debian's Chromium, in which the tests open report.html, and Debian's tmux, which runs the
 # agents' Codex TUIs in the attached_tui mode.
 PYTHON ?= python3
@@ -16,11 +16,13 @@ REPORT_DIR ?=
 SHARDS ?= shards
 OUT ?= reports/merged
 
-.PHONY: setup chromium tmux test personas accept contract merge bench drift clean
+.PHONY: setup chromium tmux test personas accept contract merge bench drift wheel clean
 
 setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux
 
-$(PY_STAMP): pyproject.toml
+# setup.py maps the data folders (contracts/, scenarios/, fixtures/, .ci/) into the package: a change to
+# either file means a new editable install.
+$(PY_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
@@ -63,5 +65,10 @@ drift: setup
 	@test -n "$(V)" || { echo "usage: make drift V=<codex version>, e.g. make drift V=0.160.1" >&2; exit 2; }
 	$(PY) runner.py drift --codex-version $(V)
 
+# The wheel another project installs (docs/adopting.md): `make wheel`, then e.g.
+# `pipx run --spec "$$(ls dist/peerwire-*.whl)[suite]" peerwire-harness contract ...`.
+wheel: $(PY_STAMP)
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache .hypothesis
+	rm -rf $(VENV) node_modules .pytest_cache .hypothesis build dist

@@ -13,7 +13,7 @@ shards used the same plan.
 Durations live in a JSON file, by suite: ``{"acceptance": {case: seconds},
 "contract": {case: seconds}}``. Runs write theirs beside their reports; a
 merge writes the union (see ``runner.py report merge``), which can be kept in
-the repository as :data:`DEFAULT_DURATIONS`.
+the repository as :data:`DEFAULT_DURATIONS` (``.ci/durations.json``, shipped as package data).
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .resources import recorded_durations
+
 T = TypeVar("T")
 
-DEFAULT_DURATIONS = Path(__file__).resolve().parents[1] / ".ci" / "durations.json"
+DEFAULT_DURATIONS = recorded_durations()
 """The durations kept in the repository; the default for ``--durations``."""
 DURATIONS_FILE = "durations.json"
 """The name runs and merges give the durations they write."""

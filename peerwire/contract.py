@@ -20,6 +20,7 @@ from .jsonrpc import lone_surrogate_at
 from .limits import MAX_BODY_BYTES
 from .profiles import COLLAB, MESSAGING
 from .registry import is_broadcast
+from .resources import PackageDataMissing, contracts
 
 if TYPE_CHECKING:  # jsonschema loads on the first validation, not on import (the MCP server never needs it)
     from jsonschema import Draft202012Validator
@@ -42,14 +43,17 @@ _EXTERNAL = "definitions.json#/$defs/"
 
 
 def contracts_dir() -> Path:
-    """``$PEERWIRE_CONTRACTS`` or the ``contracts/`` folder beside the package."""
+    """``$PEERWIRE_CONTRACTS`` or the contract shipped as package data (:func:`peerwire.resources.contracts`)."""
     override = os.environ.get("PEERWIRE_CONTRACTS")
-    path = Path(override) if override else Path(__file__).resolve().parent.parent / "contracts"
+    try:
+        path = Path(override) if override else contracts()
+    except PackageDataMissing as exc:
+        raise PeerwireError(Code.INTERNAL, f"{exc}, or set PEERWIRE_CONTRACTS") from None
     if not (path / "definitions.json").is_file():
         raise PeerwireError(
             Code.INTERNAL,
-            f"contract schemas not found in {path}; install peerwire from its source tree "
-            "(pip install -e .) or set PEERWIRE_CONTRACTS",
+            f"contract schemas not found in {path}; reinstall peerwire (in a checkout: pip install -e .) "
+            "or set PEERWIRE_CONTRACTS",
         )
     return path
 

@@ -188,12 +188,14 @@ def test_what_another_core_implements_imports_nothing_of_the_reference(interface
 
 
 HARNESS_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("cli",),                                                   # peerwire-harness: names every command's module
     ("acceptance",),                                            # the runner: scenarios, checks, its commands
     ("lab",),                                                   # live labs and the drivers of cores under test
     ("report", "codex"),                                        # reports; Codex installs, homes, protocol, probes
     ("model", "contract"),                                      # the scripted model; the contract suite
     ("evidence",),                                              # what a run left, read back
-    ("process", "shards", "json_values", "names", "private"),   # the ground floor
+    ("process", "shards", "json_values", "names", "private", "npm"),  # the ground floor (npm: Codex, MCP clients)
+    ("resources",),                                             # the cellar: where the package data is found
 )
 """The harness's rooms (folders, or modules directly in ``harness/``), top floor first. A room imports only
 from rooms on lower floors: an import back up, or across one floor, makes two rooms one."""

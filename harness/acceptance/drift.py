@@ -41,7 +41,7 @@ from peerwire.codex.capabilities import Capability
 
 from harness.acceptance import drift_report
 from harness.codex.capabilities import CapabilityReport, establish
-from harness.codex.install import CodexInstallation, CodexInstallError, install_release, locate_codex, project_root
+from harness.codex.install import CodexInstallation, CodexInstallError, install_release, locate_codex
 from harness.codex.protocol import ProtocolSchema, ProtocolSchemaError, check_fixture
 from harness.lab.recorded import routes
 from harness.acceptance.record import record
@@ -235,7 +235,7 @@ class Drift:
             self.say(f"{SMOKE} – {detail}")
             return {"status": "skipped", "detail": detail}
         out = folder / "smoke"
-        argv = [sys.executable, str(project_root() / "runner.py"), "--scenario", SMOKE, "--codex",
+        argv = [sys.executable, "-m", "harness.cli", "accept", "--scenario", SMOKE, "--codex",
                 str(codex.executable), "--expected-version", codex.version, "--report-dir", str(out),
                 "--runs-root", str(work / "runs")]
         with Job("drift smoke") as job:
@@ -263,12 +263,12 @@ def _now() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     every = [*routes.ROUTES, *routes.INPROCESS_ROUTES]
     parser = argparse.ArgumentParser(
-        prog="python runner.py drift",
+        prog="peerwire-harness drift",
         description="Install another Codex release and report what would change for peerwire on it: the protocol "
                     "methods and fields peerwire uses, the recorded fixtures, the capabilities, the live delivery "
                     "routes and the smoke scenario.")
     parser.add_argument("--codex-version", required=True, metavar="V", help="the Codex release to examine (npm)")
-    parser.add_argument("--report-dir", type=Path, default=project_root() / "reports",
+    parser.add_argument("--report-dir", type=Path, default=Path("reports").absolute(),
                         help="where drift-<V>-<time>/ is written (default: reports/)")
     parser.add_argument("--cache", type=Path, help="the release cache (default: $PEERWIRE_CODEX_CACHE, "
                                                    "else $XDG_CACHE_HOME/peerwire/codex, else ~/.cache/peerwire/codex)")

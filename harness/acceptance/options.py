@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.codex.install import project_root
 from harness.process.run_home import default_runs_root
 from harness.shards import DEFAULT_DURATIONS, Shard, ShardError
 
@@ -58,7 +57,7 @@ class Options:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python runner.py",
+        prog="peerwire-harness accept",
         description="Run the acceptance scenarios against two real Codex agents and write a private report.")
     p.add_argument("--scenario", action="append", default=[], metavar="NAME",
                    help="run only this scenario or scenario group (repeatable; default: all)")
@@ -67,9 +66,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-root", type=Path, help=f"where run homes are created (default: {default_runs_root()})")
     p.add_argument("--report-dir", type=Path, help="where reports/<run-id>/ is written (default: reports/)")
     p.add_argument("--codex", metavar="PATH", help="the Codex CLI to drive (default: $PEERWIRE_CODEX, "
-                                                   "else the pinned install)")
+                                                   "else the pinned install in a node_modules: $PEERWIRE_NODE_MODULES, the "
+                                                   "current project's, or beside this Python environment)")
     p.add_argument("--expected-version", metavar="V", help="fail unless the Codex CLI reports this version "
-                                                         "(default: the version package.json pins)")
+                                                         "(default: the version peerwire pins)")
     p.add_argument("--approve-tools", action=argparse.BooleanOptionalAction, default=True,
                    help="approve exactly the core's tools in the agents' private config (default: on; the "
                         "agents run under approval policy \"never\", so without it every tool call is refused)")
@@ -148,7 +148,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
     return Options(
         scenarios=tuple(args.scenario), mode=args.mode, keep_home=args.keep_home,
         runs_root=args.runs_root or default_runs_root(),
-        report_dir=args.report_dir or project_root() / "reports",
+        report_dir=args.report_dir or Path("reports").absolute(),
         codex=args.codex, expected_version=args.expected_version,
         approve_tools=args.approve_tools,
         provider=args.provider, auth_home=auth_home, scenarios_dir=args.scenarios_dir, workers=args.workers,

@@ -147,7 +147,7 @@ def record(route: str, out_dir: Path = FIXTURE_DIR, codex: CodexInstallation | N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="runner.py record",
+    parser = argparse.ArgumentParser(prog="peerwire-harness record",
                                      description="Refresh the adapter fixtures from the pinned Codex.")
     parser.add_argument("routes", nargs="*", metavar="ROUTE",
                         help="delivery routes to record (default: all; see harness.lab.recorded.routes)")

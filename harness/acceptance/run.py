@@ -53,6 +53,7 @@ from harness.model.personas import applies as persona_applies, select_personas
 from harness.model.probe import mail_forms
 from harness.model.rules import ScenarioError
 from harness.process.run_home import RunHome, RunHomeError, new_run_id, sweep_stale
+from harness.resources import packages_root
 from harness.shards import ShardError, load_durations, plan
 
 from . import trials
@@ -373,7 +374,7 @@ def _summary(results: list[dict[str, Any]], wall_s: float, report: Path, report_
 def _worker_env() -> dict[str, str]:
     # Workers import this project's packages whatever the current directory.
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(packages_root())
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     return env
 

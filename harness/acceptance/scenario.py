@@ -40,12 +40,13 @@ from peerwire.codex.capabilities import Capability
 from harness.model.probe import ProbeExpectation
 from harness.model.rules import ModelScript, ScenarioError, script_from_document
 from harness.evidence.identity import RunIdentity
+from harness.resources import contract_file, scenarios
 
 from .checks import JUDGEMENTS
 from .checks.kernel import CheckSpec
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "scenario.schema.json"
-SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+SCHEMA_PATH = contract_file("scenario.schema.json")
+SCENARIOS_DIR = scenarios()
 
 MODES = ("attached", "background", "attached_tui")
 TUI_MODE = "attached_tui"

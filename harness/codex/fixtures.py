@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .install import project_root
+from harness.resources import appserver_fixtures
 
-FIXTURE_DIR = project_root() / "fixtures" / "appserver"
+FIXTURE_DIR = appserver_fixtures()
 
 
 def load(path: Path) -> list[dict[str, Any]]:

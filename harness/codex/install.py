@@ -1,13 +1,16 @@
 """The Codex CLI the acceptance runner drives: where it is, which version it is.
 
 Selection order: an explicit path (the runner's ``--codex PATH``), then the
-``PEERWIRE_CODEX`` environment variable, then the project's pinned install,
-``node_modules/.bin/codex`` under the project root, which ``npm ci`` creates
-from ``package.json`` / ``package-lock.json``.
+``PEERWIRE_CODEX`` environment variable, then the pinned install,
+``node_modules/.bin/codex`` in the first ``node_modules`` folder
+:mod:`harness.npm` finds (``$PEERWIRE_NODE_MODULES``, the current project's,
+or the one beside the Python environment: a checkout's, which ``npm ci``
+creates from ``package.json`` / ``package-lock.json``).
 
 The selected executable must report the expected version, by default the one
-``package.json`` pins: scenarios and recorded fixtures assume that version's
-protocol, so a mismatch stops the run before any agent starts.
+peerwire pins (:func:`harness.npm.pin`, equal to a checkout's ``package.json``):
+scenarios and recorded fixtures assume that version's protocol, so a mismatch
+stops the run before any agent starts.
 
 Other releases (to see what a Codex upgrade would change) are installed from
 the npm registry into a cache outside the checkout, one folder per version
@@ -29,6 +32,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness import npm
+
 __all__ = [
     "CACHE_ENV",
     "ENV_VAR",
@@ -45,13 +50,12 @@ __all__ = [
     "parse_codex_version",
     "pinned_executable",
     "pinned_version",
-    "project_root",
     "read_codex_version",
 ]
 
 ENV_VAR = "PEERWIRE_CODEX"
 CACHE_ENV = "PEERWIRE_CODEX_CACHE"
-PACKAGE = "@openai/codex"
+PACKAGE = npm.CODEX
 VERSION_TIMEOUT = 30.0
 INSTALL_TIMEOUT = 900.0
 
@@ -81,8 +85,8 @@ class CodexVersionMismatchError(CodexVersionError):
         self.expected = expected
         super().__init__(
             f"Codex at {executable} is version {found}, but {expected} is expected. "
-            f"Select a Codex {expected} (--codex PATH or {ENV_VAR}), or run `npm ci` to restore "
-            f"the pinned install."
+            f"Select a Codex {expected} (--codex PATH or {ENV_VAR}), or install it: `npm install "
+            f"{PACKAGE}@{expected}` in your project (in a peerwire checkout, `npm ci` restores the pinned install)."
         )
 
 
@@ -91,13 +95,13 @@ class CodexReleaseError(CodexInstallError):
 
 
 class _Pinned(enum.Enum):
-    VERSION = "the version package.json pins"
+    VERSION = "the version peerwire pins"
 
     def __repr__(self) -> str:
         return "PINNED"
 
 
-#: Default of ``locate_codex(expected_version=...)``: the version package.json pins.
+#: Default of ``locate_codex(expected_version=...)``: the version peerwire pins.
 PINNED = _Pinned.VERSION
 
 
@@ -129,35 +133,44 @@ class CodexInstallation:
         return _with_path_first(os.environ if base is None else base, self.bin_dir)
 
 
-def project_root() -> Path:
-    """The project's root directory: the parent of the ``harness`` package."""
-    return Path(__file__).resolve().parents[2]
-
-
 def pinned_version(root: str | os.PathLike[str] | None = None) -> str:
-    """The Codex version ``package.json`` under ``root`` (default: the project root) pins.
+    """The Codex version pinned: by peerwire (default), or by ``package.json`` in the project ``root``.
 
-    Raises :class:`CodexInstallError` if the file is missing or unreadable, or
-    names a range instead of one exact version.
+    Raises :class:`CodexInstallError` if the pin cannot be read or names a range
+    instead of one exact version.
     """
-    manifest = Path(root if root is not None else project_root()) / "package.json"
+    if root is None:
+        where, read = "peerwire's npm pins (npm-pins.json)", npm.pins
+    else:
+        manifest = Path(root) / "package.json"
+        where = str(manifest)
+
+        def read() -> dict[str, str]:
+            return json.loads(manifest.read_text(encoding="utf-8"))["dependencies"]
     try:
-        spec = json.loads(manifest.read_text(encoding="utf-8"))["dependencies"][PACKAGE]
+        spec = read()[PACKAGE]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CodexInstallError(
-            f"cannot read the pinned Codex version ({PACKAGE} in the dependencies of {manifest}): {exc!r}"
-        ) from exc
+        raise CodexInstallError(f"cannot read the pinned Codex version ({PACKAGE} in {where}): {exc!r}") from exc
     if not isinstance(spec, str) or not _EXACT_VERSION.fullmatch(spec):
-        raise CodexInstallError(f"{manifest} must pin one exact {PACKAGE} version, not {spec!r}")
+        raise CodexInstallError(f"{where} must pin one exact {PACKAGE} version, not {spec!r}")
     return spec
 
 
-def pinned_executable(root: str | os.PathLike[str] | None = None) -> Path:
-    """Where ``npm ci`` puts the pinned Codex under ``root`` (default: the project root).
+def pinned_executable(root: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """Where the pinned Codex is installed: ``node_modules/.bin/codex`` under the project ``root``, or by
+    default in the first ``node_modules`` :mod:`harness.npm` finds with one (else the first it looks at),
+    ``environ`` (default: ours) giving ``PEERWIRE_NODE_MODULES``.
 
     The path is returned whether or not it exists.
     """
-    bin_dir = Path(root if root is not None else project_root()).absolute() / "node_modules" / ".bin"
+    if root is not None:
+        return _codex_in(Path(root).absolute() / "node_modules")
+    folders = npm.search_path(environ)
+    return next((path for path in map(_codex_in, folders) if path.is_file()), _codex_in(folders[0]))
+
+
+def _codex_in(node_modules: Path) -> Path:
+    bin_dir = node_modules / ".bin"
     if sys.platform == "win32":
         # npm writes a .cmd shim there (and a shell script for POSIX shells).
         for name in ("codex.cmd", "codex.exe"):
@@ -224,12 +237,13 @@ def locate_codex(
 
     ``explicit`` (``--codex PATH``) wins over ``PEERWIRE_CODEX`` in
     ``environ`` (default: our environment), which wins over the pinned install
-    under ``root`` (default: the project root). An explicit value or variable
+    (:func:`pinned_executable` under ``root``, by default where :mod:`harness.npm`
+    finds one). An explicit value or variable
     without a directory part is also looked up on PATH. An empty variable
     counts as unset.
 
     ``expected_version`` is the version the executable must report: by
-    default the one ``package.json`` pins; None accepts any version (the one
+    default the one peerwire pins; None accepts any version (the one
     found is still recorded). Raises :class:`CodexNotFoundError` when the
     selection points at nothing executable, :class:`CodexVersionMismatchError`
     on another version, and :class:`CodexVersionError` when the version cannot
@@ -250,14 +264,18 @@ def locate_codex(
                 f"to use the pinned install."
             )
     else:
-        source, candidate = "pinned install", str(pinned_executable(root))
+        source, candidate = "pinned install", str(pinned_executable(root, environ))
         executable = _find_executable(candidate)
         if executable is None:
-            where = Path(root if root is not None else project_root()).absolute()
+            if root is not None:
+                looked, install = f"no {candidate}", f"`npm ci` (or `make setup`) in {Path(root).absolute()}"
+            else:
+                looked = f"no {candidate}; looked in {npm.where_looked(environ)}"
+                install = (f"`{npm.install_hint([PACKAGE])}` in your project (in a peerwire checkout: `npm ci`, "
+                           f"which `make setup` runs)")
             raise CodexNotFoundError(
-                f"the pinned Codex CLI is not installed (no {candidate}). Run `npm ci` (or `make setup`) "
-                f"in {where} to install the version package.json pins, or select another Codex "
-                f"with --codex PATH or {ENV_VAR}."
+                f"the pinned Codex CLI is not installed ({looked}). Run {install} to install the version "
+                f"peerwire pins, or select another Codex with --codex PATH or {ENV_VAR}."
             )
 
     version = read_codex_version(executable)

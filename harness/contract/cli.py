@@ -1,7 +1,7 @@
-"""``python runner.py contract``: run the contract suite and write its reports.
+"""``peerwire-harness contract`` (``python runner.py contract``): run the contract suite and write its reports.
 
 A thin wrapper around pytest with :mod:`harness.contract.plugin`: it runs the
-suite in ``harness/contract/suite`` under the project's pytest configuration,
+suite in ``harness/contract/suite`` under its own pytest configuration (``suite.ini``),
 in parallel with pytest-xdist, and always writes ``compliance.json``,
 ``compliance.md``, ``junit.xml`` and ``durations.json`` into the report
 directory. With ``--shard K/N`` it runs one shard of the selected tests, and
@@ -21,13 +21,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from .layout import PROJECT_ROOT, SUITE_DIR
+from harness.resources import contract_suite_config, packages_root
+
+from .layout import SUITE_DIR
 from .report import JSON_NAME
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="runner.py contract",
+        prog="peerwire-harness contract",
         description="Run the messaging contract suite against an MCP server launched over stdio.",
         epilog="Anything after `--` is passed to pytest unchanged.",
     )
@@ -75,13 +77,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def default_report_dir() -> Path:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    return PROJECT_ROOT / "reports" / f"contract-{stamp}"
+    return Path("reports").absolute() / f"contract-{stamp}"
 
 
 def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence[str] = ()) -> list[str]:
     """The pytest command line for ``args`` (public so tests can inspect it)."""
+    # The suite's own configuration and root, wherever it runs from: the same options, and node ids
+    # (harness/contract/suite/...) that recorded durations and shard merges agree on.
     argv = ["-p", "harness.contract.plugin", "-p", "no:cacheprovider",
-            "--rootdir", str(PROJECT_ROOT), "-c", str(PROJECT_ROOT / "pyproject.toml"),
+            "--rootdir", str(packages_root()), "-c", str(contract_suite_config()),
             "--level", args.level, "--report-dir", str(report_dir)]
     if args.server_cmd:
         argv += ["--server-cmd", args.server_cmd]

@@ -28,6 +28,8 @@ A provisioner written for the first version of this interface (``restart``,
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
@@ -167,15 +169,31 @@ def adapt(provisioner: Any) -> Provisioner:
 
 def load_class(spec: str) -> type:
     """The class ``module:Class`` names (how a provisioner or driver is given); ``ValueError`` saying what is
-    wrong otherwise."""
+    wrong otherwise.
+
+    A module that is not importable is looked for in the current directory last, as ``python -m`` would
+    find it: peerwire installed as a tool (pipx, uvx) runs from an environment of its own.
+    """
     module_name, sep, class_name = spec.partition(":")
     if not sep or not module_name or not class_name:
         raise ValueError("use module:Class")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except ImportError as exc:
         raise ValueError(f"cannot import {module_name}: {exc}") from None
     found = getattr(module, class_name, None)
     if not isinstance(found, type):
         raise ValueError(f"{module_name} has no {class_name}")
     return found
+
+
+def _import(module_name: str):
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        # Only when the module itself is missing (a dependency it lacks is its own error), and only once.
+        if exc.name != module_name.partition(".")[0] or here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)  # last: the project's modules never shadow installed ones
+        return importlib.import_module(module_name)

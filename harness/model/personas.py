@@ -36,11 +36,12 @@ from peerwire import envelope
 
 from harness.evidence.responses import item_text, json_objects
 from harness.names import MESSAGING_NAMESPACE
+from harness.resources import contract_file, personas
 
 from .rules import Decision, ModelScript
 
-PERSONAS_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "personas"
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "persona.schema.json"
+PERSONAS_DIR = personas()
+SCHEMA_PATH = contract_file("persona.schema.json")
 CALL_PREFIX = "call_persona_"
 NAMESPACE = MESSAGING_NAMESPACE
 RECEIVE_TIMEOUT_MS = 30000

@@ -29,8 +29,9 @@ import jsonschema
 from peerwire.envelope import TYPE_HEADER
 
 from harness.evidence.responses import content_text, json_objects
+from harness.resources import contract_file
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "contracts" / "scripted-model-rules.schema.json"
+SCHEMA_PATH = contract_file("scripted-model-rules.schema.json")
 
 _ENVELOPE_TYPE = re.compile(rf"^{re.escape(TYPE_HEADER)}:[ \t]*(\S+)", re.MULTILINE)
 

@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["merge"]:
         return merge(argv[1:], out)
-    parser = argparse.ArgumentParser(prog="runner.py report", description="Summarize or compare run reports.")
+    parser = argparse.ArgumentParser(prog="peerwire-harness report", description="Summarize or compare run reports.")
     parser.add_argument("path", nargs="?", help="a report folder or its report.json")
     parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="list checks whose verdict changed")
     parser.add_argument("--request", nargs=2, metavar=("RUN", "SEQ"),
@@ -74,7 +74,7 @@ def merge(argv: Sequence[str], out: TextIO) -> int:
 
     from .merge import MergeRefused, durations, find_reports, merge_reports
 
-    parser = argparse.ArgumentParser(prog="runner.py report merge",
+    parser = argparse.ArgumentParser(prog="peerwire-harness report merge",
                                      description="Merge the shard reports of one run into one report.")
     parser.add_argument("folders", nargs="+", type=Path, metavar="DIR",
                         help="shard report folders, or folders holding them (searched recursively)")

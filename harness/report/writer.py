@@ -41,8 +41,9 @@ from harness.evidence.scenario import ScenarioEvidence
 
 from .scenario import scenario_section
 from harness.evidence.secrets import Finding, SecretScan
+from harness.resources import contract_file
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent.parent / "contracts" / "report.schema.json"
+SCHEMA_PATH = contract_file("report.schema.json")
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"

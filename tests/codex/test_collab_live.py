@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from harness.codex.install import project_root
 from harness.contract.manifest import requirement
 from harness.lab.reference import ReferenceDriver, ReferenceLab
 from harness.evidence.model_log import ModelRequestLog
@@ -27,7 +26,7 @@ from tests.core.conftest import wait_until
 
 pytestmark = pytest.mark.codex
 
-SCENARIO = project_root() / "scenarios" / "collab.toml"
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "collab.toml"
 
 
 def expectation() -> tuple[str, ProbeExpectation]:

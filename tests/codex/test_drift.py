@@ -19,17 +19,18 @@ import pytest
 from harness.acceptance import drift_report
 from harness.codex.capabilities import establish
 from harness.acceptance.drift import OBSERVED, ROUTE_NEEDS, Drift, exchange_outline
-from harness.codex.install import locate_codex, project_root
+from harness.codex.install import locate_codex
 from harness.lab.recorded import routes
 from harness.codex.fixtures import FIXTURE_DIR, load
 from peerwire.codex.surface import SURFACE
 from tests.conftest import OLDER_RELEASE
 
+ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 900
 
 
 def run_drift(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(project_root() / "runner.py"), "drift", *args], cwd=project_root(),
+    return subprocess.run([sys.executable, str(ROOT / "runner.py"), "drift", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
 
 

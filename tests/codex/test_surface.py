@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.codex.install import project_root
 from harness.codex.protocol import Node, ProtocolSchema, shape_of
 from harness.codex.fixtures import FIXTURE_DIR, load
 from peerwire.codex.capabilities import DECLARATIONS
 from peerwire.codex.surface import READERS, SURFACE, use_of
 
 pytestmark = pytest.mark.codex
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ADAPTER = ("peerwire/codex/adapter.py", "peerwire/codex/app_server.py", "peerwire/codex/outcome.py")
 NOT_PROTOCOL = {"kind"}
@@ -30,7 +31,7 @@ NOT_PROTOCOL = {"kind"}
 
 @functools.cache
 def literals(module: str) -> frozenset[str]:
-    tree = ast.parse((project_root() / module).read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
     return frozenset(node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
                      and isinstance(node.value, str))
 
@@ -130,6 +131,6 @@ def test_a_method_outside_the_surface_is_not_found() -> None:
 
 
 def test_the_readers_exist() -> None:
-    assert all((project_root() / module).is_file() for module in READERS)
+    assert all((ROOT / module).is_file() for module in READERS)
     assert set(ADAPTER) <= set(READERS)
     assert Path(__file__).name not in READERS

@@ -28,9 +28,9 @@ from harness.contract.fixtures import (  # noqa: F401
     tree_servers,
     votes,
 )
-from harness.contract.layout import PROJECT_ROOT, REFERENCE_PROVISIONER, REFERENCE_SERVER_CMD
+from harness.contract.layout import REFERENCE_PROVISIONER, REFERENCE_SERVER_CMD
 
-RUNNER = PROJECT_ROOT / "runner.py"
+RUNNER = Path(__file__).resolve().parents[2] / "runner.py"
 MUTANT_SERVER = Path(__file__).resolve().parent / "mutant_server.py"
 RUN_TIMEOUT_S = 240
 

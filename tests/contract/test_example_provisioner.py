@@ -13,10 +13,13 @@ import ast
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from harness.contract.layout import CONTRACTS_DIR, PROJECT_ROOT
+from harness.contract.layout import CONTRACTS_DIR
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 from .conftest import run_contract
 

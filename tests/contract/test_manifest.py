@@ -15,6 +15,7 @@ import ast
 import importlib
 import inspect
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import find
@@ -23,10 +24,11 @@ from jsonschema import Draft202012Validator
 
 from harness.contract.cases import all_cases
 from harness.contract.generation import properties_of
-from harness.contract.layout import CASE_SCHEMA_PATH, CONTRACTS_DIR, MANIFEST_SCHEMA_PATH, PROJECT_ROOT, SUITE_DIR
+from harness.contract.layout import CASE_SCHEMA_PATH, CONTRACTS_DIR, MANIFEST_SCHEMA_PATH, SUITE_DIR
 from harness.contract.manifest import ALSO_ATTRIBUTE, PROTOCOL, REQUIREMENT_ATTRIBUTE, Origin, manifest
 from harness.contract.schemas import PROFILE_TOOLS, error_codes, tool_contract
 
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TESTS_DIR = PROJECT_ROOT / "tests"
 PROFILE_TOOL_PAIRS = [(profile, tool) for profile, (_, tools) in PROFILE_TOOLS.items() for tool in tools]
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract.layout import PROJECT_ROOT
 from harness.contract.manifest import PROTOCOL, manifest
 
 from .conftest import run_contract
 
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EVERYTHING = PROJECT_ROOT / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
 

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -197,9 +198,9 @@ message) and calls spawn_agent, which is still in flight. Its thread began with 
 
 
 def _parent_records() -> list[dict]:
-    from harness.codex.install import project_root
+    root = Path(__file__).resolve().parents[2]
 
-    return [json.loads(line) for line in (project_root() / FORK_FIXTURE).read_text("utf-8").splitlines()]
+    return [json.loads(line) for line in (root / FORK_FIXTURE).read_text("utf-8").splitlines()]
 
 
 def _shape(items: list[dict]) -> list[str]:
@@ -520,9 +521,9 @@ and populated (the scripted model emitted them; the opaque strings stand for cip
 
 
 def _recorded_calls() -> list[dict]:
-    from harness.codex.install import project_root
+    root = Path(__file__).resolve().parents[2]
 
-    lines = (project_root() / ENCRYPTED_ARGS_FIXTURE).read_text("utf-8").splitlines()
+    lines = (root / ENCRYPTED_ARGS_FIXTURE).read_text("utf-8").splitlines()
     return [json.loads(line)["payload"] for line in lines]
 
 

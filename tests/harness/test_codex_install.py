@@ -26,8 +26,10 @@ from harness.codex.install import (
     parse_codex_version,
     pinned_executable,
     pinned_version,
-    project_root,
 )
+from harness.npm import NODE_MODULES_ENV, pin
+
+ROOT = Path(__file__).resolve().parents[2]
 
 posix_scripts = pytest.mark.skipif(
     sys.platform == "win32", reason="the stand-in executables are POSIX shell scripts"
@@ -102,13 +104,34 @@ def test_a_missing_package_json_is_reported_with_its_path(tmp_path: Path) -> Non
     assert str(tmp_path / "package.json") in str(failure.value)
 
 
-def test_the_project_root_is_the_parent_of_the_harness_package() -> None:
-    import harness
+def test_by_default_the_pin_is_the_one_peerwire_ships() -> None:
+    assert pinned_version() == pin("@openai/codex")
 
-    assert project_root() == Path(harness.__file__).resolve().parent.parent
-    assert pinned_executable() == project_root() / "node_modules" / ".bin" / (
-        "codex.cmd" if sys.platform == "win32" else "codex"
-    )
+
+@posix_scripts
+def test_by_default_the_pinned_install_is_the_nearest_node_modules_with_a_codex(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = fake_project(tmp_path / "project", pinned="1.0.0", installed="1.0.0")
+    inner = tmp_path / "project" / "sub" / "node_modules"  # a node_modules without Codex is passed over
+    inner.mkdir(parents=True)
+    monkeypatch.chdir(inner.parent)
+    assert pinned_executable(environ={}) == project / "node_modules" / ".bin" / "codex"
+    chosen = locate_codex(environ={}, expected_version=None)
+    assert (chosen.executable, chosen.source) == (project / "node_modules" / ".bin" / "codex", "pinned install")
+
+    elsewhere = fake_project(tmp_path / "elsewhere", pinned="2.0.0", installed="2.0.0")
+    chosen = locate_codex(environ={NODE_MODULES_ENV: str(elsewhere / "node_modules")}, expected_version=None)
+    assert (chosen.executable, chosen.version) == (elsewhere / "node_modules" / ".bin" / "codex", "2.0.0")
+
+
+def test_a_missing_pinned_install_outside_a_checkout_says_what_to_npm_install(tmp_path: Path) -> None:
+    empty = tmp_path / "modules"
+    empty.mkdir()
+    with pytest.raises(CodexNotFoundError) as failure:
+        locate_codex(environ={NODE_MODULES_ENV: str(empty)})
+    message = str(failure.value)
+    assert f"npm install @openai/codex@{pin('@openai/codex')}" in message
+    assert f"{NODE_MODULES_ENV}={empty}" in message and "--codex PATH" in message
 
 
 # -- selection -----------------------------------------------------------------------
@@ -222,7 +245,7 @@ def test_the_pinned_install_reports_the_pinned_version() -> None:
     installation = locate_codex(environ={})
 
     assert installation.source == "pinned install"
-    assert installation.executable == project_root() / "node_modules" / ".bin" / (
+    assert installation.executable == ROOT / "node_modules" / ".bin" / (
         "codex.cmd" if sys.platform == "win32" else "codex"
     )
     assert installation.version == pinned_version()

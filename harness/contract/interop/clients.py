@@ -29,15 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from harness import npm
+from harness.resources import typescript_client
+
 from ..endpoints import SdkEndpoint, ToolOutcome
 from ..fixtures import Servers
-from ..layout import PROJECT_ROOT
 from .plan import CALL_TIMEOUT_S, Plan, PlannedCall
 
-NODE_MODULES = PROJECT_ROOT / "node_modules"
-TS_SDK_PACKAGE = "@modelcontextprotocol/sdk"
-INSPECTOR_PACKAGE = "@modelcontextprotocol/inspector-cli"
-TS_CLIENT_SCRIPT = Path(__file__).resolve().parent / "ts_sdk_client.mjs"
+TS_SDK_PACKAGE = npm.TS_SDK
+INSPECTOR_PACKAGE = npm.INSPECTOR
+TS_CLIENT_SCRIPT = typescript_client()
 INSPECTOR_WORKERS = 4
 """Inspector processes at once: each is a Node process plus a server process, mostly waiting on start-up."""
 
@@ -58,20 +59,21 @@ class Answer:
 
 
 def pinned_version(package: str) -> str:
-    """The version ``package.json`` pins for an npm package."""
-    return json.loads((PROJECT_ROOT / "package.json").read_text("utf-8"))["dependencies"][package]
+    """The version peerwire pins for an npm package (:func:`harness.npm.pin`)."""
+    return npm.pin(package)
 
 
-def installed_version(package: str) -> str:
-    """The installed version of a pinned npm package; :class:`ClientMissing` if absent or not the pin."""
-    manifest = NODE_MODULES / package / "package.json"
-    if not manifest.is_file():
-        raise ClientMissing(f"{package} is not installed: run `npm ci` (make setup) in {PROJECT_ROOT.name}/")
-    version = json.loads(manifest.read_text("utf-8"))["version"]
+def node_modules(package: str) -> Path:
+    """The ``node_modules`` folder holding the pinned ``package``; :class:`ClientMissing` if absent or not the pin."""
+    folder = npm.find(package)
+    if folder is None:
+        raise ClientMissing(f"{package} is not installed (looked in {npm.where_looked()}): run "
+                            f"`{npm.install_hint(npm.GROUPS['suite'])}` (in a peerwire checkout: `npm ci`, make setup)")
+    version = json.loads((folder / package / "package.json").read_text("utf-8"))["version"]
     if version != pinned_version(package):
-        raise ClientMissing(f"{package} {version} is installed, but package.json pins {pinned_version(package)}: "
-                            "run `npm ci`")
-    return version
+        raise ClientMissing(f"{package} {version} is installed in {folder}, but peerwire pins "
+                            f"{pinned_version(package)}: run `{npm.install_hint([package])}` (or `npm ci`)")
+    return folder
 
 
 def node() -> str:
@@ -179,7 +181,7 @@ def run_python_sdk(plan: Plan, workdir: Path) -> list[Answer]:
 
 def run_typescript_sdk(plan: Plan, workdir: Path) -> list[Answer]:
     """The plan through ``ts_sdk_client.mjs`` (the pinned TypeScript SDK's ``Client``) in one Node process."""
-    installed_version(TS_SDK_PACKAGE)
+    modules = node_modules(TS_SDK_PACKAGE)
     document = {"sessions": [
         {"id": session, "command": list(plan.server_cmd), "env": dict(env),
          "connect_timeout_ms": int(CALL_TIMEOUT_S * 1000),
@@ -189,8 +191,14 @@ def run_typescript_sdk(plan: Plan, workdir: Path) -> list[Answer]:
     plan_path = workdir / "typescript-sdk.plan.json"
     plan_path.write_text(json.dumps(document, ensure_ascii=False), "utf-8")
     bound = CALL_TIMEOUT_S * (len(plan.calls) + 2 * len(plan.sessions))
+    # Node resolves the script's imports from the script's own folder up: a copy beside a link to the
+    # node_modules found makes them that install's, wherever peerwire itself is installed.
+    client_dir = Path(tempfile.mkdtemp(prefix="typescript-sdk-", dir=workdir))
+    script = client_dir / TS_CLIENT_SCRIPT.name
+    shutil.copyfile(TS_CLIENT_SCRIPT, script)
+    (client_dir / "node_modules").symlink_to(modules, target_is_directory=True)
     # From the suite's own working directory, so the server command resolves as for every other client.
-    out = _run([node(), str(TS_CLIENT_SCRIPT), str(plan_path)], timeout=bound, cwd=Path.cwd(),
+    out = _run([node(), str(script), str(plan_path)], timeout=bound, cwd=Path.cwd(),
                stderr=workdir / "typescript-sdk.stderr.log", what="the TypeScript SDK client")
     by_id = {c.id: c for c in plan.calls}
     answers = []
@@ -214,8 +222,7 @@ def run_typescript_sdk(plan: Plan, workdir: Path) -> list[Answer]:
 
 def run_inspector_cli(plan: Plan, workdir: Path) -> list[Answer]:
     """Each planned call as one ``mcp-inspector-cli ... --method tools/call`` process."""
-    installed_version(INSPECTOR_PACKAGE)
-    cli = NODE_MODULES / INSPECTOR_PACKAGE / "build" / "index.js"  
+    cli = node_modules(INSPECTOR_PACKAGE) / INSPECTOR_PACKAGE / "build" / "index.js"  
     # The CLI looks for `../package.json` relative to its working directory before importing
     # its own; give it a directory whose parent has one, outside any checkout. The server it
     # starts changes back to the suite's working directory first, so that its command resolves

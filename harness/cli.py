@@ -1,0 +1,77 @@
+"""``peerwire-harness``: the harness's one command line, installed as a console script.
+
+  peerwire-harness contract [OPTIONS]   the messaging contract suite against an MCP server command
+  peerwire-harness accept [OPTIONS]     the acceptance runner: real Codex agents against a core
+  peerwire-harness report ...           summarize a report, compare two, or merge shard reports
+  peerwire-harness record [ROUTE ...]   refresh the recorded app-server fixtures from the pinned Codex
+  peerwire-harness drift --codex-version V   what would change on another Codex release
+  peerwire-harness pins [suite|accept|all]   the npm packages (and versions) a use needs
+
+Each command has its own ``--help``. In a checkout, ``python runner.py`` is the same
+dispatcher, with the acceptance runner as its default command. Every command is
+imported only when chosen, so each needs only its own extra (``peerwire[suite]``,
+``peerwire[accept]``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "contract": ("harness.contract.cli", "run the messaging contract suite against a server command"),
+    "accept": ("harness.acceptance.run", "run the acceptance scenarios against two real Codex agents"),
+    "report": ("harness.report.cli", "summarize a run report, compare two (--compare OLD NEW), or merge shards"),
+    "record": ("harness.acceptance.record", "refresh the adapter fixtures from the pinned Codex"),
+    "drift": ("harness.acceptance.drift", "report what would change for peerwire on another Codex release"),
+    "pins": ("harness.npm", "print the npm packages a use needs, pinned: npm install $(peerwire-harness pins ...)"),
+}
+"""Command -> (the module whose ``main(argv)`` runs it, a one-line summary)."""
+EXTRAS = {"contract": "suite", "accept": "accept", "record": "accept", "drift": "accept"}
+"""Command -> the extra that installs its dependencies (``pip install 'peerwire[suite]'``); others need none."""
+OWN_PACKAGES = ("peerwire", "harness", "peerwire_data")
+PROG = "peerwire-harness"
+
+
+def usage(prog: str = PROG, default: str | None = None) -> str:
+    """The dispatcher's help: every command and its summary."""
+    lines = [f"usage: {prog} COMMAND [OPTIONS]", "", "commands:"]
+    lines += [f"  {name:<10} {summary}" for name, (_, summary) in COMMANDS.items()]
+    lines += ["", f"`{prog} COMMAND --help` explains a command."]
+    if default is not None:
+        lines += [f"Without a command, the arguments go to `{default}` (`{prog} {default} --help`)."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None, *, default: str | None = None, prog: str = PROG) -> int:
+    """Run the command ``argv`` names; with ``default``, arguments that name none go to that command.
+
+    Returns the command's exit status; 2 (usage) for no command or an unknown one when there is no
+    default.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["-h"], ["--help"]) or (not args and default is None):
+        print(usage(prog, default), file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
+    if args and args[0] in COMMANDS:
+        command, rest = args[0], args[1:]
+    elif default is not None:
+        command, rest = default, args
+    else:
+        print(f"{prog}: unknown command {args[0]!r}\n\n{usage(prog)}", file=sys.stderr)
+        return 2
+    try:
+        module = importlib.import_module(COMMANDS[command][0])
+        return int(module.main(rest) or 0)
+    except ModuleNotFoundError as exc:
+        if not exc.name or exc.name.partition(".")[0] in OWN_PACKAGES or command not in EXTRAS:
+            raise
+        # A dependency of the command's extra, missing (imports are lazy, so this may come mid-run).
+        print(f"{prog} {command}: needs the Python package {exc.name.partition('.')[0]!r}, which the extra "
+              f"{EXTRAS[command]!r} installs: pip install 'peerwire[{EXTRAS[command]}]'", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+"""The acceptance scenarios and personas as package data, ``peerwire_data.scenarios`` (mapped by ``setup.py``).
+
+Nothing here is code: the package exists so that an installed peerwire finds these
+files through :mod:`importlib.resources` (see :mod:`harness.resources`).
+"""
