@@ -32,6 +32,8 @@ READERS = (
     "peerwire/codex/adapter.py",
     "peerwire/codex/app_server.py",
     "peerwire/codex/outcome.py",
+    "peerwire/codex/readiness.py",
+    "peerwire/stdio_peer.py",
     "peerwire/collab.py",
     "peerwire/collab_fork.py",
     "harness/acceptance/checks/collab.py",
