@@ -193,7 +193,7 @@ def test_a_server_without_the_collab_profile_runs_messaging_and_reports_collab_n
                        "--requirement", "wire:ping", "--requirement", "collab:spawn:task-name")
     assert run.returncode == 0, run.output[-3000:]
     document = run.compliance
-    assert document["selection"]["profiles"] == ["messaging"] and document["target"]["collab_server_cmd"] is None
+    assert document["selection"]["profiles"] == ["protocol", "messaging"] and document["target"]["collab_server_cmd"] is None
     assert run.result("wire:ping")["result"] == "pass"
     skipped = run.result("collab:spawn:task-name")
     assert skipped["result"] == "not tested" and skipped["selected"] is False
