@@ -27,11 +27,14 @@ import errno
 import itertools
 import json
 import socket
+import time
 from typing import Any
 
 from .errors import Code, PeerwireError
 from .home import Home
-from .limits import CONTROL_GRACE_S, CONTROL_LINE_BYTES
+from .collab import WAIT_MAX_MS as COLLAB_WAIT_MAX_MS
+from .limits import (ANSWER_GRACE_S, CONTROL_LINE_BYTES, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS,
+                     MAX_WAIT_MS)
 
 _ids = itertools.count(1)
 
@@ -65,6 +68,38 @@ def _require_home(home: Home) -> None:
         )
 
 
+WAITING_TOOLS: dict[tuple[str, str], tuple[int, int]] = {
+    ("messaging", "wait_agent"): (DEFAULT_WAIT_TIMEOUT_MS, MAX_WAIT_MS),
+    ("messaging", "receive_messages"): (DEFAULT_RECEIVE_TIMEOUT_MS, MAX_WAIT_MS),
+    ("collab", "wait_agent"): (DEFAULT_WAIT_TIMEOUT_MS, COLLAB_WAIT_MAX_MS),
+}
+"""The tools that may wait, by profile: (the wait when the call names none, the longest the app accepts)."""
+
+
+def answer_bound_s(tool: str, args: Any, profile: str = "messaging") -> float:
+    """How long a caller waits for the app's answer to ``tool``: the call's own wait plus :data:`ANSWER_GRACE_S`.
+
+    The wait is the call's ``timeout_ms`` (or the tool's default), held to the
+    longest the app accepts; a value the app refuses at once (not a number)
+    waits for nothing. Tools that never wait get the grace alone.
+    """
+    default, longest = WAITING_TOOLS.get((profile, tool), (0, 0))
+    wait_ms = args.get("timeout_ms", default) if isinstance(args, dict) else default
+    if isinstance(wait_ms, bool) or not isinstance(wait_ms, (int, float)) or not wait_ms == wait_ms:
+        wait_ms = 0
+    return max(0, min(wait_ms, longest)) / 1000 + ANSWER_GRACE_S
+
+
+def not_responding(home: Home, what: str, waited_s: float) -> PeerwireError:
+    """The app is alive (its socket took the call) but did not answer in time: retriable, unlike unavailable."""
+    return PeerwireError(
+        Code.APP_NOT_RESPONDING,
+        f"the app for {home.path} did not answer {what} within {waited_s:.0f}s: it is running but not responding "
+        "(stopped, or overloaded); retry the call with the same call id: anything it admitted stays admitted "
+        "and the retry returns its receipt",
+        {"home": str(home.path), "retriable": True, "waited_s": round(waited_s, 1)})
+
+
 class CallCancelled(Exception):
     """The app stopped the call because its caller cancelled it or left; it claimed nothing."""
 
@@ -95,9 +130,21 @@ class ControlChannel:
 
         Cancelling the awaiting task cancels the call in the app (its waits end, it claims nothing).
         """
-        return await self.request({"op": "tool", "profile": profile, "tool": tool, "args": args, "meta": meta})
+        return await self.request({"op": "tool", "profile": profile, "tool": tool, "args": args, "meta": meta},
+                                  bound_s=answer_bound_s(tool, args, profile), what=tool)
 
-    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, message: dict[str, Any], *, bound_s: float = ANSWER_GRACE_S,
+                      what: str = "the call") -> dict[str, Any]:
+        """Send one request and return its result; an app that does not answer within ``bound_s`` (connecting
+        included) fails it with ``app_not_responding``, and the call is cancelled in the app as a caller's
+        cancel would (what it admitted stays admitted)."""
+        try:
+            async with asyncio.timeout(bound_s):
+                return await self._request(message)
+        except TimeoutError:
+            raise not_responding(self.home, what, bound_s) from None
+
+    async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         writer = await self._connected()
         request_id = next(self._ids)
         future: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -192,17 +239,14 @@ class ControlClient:
         request = {"id": next(_ids), "op": op, "args": args or {}, "meta": meta or {}}
         if self.token:
             request["token"] = self.token
+        bound_s = wait_s + ANSWER_GRACE_S
         with self._connect() as sock:
-            sock.settimeout(wait_s + CONTROL_GRACE_S)
+            sock.settimeout(bound_s)
             try:
                 sock.sendall(encode(request))
-                line = _read_line(sock)
+                line = _read_line(sock, time.monotonic() + bound_s)
             except socket.timeout:
-                raise PeerwireError(
-                    Code.APP_UNAVAILABLE,
-                    f"the app for {self.home.path} did not answer {op} within {wait_s + CONTROL_GRACE_S:.0f}s; "
-                    "anything it admitted stays admitted",
-                ) from None
+                raise not_responding(self.home, op, bound_s) from None
             except OSError as exc:
                 raise _unavailable(self.home, f"the connection to the app broke during {op} ({exc.strerror})") from None
         if not line:
@@ -221,10 +265,15 @@ class ControlClient:
         return sock
 
 
-def _read_line(sock: socket.socket) -> bytes:
+def _read_line(sock: socket.socket, deadline: float) -> bytes:
+    """One answer line, by ``deadline`` (``socket.timeout`` otherwise, however the answer trickles in)."""
     chunks: list[bytes] = []
     size = 0
     while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise socket.timeout()
+        sock.settimeout(remaining)
         chunk = sock.recv(65536)
         if not chunk:
             return b"".join(chunks)

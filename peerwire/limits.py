@@ -17,13 +17,28 @@ DEFAULT_WAIT_TIMEOUT_MS = 60_000
 """How long ``wait_agent`` waits when the call names no ``timeout_ms`` (also an operator's turn wait)."""
 DEFAULT_RECEIVE_TIMEOUT_MS = 0
 
+MAX_WAIT_MS = 60_000
+"""The longest ``timeout_ms`` a messaging ``wait_agent`` or ``receive_messages`` accepts (the schema's maximum)."""
+
 MAX_NAME_CHARS = 64
 
 CONTROL_LINE_BYTES = 1024 * 1024
 """Longest control-socket line the app accepts (a full body plus envelope)."""
 
-CONTROL_GRACE_S = 10.0
-"""How much longer than a requested wait a control client waits for the app."""
+CODEX_TOOL_TIMEOUT_S = 70.0
+"""How long Codex waits for an MCP tool call (``tool_timeout_sec`` as the README configures it).
+
+Every messaging call, its longest wait included, is answered within this: by the
+app, or by the caller's side of the exchange saying the app did not answer.
+"""
+
+ANSWER_GRACE_S = 8.0
+"""How much longer than a call's own wait its caller waits for the app to answer.
+
+Past it the app is hung (alive but silent, e.g. stopped with SIGSTOP): the call
+fails with the retriable ``app_not_responding``. The longest messaging wait
+(60 s) plus this stays under :data:`CODEX_TOOL_TIMEOUT_S`.
+"""
 
 MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays and objects a JSON-RPC or control message may have."""

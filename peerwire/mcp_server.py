@@ -35,7 +35,7 @@ from .control import CallCancelled, ControlChannel
 from .errors import Code, PeerwireError
 from .home import HOME_ENV, SESSION_ENV, Home
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Batch, Notification, Rejected, Request
-from .limits import CONTROL_GRACE_S
+from .limits import ANSWER_GRACE_S
 
 log = logging.getLogger("peerwire.mcp")
 
@@ -162,7 +162,7 @@ class McpSession:
             self._cancelled.add(key)  # MCP: a cancelled request gets no answer
             task.cancel()
 
-    async def closed(self, grace: float = CONTROL_GRACE_S) -> None:
+    async def closed(self, grace: float = ANSWER_GRACE_S) -> None:
         """stdin closed: the client is gone. Release every call's waits, answer what finishes, stop."""
         if self._channel is not None:
             self._channel.release_all()

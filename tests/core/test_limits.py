@@ -27,6 +27,8 @@ def test_the_defaults_the_app_applies_are_the_schemas_defaults():
     limit = inputs("receive_messages")["limit"]
     assert limit["minimum"] <= limits.DEFAULT_RECEIVE_LIMIT <= limit["maximum"]
     assert limits.DEFAULT_WAIT_TIMEOUT_MS <= contract.definitions()["timeout_ms"]["maximum"]
+    assert limits.MAX_WAIT_MS == contract.definitions()["timeout_ms"]["maximum"]
+    assert limits.MAX_WAIT_MS / 1000 + limits.ANSWER_GRACE_S < limits.CODEX_TOOL_TIMEOUT_S
 
 
 def test_the_body_bound_is_the_one_the_schema_promises():
