@@ -24,7 +24,7 @@ from .delivery import Delivery
 from .errors import EXIT_STATUS, Code, PeerwireError
 from .home import Home, HomeLock, unusable
 from .hub import WakeHub
-from .limits import CONTROL_BACKLOG, CONTROL_LINE_BYTES
+from .limits import CONTROL_BACKLOG, MAX_LINE_BYTES
 from .operations import Operations
 from .providers import ManualProvider, Provider, ProviderFactory
 from .store import Store
@@ -108,7 +108,7 @@ class App:
             with self.home.socket_address() as address:
                 assert self.control is not None
                 self._server = await asyncio.start_unix_server(self.control.accept, path=address,
-                                                               limit=CONTROL_LINE_BYTES, backlog=CONTROL_BACKLOG)
+                                                               limit=MAX_LINE_BYTES, backlog=CONTROL_BACKLOG)
         finally:
             os.umask(old)
 

@@ -33,14 +33,23 @@ from typing import Any
 from .errors import Code, PeerwireError
 from .home import Home
 from .collab import WAIT_MAX_MS as COLLAB_WAIT_MAX_MS
-from .limits import (ANSWER_GRACE_S, CONTROL_LINE_BYTES, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS,
-                     MAX_WAIT_MS)
+from .framing import too_large
+from .limits import (ANSWER_GRACE_S, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS, MAX_ANSWER_LINE_BYTES,
+                     MAX_LINE_BYTES, MAX_WAIT_MS)
 
 _ids = itertools.count(1)
 
 
 def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def request_line(message: dict[str, Any]) -> bytes:
+    """``message`` as a control line, refused with ``message_too_large`` when the app would not read it."""
+    line = encode(message)
+    if len(line) - 1 > MAX_LINE_BYTES:
+        raise too_large(len(line) - 1)
+    return line
 
 
 def _unavailable(home: Home, why: str) -> PeerwireError:
@@ -147,15 +156,15 @@ class ControlChannel:
     async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         writer = await self._connected()
         request_id = next(self._ids)
+        message = {"id": request_id, **message}
+        if self._fresh and self.token:
+            message["token"] = self.token
+        line = request_line(message)
+        self._fresh = False
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        message = {"id": request_id, **message}
-        if self._fresh:
-            self._fresh = False
-            if self.token:
-                message["token"] = self.token
         try:
-            writer.write(encode(message))
+            writer.write(line)
             return _outcome(await future)
         except asyncio.CancelledError:
             if self._pending.pop(request_id, None) is not None and not writer.is_closing():
@@ -182,7 +191,7 @@ class ControlChannel:
             _require_home(self.home)
             try:
                 with self.home.socket_address() as address:
-                    reader, writer = await asyncio.open_unix_connection(address, limit=CONTROL_LINE_BYTES * 64)
+                    reader, writer = await asyncio.open_unix_connection(address, limit=MAX_ANSWER_LINE_BYTES)
             except OSError as exc:
                 raise _connect_failure(self.home, exc) from None
             self._writer = writer
@@ -240,10 +249,11 @@ class ControlClient:
         if self.token:
             request["token"] = self.token
         bound_s = wait_s + ANSWER_GRACE_S
+        line = request_line(request)
         with self._connect() as sock:
             sock.settimeout(bound_s)
             try:
-                sock.sendall(encode(request))
+                sock.sendall(line)
                 line = _read_line(sock, time.monotonic() + bound_s)
             except socket.timeout:
                 raise not_responding(self.home, op, bound_s) from None
@@ -282,5 +292,5 @@ def _read_line(sock: socket.socket, deadline: float) -> bytes:
         if b"\n" in chunk:
             data = b"".join(chunks)
             return data[: data.index(b"\n")]
-        if size > CONTROL_LINE_BYTES * 64:
+        if size > MAX_ANSWER_LINE_BYTES:
             raise PeerwireError(Code.INTERNAL, "the app sent an oversized response")

@@ -36,12 +36,15 @@ from typing import Any
 from .control import encode
 from .errors import Code, PeerwireError
 from .hub import CallerGone, Presence, presence
-from .limits import CONTROL_FD_RESERVE, CONTROL_LINE_BYTES, MAX_CONNECTIONS_PER_CALLER, MAX_CONTROL_CONNECTIONS
+from .framing import Lines, Oversize
+from .limits import CONTROL_FD_RESERVE, MAX_CONNECTIONS_PER_CALLER, MAX_CONTROL_CONNECTIONS
 from .operations import Operations
 from .registry import AgentRow
 from .store import storage_error
 
 log = logging.getLogger("peerwire.app")
+
+READ_CHUNK = 65536
 
 REPEAT_REPORT_S = 60.0
 """How often a failure that keeps repeating is summarised in the log."""
@@ -158,20 +161,20 @@ class ControlConnection:
         """The answer that ends this connection before it serves its caller (over the per-caller bound)."""
 
     async def serve(self) -> None:
+        lines = Lines()
         try:
-            while True:
-                try:
-                    line = await self.reader.readline()
-                except ValueError:
-                    await self._send({"id": None, "ok": False, "error": PeerwireError(
-                        Code.INVALID_ARGUMENT, f"control line longer than {CONTROL_LINE_BYTES} bytes").to_dict()})
-                    break
-                if not line:
-                    break
-                self._received(line)
-                if self.refusal is not None:  # answered, then closed: it takes no more requests
-                    await self._send(self.refusal)
-                    break
+            while chunk := await self.reader.read(READ_CHUNK):
+                for line in lines.feed(chunk):
+                    if isinstance(line, Oversize):  # that request fails; the connection goes on
+                        self._spawn(line.member("id"), line.error())
+                        continue
+                    self._received(line)
+                    if self.refusal is not None:  # answered, then closed: it takes no more requests
+                        await self._send(self.refusal)
+                        return
+            rest = lines.rest()  # a last request without its newline is still a request
+            if isinstance(rest, bytes):
+                self._received(rest)
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:

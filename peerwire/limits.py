@@ -22,8 +22,17 @@ MAX_WAIT_MS = 60_000
 
 MAX_NAME_CHARS = 64
 
-CONTROL_LINE_BYTES = 1024 * 1024
-"""Longest control-socket line the app accepts (a full body plus envelope)."""
+MAX_LINE_BYTES = 1024 * 1024
+"""Longest line any hop reads as one message: ``mcp serve`` from its client, the app from a control caller.
+
+Each sender holds its own lines to it too (``mcp serve`` and the CLI towards
+the app). A body at :data:`MAX_BODY_BYTES`, escaped as badly as JSON can
+(six bytes a byte), fits with room to spare; a longer line fails that one
+request with ``message_too_large`` (:mod:`peerwire.framing`).
+"""
+
+MAX_ANSWER_LINE_BYTES = 64 * MAX_LINE_BYTES
+"""Longest answer line a control client reads (a page of 100 records at the body bound, escaped at worst)."""
 
 CODEX_TOOL_TIMEOUT_S = 70.0
 """How long Codex waits for an MCP tool call (``tool_timeout_sec`` as the README configures it).

@@ -33,6 +33,7 @@ from typing import Any, Callable
 from . import __version__, contract, jsonrpc
 from .control import CallCancelled, ControlChannel
 from .errors import Code, PeerwireError
+from .framing import Lines, Oversize
 from .home import HOME_ENV, SESSION_ENV, Home
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Batch, Notification, Rejected, Request
 from .limits import ANSWER_GRACE_S
@@ -60,8 +61,6 @@ INSTRUCTIONS = (
 )
 CAPABILITIES = {"tools": {"listChanged": False}}
 READ_CHUNK = 65536
-MAX_LINE_BYTES = 8 * 1024 * 1024
-"""Longest input line read as a message; a longer one is refused and skipped to its end."""
 
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:
@@ -125,8 +124,11 @@ class McpSession:
 
     # -- input ----------------------------------------------------------------------
 
-    def receive(self, raw: bytes) -> None:
+    def receive(self, raw: bytes | Oversize) -> None:
         """Handle one input line: answer at once or start a task that will."""
+        if isinstance(raw, Oversize):
+            self._send(self._oversize(raw))
+            return
         message = jsonrpc.read_line(raw, batches=self.revision in BATCH_REVISIONS)
         if message is None:
             return
@@ -143,6 +145,16 @@ class McpSession:
             self._start(self._answered(message), message.id)
         else:
             self._send(self._answer_now(message))
+
+    @staticmethod
+    def _oversize(line: Oversize) -> dict[str, Any]:
+        """The answer to a line over the limit: ``message_too_large`` for that call, when its id is known."""
+        msg_id, method = line.member("id"), line.member("method")
+        if isinstance(msg_id, bool) or not isinstance(msg_id, (str, int)):
+            msg_id = None
+        if msg_id is not None and method == "tools/call":
+            return {"jsonrpc": "2.0", "id": msg_id, "result": tool_error(line.error())}
+        return jsonrpc.error(msg_id, jsonrpc.INVALID_REQUEST, f"Invalid Request: {line.error().message}")
 
     def _start(self, work: Any, msg_id: Any) -> None:
         task = asyncio.ensure_future(work)
@@ -347,44 +359,6 @@ def _error(msg_id: Any, exc: ProtocolError) -> dict[str, Any]:
 # -- stdio ------------------------------------------------------------------------------
 
 
-class Lines:
-    """Splits a byte stream into lines; a line longer than ``limit`` becomes one ``None`` and is skipped."""
-
-    def __init__(self, limit: int = MAX_LINE_BYTES):
-        self.limit = limit
-        self._partial = bytearray()
-        self._skipping = False
-
-    def feed(self, chunk: bytes) -> list[bytes | None]:
-        out: list[bytes | None] = []
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                break
-            if self._skipping:
-                self._skipping = False
-            elif len(self._partial) + end - start > self.limit:
-                out.append(None)
-            elif self._partial:
-                self._partial += chunk[start:end]
-                out.append(bytes(self._partial))
-            else:
-                out.append(chunk[start:end])
-            self._partial.clear()
-            start = end + 1
-        if not self._skipping:
-            self._partial += chunk[start:]
-            if len(self._partial) > self.limit:
-                self._partial.clear()
-                self._skipping = True
-                out.append(None)
-        return out
-
-    def rest(self) -> bytes:
-        return b"" if self._skipping else bytes(self._partial)
-
-
 def _pollable(fd: int) -> bool:
     """Pipes and sockets can be driven by the event loop; files and devices (/dev/null) cannot."""
     mode = os.fstat(fd).st_mode
@@ -431,14 +405,10 @@ async def serve(profile: str = "messaging", stdin_fd: int = 0, stdout_fd: int = 
     session = McpSession(await _output(stdout_fd), dict(os.environ if env is None else env), profile)
     session.warm()
     lines = Lines()
-    too_long = jsonrpc.error(None, jsonrpc.INVALID_REQUEST, f"Invalid Request: line longer than {MAX_LINE_BYTES} bytes")
     while chunk := await reader.read(READ_CHUNK):
         for line in lines.feed(chunk):
-            if line is None:
-                session._send(too_long)
-            else:
-                session.receive(line)
-    if rest := lines.rest():
+            session.receive(line)
+    if (rest := lines.rest()) is not None:
         session.receive(rest)
     await session.closed()
     return 0
