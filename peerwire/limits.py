@@ -31,6 +31,12 @@ the app). A body at :data:`MAX_BODY_BYTES`, escaped as badly as JSON can
 request with ``message_too_large`` (:mod:`peerwire.framing`).
 """
 
+OUTPUT_HIGH_WATER_BYTES = 1024 * 1024
+"""Answers ``mcp serve`` holds unread by its client before it stops reading requests (backpressure)."""
+
+MAX_CALLS_IN_FLIGHT = 64
+"""Tool calls one MCP session runs at once; the next request is read when one of them is answered."""
+
 MAX_ANSWER_LINE_BYTES = 64 * MAX_LINE_BYTES
 """Longest answer line a control client reads (a page of 100 records at the body bound, escaped at worst)."""
 
