@@ -36,7 +36,7 @@ from typing import Any
 from .control import encode
 from .errors import Code, PeerwireError
 from .hub import CallerGone, Presence, presence
-from .framing import Lines, Oversize
+from .framing import Lines, Oversize, out_of_range_at
 from .limits import CONTROL_FD_RESERVE, MAX_CONNECTIONS_PER_CALLER, MAX_CONTROL_CONNECTIONS
 from .operations import Operations
 from .registry import AgentRow
@@ -206,6 +206,10 @@ class ControlConnection:
                 self.refusal = {"id": request.get("id"), "ok": False, "error": refused.to_dict()}
                 return
             self.token = token  # the connection's caller, from its first request that names one
+        if (where := out_of_range_at(request, "request")) is not None:  # 1e400: valid JSON, read as infinity
+            self._spawn(request.get("id"), PeerwireError(
+                Code.INVALID_ARGUMENT, f"{where} is a number out of range: it overflows a 64-bit float"))
+            return
         self._spawn(request.get("id"), request)
 
     def _spawn(self, request_id: Any, request: dict | PeerwireError) -> None:

@@ -19,6 +19,7 @@ one that only looks like a member from inside a string, names nothing.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +104,20 @@ def _members_behind(tail: bytes) -> dict[str, bytes]:
             break
         rest = rest[:-1]
     return found
+
+
+def out_of_range_at(value: Any, path: str) -> str | None:
+    """Where in ``value`` a number JSON cannot carry (infinite or NaN) sits, as ``path.key[i]``; else ``None``."""
+    stack = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return where
+        if isinstance(node, dict):
+            stack.extend((child, f"{where}.{key}") for key, child in node.items())
+        elif isinstance(node, list):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(node))
+    return None
 
 
 class Lines:

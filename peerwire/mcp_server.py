@@ -33,7 +33,7 @@ from typing import Any, Awaitable, Callable
 from . import __version__, contract, jsonrpc
 from .control import CallCancelled, ControlChannel
 from .errors import Code, PeerwireError
-from .framing import Lines, Oversize
+from .framing import Lines, Oversize, out_of_range_at
 from .home import HOME_ENV, SESSION_ENV, Home
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Batch, Notification, Rejected, Request
 from .limits import ANSWER_GRACE_S, MAX_CALLS_IN_FLIGHT, OUTPUT_HIGH_WATER_BYTES
@@ -320,6 +320,10 @@ class McpSession:
             arguments = {}
         if not isinstance(arguments, dict):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: arguments must be an object")
+        if (where := out_of_range_at(arguments, "arguments")) is not None:
+            # Valid JSON (1e400), but it reads as infinity, which no hop can carry on: the caller's mistake.
+            return tool_error(PeerwireError(Code.INVALID_ARGUMENT, f"{where} is a number out of range: it "
+                                            "overflows a 64-bit float; send a finite number"))
         try:
             result = await self._control().call_tool(self.profile, name, arguments, call_meta(params))
         except PeerwireError as exc:
