@@ -23,6 +23,7 @@ from .control_server import ControlServer, RepeatedFailures
 from .delivery import Delivery
 from .errors import EXIT_STATUS, Code, PeerwireError
 from .home import Home, HomeLock, unusable
+from .home_files import open_private
 from .hub import WakeHub
 from .limits import CONTROL_BACKLOG, MAX_LINE_BYTES
 from .operations import Operations
@@ -34,8 +35,9 @@ log = logging.getLogger("peerwire.app")
 
 def _configure_logging(home: Home) -> logging.Handler:
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    os.close(os.open(home.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))  # private from creation
-    file_handler = logging.FileHandler(home.log, encoding="utf-8")
+    # Private from creation, never through a link, tightened if it was not.
+    log_file = os.fdopen(open_private(home.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "a", encoding="utf-8")
+    file_handler = logging.StreamHandler(log_file)
     file_handler.setFormatter(fmt)
     stream = logging.StreamHandler(sys.stderr)
     stream.setFormatter(fmt)

@@ -185,9 +185,10 @@ class Database:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > LATEST:
                 raise PeerwireError(
-                    Code.INTERNAL,
-                    f"store schema version {version} is newer than this peerwire ({LATEST}); upgrade peerwire",
-                )
+                    Code.STORE_DAMAGED,
+                    f"{self.path}: the store's schema is version {version}, written by a newer peerwire than this "
+                    f"one (which knows versions up to {LATEST}); run the peerwire that wrote it, or upgrade this one",
+                    {"file": str(self.path)})
             for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
                 for statement in _statements(script):
                     db.execute(statement)
