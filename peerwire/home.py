@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import sqlite3
 import stat
@@ -31,6 +32,8 @@ from .limits import STORE_PATH_MAX_BYTES
 
 if TYPE_CHECKING:
     from .store import Store
+
+log = logging.getLogger("peerwire.home")
 
 HOME_ENV = "PEERWIRE_HOME"
 SESSION_ENV = "PEERWIRE_SESSION_ID"
@@ -65,6 +68,14 @@ class Home:
     @property
     def db(self) -> Path:
         return self.path / "peerwire.db"
+
+    @property
+    def wal(self) -> Path:
+        return self.path / "peerwire.db-wal"
+
+    @property
+    def mark(self) -> Path:
+        return self.path / "peerwire.db-mark"
 
     @property
     def lock(self) -> Path:
@@ -183,10 +194,31 @@ class Home:
             raise self._store_error(exc) from None
         try:
             self._make_private(_STORE_FILES)
+            self._attach_mark(store)
         except BaseException:
             store.close()
             raise
         return store
+
+    def _attach_mark(self, store: "Store") -> None:
+        """Compare the store with its high-water mark, say what a damaged WAL cost, and keep the mark going.
+
+        Records lost are reported in one line naming the write-ahead log,
+        recorded in the store (``status`` lists them) and their sequence
+        numbers are never used again; the store is served as it is.
+        """
+        from .store.mark import HighWater
+
+        mark = HighWater(open_private(self.mark, os.O_RDWR | os.O_CREAT))
+        store.mark = mark
+        last = store.last_seq()
+        if mark.value > last:
+            lost = store.record_loss(last + 1, mark.value, self.wal)
+            log.error("%s: %d committed records (seq %d..%d) are missing: the write-ahead log was damaged and "
+                      "SQLite dropped its frames from the damage on; serving what remains (their sequence numbers "
+                      "are never reused); restore %s from a backup to get them back",
+                      shown(self.wal), lost["count"], lost["first_seq"], lost["last_seq"], shown(self.db))
+        mark.advance(store.last_seq())
 
     def _store_error(self, exc: sqlite3.DatabaseError) -> PeerwireError:
         name = getattr(exc, "sqlite_errorname", "")

@@ -221,7 +221,8 @@ class Operations:
     async def status(self, args: dict, token: str | None) -> dict:
         return {"ok": True, "node_id": self.store.node_id, "schema_version": self.store.schema_version,
                 "providers": sorted(self.providers), "waiting": self.hub.waiting(),
-                "subscribed": self.hub.subscribed(), "group_commit": self.store.group_stats}
+                "subscribed": self.hub.subscribed(), "group_commit": self.store.group_stats,
+                "losses": self.store.losses()}
 
     async def register_agent(self, args: dict, token: str | None) -> dict:
         name = validate_name(args.get("name"))

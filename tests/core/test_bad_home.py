@@ -396,7 +396,7 @@ def test_store_files_are_private_from_creation(tmp_path):
             assert proc.stdout is not None
             assert json.loads(proc.stdout.readline())["event"] == "ready"
             # While the app runs, the WAL and its index exist beside the store.
-            for name in ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "app.lock", "app.log"):
+            for name in ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "peerwire.db-mark", "app.lock", "app.log"):
                 mode = stat.S_IMODE((home / name).stat().st_mode)
                 assert mode == 0o600, f"{name} is {mode:o}"
         finally:
@@ -417,7 +417,7 @@ def test_a_new_store_appears_only_whole(tmp_path):
     home.create()
     home.open_store().close()
     names = sorted(p.name for p in home.path.iterdir())
-    assert names == ["peerwire.db"], names
+    assert names == ["peerwire.db", "peerwire.db-mark"], names  # the store and its high-water mark, no leftovers
     assert sqlite3.connect(home.db).execute("SELECT COUNT(*) FROM agents").fetchone() == (0,)
 
 
