@@ -75,7 +75,7 @@ class App:
             _configure_logging(self.home)
             self.store = self.home.open_store()
             self.delivery = Delivery(self.store, self.hub, self.providers)
-            self.ops = Operations(self.store, self.delivery)
+            self.ops = Operations(self.store, self.delivery, operator=self.home.ensure_operator_credential())
             for name, runtime in self.runtimes.items():
                 self.providers.setdefault(name, runtime(self.store, self.delivery.published, self.home.path / name))
             for provider in self.providers.values():

@@ -9,7 +9,9 @@ Cancel:   ``{"op": "cancel", "target": 1}`` (no response)
 
 A request may carry ``"token"``, the caller's session credential. The first
 token a connection presents is its caller for the rest of the connection; the
-app checks it once, not per call. Answers come in any order: each carries its
+app checks it once, not per call. An operator operation carries
+``"operator"``, the operator credential, instead; a session token never
+stands in for it. Answers come in any order: each carries its
 request's id.
 
 :class:`ControlChannel` is the MCP server's: one persistent connection per
@@ -235,12 +237,31 @@ class ControlChannel:
             await asyncio.gather(self._reader_task, return_exceptions=True)
 
 
-class ControlClient:
-    """Calls the app that owns ``home`` as the caller holding ``token``, one connection per call."""
+_FROM_HOME = object()
 
-    def __init__(self, home: Home, token: str | None = None):
+
+class ControlClient:
+    """Calls the app that owns ``home`` as the caller holding ``token``, one connection per call.
+
+    A client with no session ``token`` is the operator's: it presents the
+    operator credential, read from the home's ``operator.token`` (or the
+    ``operator`` given), which operator operations need. A client with a
+    session token is an agent's and presents none.
+    """
+
+    def __init__(self, home: Home, token: str | None = None, *, operator: Any = _FROM_HOME):
         self.home = home
         self.token = token
+        self._operator = operator if operator is not _FROM_HOME or token is None else None
+
+    @property
+    def operator(self) -> str | None:
+        if self._operator is _FROM_HOME:
+            try:
+                return self.home.operator_credential()
+            except PeerwireError:
+                return None  # the call then says what the home is missing
+        return self._operator
 
     def call(self, op: str, args: dict[str, Any] | None = None, *, meta: dict[str, Any] | None = None,
              wait_s: float = 0.0) -> dict[str, Any]:
@@ -248,6 +269,8 @@ class ControlClient:
         request = {"id": next(_ids), "op": op, "args": args or {}, "meta": meta or {}}
         if self.token:
             request["token"] = self.token
+        elif (operator := self.operator) is not None:
+            request["operator"] = operator
         bound_s = wait_s + ANSWER_GRACE_S
         line = request_line(request)
         with self._connect() as sock:

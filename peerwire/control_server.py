@@ -252,7 +252,7 @@ class ControlConnection:
         op, token = request["op"], request.get("token")
         if op != "tool":
             return await self.ops.call(op, request.get("args"), token if token is not None else self.token,
-                                       request.get("meta"))
+                                       request.get("meta"), operator=request.get("operator"))
         caller = (lambda: self.ops.store.caller(token)) if token is not None and token != self.token else self._caller
         return await self.ops.call_tool(request.get("profile", "messaging"), request.get("tool"),
                                         request.get("args"), request.get("meta"), caller=caller)

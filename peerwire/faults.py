@@ -273,6 +273,8 @@ class Campaign:
         request: dict[str, Any] = {"id": next(self._ids), "op": op, "args": args, "meta": meta or {}}
         if token:
             request["token"] = token
+        else:  # an operator operation
+            request["operator"] = self.home.operator_credential()
         answer = control_call(self.home, request, wait_s=wait_s, hang_up_after=hang_up_after)
         if answer is None:
             return None

@@ -1,8 +1,9 @@
 """A peerwire home: one directory holding one messaging core.
 
 Layout: ``peerwire.db`` (the store, with SQLite's ``-wal`` and ``-shm`` beside
-it), ``app.lock`` (held by the running app, with its pid), ``control.sock``
-(the app's private control socket) and ``app.log``. The directory is 0700 and
+it, and its high-water mark ``-mark``), ``operator.token`` (the operator
+credential), ``app.lock`` (held by the running app, with its pid),
+``control.sock`` (the app's private control socket) and ``app.log``. The directory is 0700 and
 every file in it 0600 from the moment it exists: file permissions are what make
 the control socket and the session tokens' hashes private.
 
@@ -19,6 +20,7 @@ import errno
 import json
 import logging
 import os
+import secrets
 import sqlite3
 import stat
 import sys
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from .errors import Code, PeerwireError
 from .home_files import FILES, check_entry, home_invalid, identify_store, kind, open_private, shown, unusable, user
-from .limits import STORE_PATH_MAX_BYTES
+from .limits import STORE_PATH_MAX_BYTES, TOKEN_BYTES
 
 if TYPE_CHECKING:
     from .store import Store
@@ -76,6 +78,10 @@ class Home:
     @property
     def mark(self) -> Path:
         return self.path / "peerwire.db-mark"
+
+    @property
+    def operator(self) -> Path:
+        return self.path / "operator.token"
 
     @property
     def lock(self) -> Path:
@@ -269,6 +275,37 @@ class Home:
         for name in names:
             if check_entry(self.path / name) is not None:
                 os.close(open_private(self.path / name, os.O_RDONLY, tighten=True))
+
+    # -- the operator credential ----------------------------------------------------
+
+    def ensure_operator_credential(self) -> str:
+        """The home's operator credential, created (256 random bits, 0600) if it has none yet; the app's.
+
+        It authenticates operator operations (registering, exporting, ...): only
+        someone who can read the home's ``operator.token`` holds it. It is never
+        put in an agent's environment, and a session token never stands in for it.
+        """
+        fd = open_private(self.operator, os.O_RDWR | os.O_CREAT)
+        try:
+            credential = os.read(fd, 1024).decode("ascii", "replace").strip()
+            if len(credential) < 43:  # new, or cut short: a fresh one, written whole before it is used
+                credential = secrets.token_urlsafe(TOKEN_BYTES)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, credential.encode() + b"\n", 0)
+                os.fsync(fd)
+            return credential
+        finally:
+            os.close(fd)
+
+    def operator_credential(self) -> str | None:
+        """The operator credential, read from the home (``None`` before the app first created it)."""
+        if check_entry(self.operator) is None:
+            return None
+        fd = open_private(self.operator, os.O_RDONLY)
+        try:
+            return os.read(fd, 1024).decode("ascii", "replace").strip() or None
+        finally:
+            os.close(fd)
 
     @contextlib.contextmanager
     def socket_address(self) -> Iterator[str]:

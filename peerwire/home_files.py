@@ -32,6 +32,7 @@ FILES: dict[str, tuple[Callable[[int], bool], str]] = {
     "peerwire.db-wal": (stat.S_ISREG, "the store's write-ahead log"),
     "peerwire.db-shm": (stat.S_ISREG, "the store's WAL index"),
     "peerwire.db-mark": (stat.S_ISREG, "the store's high-water mark"),
+    "operator.token": (stat.S_ISREG, "the operator credential"),
     "app.lock": (stat.S_ISREG, "the app's lock file"),
     "app.log": (stat.S_ISREG, "the app's log"),
     "control.sock": (stat.S_ISSOCK, "the app's control socket"),
@@ -207,9 +208,8 @@ def _legacy_store_version(path: Path) -> int:
         with contextlib.closing(sqlite3.connect(f"file:{quote(os.fspath(path))}?{mode}", uri=True)) as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            has_node = "meta" in tables and db.execute("SELECT 1 FROM meta WHERE key = 'node_id'").fetchone()
     except sqlite3.DatabaseError:
         return 0  # what a normal open then finds (a damaged file) is refused there
-    if version == 0 or not _PEERWIRE_TABLES <= tables or not has_node:
+    if version == 0 or not _PEERWIRE_TABLES <= tables:
         raise _not_ours(path, f"user_version {version}, tables {', '.join(sorted(tables)) or 'none'}")
     return version

@@ -246,14 +246,15 @@ def newer_schema(tmp: Path) -> Path:
 
 CASES += [Broken(f"symlink-{name}", symlink_named(name, dangling=name == "peerwire.db"), Code.HOME_INVALID,
                  lambda h, name=name: h / name, store_only=name != "control.sock")
-          for name in ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "app.lock", "app.log", "control.sock")]
+          for name in ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "peerwire.db-mark", "operator.token",
+                       "app.lock", "app.log", "control.sock")]
 CASES += [Broken("foreign-database", foreign_database, Code.STORE_DAMAGED, lambda h: h / "peerwire.db",
                  store_only=True),
           Broken("newer-schema", newer_schema, Code.STORE_DAMAGED, lambda h: h / "peerwire.db", store_only=True)]
 if os.geteuid() == 0:
     CASES += [Broken(f"foreign-{name}", owned_by_another_user(name), Code.HOME_INVALID,
                      lambda h, name=name: h / name, store_only=name != "control.sock")
-              for name in ("peerwire.db", "peerwire.db-wal", "app.lock", "app.log", "control.sock")]
+              for name in ("peerwire.db", "peerwire.db-wal", "operator.token", "app.lock", "app.log", "control.sock")]
 
 
 def db_directory(tmp: Path) -> Path:
@@ -396,7 +397,8 @@ def test_store_files_are_private_from_creation(tmp_path):
             assert proc.stdout is not None
             assert json.loads(proc.stdout.readline())["event"] == "ready"
             # While the app runs, the WAL and its index exist beside the store.
-            for name in ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "peerwire.db-mark", "app.lock", "app.log"):
+            for name in ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "peerwire.db-mark", "operator.token",
+                         "app.lock", "app.log"):
                 mode = stat.S_IMODE((home / name).stat().st_mode)
                 assert mode == 0o600, f"{name} is {mode:o}"
         finally:
@@ -421,7 +423,8 @@ def test_a_new_store_appears_only_whole(tmp_path):
     assert sqlite3.connect(home.db).execute("SELECT COUNT(*) FROM agents").fetchone() == (0,)
 
 
-LINKED = ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "app.lock", "app.log", "control.sock")
+LINKED = ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "peerwire.db-mark", "operator.token", "app.lock",
+          "app.log", "control.sock")
 
 
 @pytest.mark.parametrize("name", LINKED)
