@@ -30,11 +30,11 @@ import itertools
 import json
 import socket
 import time
-from typing import Any
+from typing import Any, Callable
 
 from .errors import Code, PeerwireError
 from .home import Home
-from .collab import WAIT_MAX_MS as COLLAB_WAIT_MAX_MS
+from . import collab
 from .framing import too_large
 from .limits import (ANSWER_GRACE_S, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS, MAX_ANSWER_LINE_BYTES,
                      MAX_LINE_BYTES, MAX_WAIT_MS)
@@ -79,26 +79,43 @@ def _require_home(home: Home) -> None:
         )
 
 
-WAITING_TOOLS: dict[tuple[str, str], tuple[int, int]] = {
-    ("messaging", "wait_agent"): (DEFAULT_WAIT_TIMEOUT_MS, MAX_WAIT_MS),
-    ("messaging", "receive_messages"): (DEFAULT_RECEIVE_TIMEOUT_MS, MAX_WAIT_MS),
-    ("collab", "wait_agent"): (DEFAULT_WAIT_TIMEOUT_MS, COLLAB_WAIT_MAX_MS),
+def _messaging_wait(default_ms: int) -> Callable[[Any], float]:
+    def wait_ms(value: Any) -> float:
+        if value is None:
+            return default_ms
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value == value:
+            return 0  # refused at once
+        return max(0, min(value, MAX_WAIT_MS))
+    return wait_ms
+
+
+def _collab_wait(value: Any) -> float:
+    try:
+        return collab.wait_timeout_ms(value)  # the collaboration profile's own rule (a floor, a default)
+    except PeerwireError:
+        return 0  # refused at once
+
+
+WAITING_TOOLS: dict[tuple[str, str], Callable[[Any], float]] = {
+    ("messaging", "wait_agent"): _messaging_wait(DEFAULT_WAIT_TIMEOUT_MS),
+    ("messaging", "receive_messages"): _messaging_wait(DEFAULT_RECEIVE_TIMEOUT_MS),
+    ("collab", "wait_agent"): _collab_wait,
 }
-"""The tools that may wait, by profile: (the wait when the call names none, the longest the app accepts)."""
+"""The tools that may wait, by profile: how long a call waits, in ms, given its ``timeout_ms``."""
 
 
 def answer_bound_s(tool: str, args: Any, profile: str = "messaging") -> float:
     """How long a caller waits for the app's answer to ``tool``: the call's own wait plus :data:`ANSWER_GRACE_S`.
 
-    The wait is the call's ``timeout_ms`` (or the tool's default), held to the
-    longest the app accepts; a value the app refuses at once (not a number)
-    waits for nothing. Tools that never wait get the grace alone.
+    The wait is what the app will wait for the call's ``timeout_ms`` (its
+    default, held to the longest the app accepts, the collaboration profile's
+    floor); a value the app refuses at once waits for nothing. Tools that
+    never wait get the grace alone.
     """
-    default, longest = WAITING_TOOLS.get((profile, tool), (0, 0))
-    wait_ms = args.get("timeout_ms", default) if isinstance(args, dict) else default
-    if isinstance(wait_ms, bool) or not isinstance(wait_ms, (int, float)) or not wait_ms == wait_ms:
-        wait_ms = 0
-    return max(0, min(wait_ms, longest)) / 1000 + ANSWER_GRACE_S
+    wait = WAITING_TOOLS.get((profile, tool))
+    if wait is None:
+        return ANSWER_GRACE_S
+    return wait(args.get("timeout_ms") if isinstance(args, dict) else None) / 1000 + ANSWER_GRACE_S
 
 
 def not_responding(home: Home, what: str, waited_s: float) -> PeerwireError:

@@ -157,7 +157,7 @@ class Operations:
         call = Call.of(meta, "send_message", args)
         if (prior := await self._retried(caller, call)) is not None:
             return prior
-        recipient = self.store.resolve(args["target"], strict=bool(meta.get("strict")))
+        recipient = self.store.resolve(args["target"], strict=bool(args.get("strict") or meta.get("strict")))
         require_known(recipient.provider, self.providers)
         receipt = await self.store.commit(self.store.information_job(
             caller, recipient, args["message"], receipt=tool_receipt(meta), run_id=meta.get("run_id"), call=call,
@@ -169,7 +169,7 @@ class Operations:
         call = Call.of(meta, "followup_task", args)
         if (prior := await self._retried(caller, call)) is not None:
             return prior
-        recipient = self.store.resolve(args["target"], strict=bool(meta.get("strict")))
+        recipient = self.store.resolve(args["target"], strict=bool(args.get("strict") or meta.get("strict")))
         require_known(recipient.provider, self.providers)
         receipt = await self.store.commit(self.store.task_job(
             caller, recipient, args["message"], receipt=tool_receipt(meta), run_id=meta.get("run_id"), call=call,
@@ -188,6 +188,7 @@ class Operations:
         return receipt
 
     async def receive_messages(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        self.delivery.publish_captured()  # a turn's reply the store refused earlier is published before reading
         limit = args.get("limit", DEFAULT_RECEIVE_LIMIT)
         timeout_ms = args.get("timeout_ms", DEFAULT_RECEIVE_TIMEOUT_MS)
         deadline = time.monotonic() + timeout_ms / 1000
@@ -283,7 +284,10 @@ class Operations:
         fields = {k: bool(args[k]) for k in ("enabled", "sendable") if k in args}
         if not fields:
             raise PeerwireError(Code.INVALID_ARGUMENT, "set_agent changes enabled and/or sendable")
-        return {"agent": self.store.update_agent(agent_id, **fields).public()}
+        row = self.store.update_agent(agent_id, **fields)
+        if fields.get("enabled"):
+            self.delivery.task_admitted(row)  # what waited while it was disabled gets its opportunity now
+        return {"agent": row.public()}
 
     async def revoke_sessions(self, args: dict, token: str | None) -> dict:
         """Revoke every session credential of an agent (its callers then get unknown_caller)."""

@@ -138,6 +138,22 @@ def tree_servers(contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
         provisioner.stop()
 
 
+@pytest.fixture
+def own_servers(contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
+    """Servers on an app of the test's own, for a test that hangs, stops or changes it (never the shared one)."""
+    provisioner = contract_target.new_provisioner(tmp_path / "own-app")
+    provisioner.start()
+    started = Servers(contract_target, provisioner, tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()
+        thaw = getattr(provisioner, "thaw", None)  # an optional hook: a test that hung the app may have failed
+        if thaw is not None:
+            thaw()
+        provisioner.stop()
+
+
 def tool_call(endpoint: RawEndpoint, name: str, arguments: Any, *, timeout: float = 15.0):
     """A blocking tools/call through a raw endpoint; the outcome's ``failure`` says if none came."""
     return endpoint.call_tool(name, arguments, timeout=timeout).outcome(timeout)

@@ -44,7 +44,8 @@ from ..lifecycle import Event
 from ..providers import Committed, ProviderResult
 from ..registry import AgentRow
 from ..store import Store
-from .app_server import AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError
+from .app_server import (AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError,
+                         Notification)
 from .capabilities import Assessment, Capability, evaluate, version_from_user_agent
 from .outcome import outcome_of
 from .readiness import await_mcp_ready, configured_servers, core_servers, listed_ready
@@ -158,6 +159,10 @@ class CodexProvider:
         # The transport: a real app-server, or a recorded exchange replayed in tests.
         self.start_client = start_client
         self.owners: dict[str, Owner] = {}
+        self._owed: dict[str, tuple[dict[str, Any], str]] = {}
+        """Outcomes of ended turns whose capture the store refused: binding id -> (outcome, agent id)."""
+        self._unpublished = False
+        """Whether a captured outcome's publication was refused (the store holds it, state captured)."""
         self._adopting: dict[str, tuple[asyncio.Future, AppServerSession, dict[str, Any]]] = {}
         """Owners started with a listen socket, still waiting for their TUI's thread (see :meth:`attach`)."""
 
@@ -404,8 +409,8 @@ class CodexProvider:
 
     def recover(self) -> None:
         """At startup: publish captured outcomes, mark lost observations uncertain."""
-        for binding in self.store.bindings(state="captured"):
-            self._publish(binding["binding_id"], binding["outcome"], self.store.agent(binding["agent_id"]))
+        self._unpublished = True
+        self.publish_captured()
         for binding in self.store.bindings(state="accepted"):
             receipt = self.store.make_uncertain(binding["request_id"], "observation of the turn was lost when "
                                                 "the app stopped", binding_id=binding["binding_id"])
@@ -457,6 +462,8 @@ class CodexProvider:
         owner = self.owners.get(recipient.agent_id)
         if owner is None:
             return 0  # pending until an owner attaches
+        if not self.store.agent(recipient.agent_id).enabled:
+            return 0  # disabled: its tasks wait in the mailbox until it is enabled again
         accepted = 0
         async with owner.lock:
             needed = Capability.IDLE_START if owner.active_turn is None else Capability.STEER
@@ -513,8 +520,8 @@ class CodexProvider:
                         via="turn/steer" if steering else "turn/start")
         return True
 
-    def _uncertain(self, request_id: str, reason: str) -> None:
-        receipt = self.store.make_uncertain(request_id, reason)
+    def _uncertain(self, request_id: str, reason: str, *, binding_id: str | None = None) -> None:
+        receipt = self.store.make_uncertain(request_id, reason, binding_id=binding_id)
         self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
 
     async def interrupt(self, target: AgentRow) -> dict[str, Any]:
@@ -547,8 +554,8 @@ class CodexProvider:
 
     async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> ProviderResult | None:
         owner = self.owners.get(recipient.agent_id)
-        if owner is None:
-            return None  # it stays in the mailbox for receive
+        if owner is None or not self.store.agent(recipient.agent_id).enabled:
+            return None  # it stays in the mailbox for receive (a disabled agent's runtime gets nothing)
         if not owner.capabilities.allows(Capability.INJECT):
             # Never attempted: receive_messages still returns it.
             self.store.update_agent(recipient.agent_id, last_error=owner.capabilities.refusal(Capability.INJECT))
@@ -573,62 +580,117 @@ class CodexProvider:
     # -- observation -------------------------------------------------------------------------
 
     async def _watch(self, owner: Owner, since: int = 0) -> None:
+        """Observe the owner's thread until its app-server exits. A notification whose handling fails (the
+        store refusing a write) is logged and costs only what it was writing: the watch goes on."""
         try:
             async for note in owner.client.notifications(since=since):
-                params = note.params
-                if params.get("threadId") not in (None, owner.thread_id):
+                if note.params.get("threadId") not in (None, owner.thread_id):
                     continue
-                ended = None
-                async with owner.lock:
-                    if note.method == "turn/started":
-                        owner.active_turn = params["turn"]["id"]
-                        owner.started.add(owner.active_turn)
-                        self.store.update_agent(owner.agent_id, status="active")
-                        if owner.shared:
-                            self._limit_turn(owner, owner.active_turn)
-                    elif note.method == "item/completed":
-                        item = params.get("item") or {}
-                        if item.get("type") == "agentMessage":
-                            owner.items[params.get("turnId", "")].append(item)
-                    elif note.method == "turn/completed":
-                        ended = params["turn"]
-                        if owner.active_turn == ended["id"]:
-                            owner.active_turn = None
-                            if owner.turn_limit is not None:
-                                owner.turn_limit.cancel()
-                        self.store.update_agent(owner.agent_id, status="idle")
-                        self._complete(owner, ended)
-                if note.method == "turn/started":
-                    async with owner.changed:
-                        owner.changed.notify_all()
-                if ended is not None:
-                    async with owner.changed:
-                        owner.completed[ended["id"]] = {"turn_id": ended["id"], "status": ended.get("status")}
-                        owner.changed.notify_all()
-                    await self.dispatch(self.store.agent(owner.agent_id))
+                try:
+                    await self._observe(owner, note)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("%s: handling %s failed; still watching", owner.name, note.method)
         except AppServerExited:
             if self.owners.get(owner.agent_id) is owner:
                 del self.owners[owner.agent_id]
                 log.warning("codex app-server of %s exited", owner.name)
                 self._owner_gone(owner, "codex app-server exited")
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("watching %s failed", owner.name)
+
+    async def _observe(self, owner: Owner, note: Notification) -> None:
+        params = note.params
+        ended = None
+        async with owner.lock:
+            if note.method == "turn/started":
+                owner.active_turn = params["turn"]["id"]
+                owner.started.add(owner.active_turn)
+                if owner.shared:
+                    self._limit_turn(owner, owner.active_turn)
+                self._status(owner, "active")
+            elif note.method == "item/completed":
+                item = params.get("item") or {}
+                if item.get("type") == "agentMessage":
+                    owner.items[params.get("turnId", "")].append(item)
+            elif note.method == "turn/completed":
+                ended = params["turn"]
+                if owner.active_turn == ended["id"]:
+                    owner.active_turn = None
+                    if owner.turn_limit is not None:
+                        owner.turn_limit.cancel()
+                self._status(owner, "idle")
+                try:
+                    self._complete(owner, ended)
+                except Exception:  # what it could not record is owed or uncertain at start-up; the turn ended
+                    log.exception("%s: the outcome of turn %s was not recorded", owner.name, ended["id"])
+        if note.method == "turn/started":
+            async with owner.changed:
+                owner.changed.notify_all()
+        if ended is not None:
+            async with owner.changed:
+                owner.completed[ended["id"]] = {"turn_id": ended["id"], "status": ended.get("status")}
+                owner.changed.notify_all()
+            await self.dispatch(self.store.agent(owner.agent_id))
+
+    def _status(self, owner: Owner, status: str) -> None:
+        """Record the agent's status; a store that refuses it now is told again at the next change."""
+        try:
+            self.store.update_agent(owner.agent_id, status=status)
+        except PeerwireError as exc:
+            log.error("%s: status %s not recorded: %s", owner.name, status, exc.message)
 
     def _complete(self, owner: Owner, turn: dict[str, Any]) -> None:
+        """A bound turn ended: capture each task's outcome, then publish it (an unknown status: uncertain).
+
+        A capture or a publication the store refuses is owed: retried at the
+        next receive (:meth:`publish_captured`) and at start-up.
+        """
         items = owner.items.pop(turn["id"], []) or [i for i in turn.get("items") or []]
         agent = self.store.agent(owner.agent_id)
+        found = outcome_of(turn, items, agent.name)
         for binding in self.store.bindings(state="accepted", turn_id=turn["id"]):
-            outcome = outcome_of(turn, items, agent.name).evidence()
+            if found is None:
+                try:
+                    self._uncertain(binding["request_id"], f"turn {turn['id']} ended with status "
+                                    f"{turn.get('status')!r}, which this peerwire does not know",
+                                    binding_id=binding["binding_id"])
+                except PeerwireError as exc:  # still accepted: uncertain at the next start-up
+                    log.error("binding %s: turn %s's unknown status not recorded (%s)", binding["binding_id"],
+                              turn["id"], exc.message)
+                continue
+            outcome = found.evidence()
             outcome["text"] = outcome.pop("body")
-            if self.store.capture_outcome(binding["binding_id"], outcome) == "captured":
-                self._publish(binding["binding_id"], outcome, agent)
+            self._owed[binding["binding_id"]] = (outcome, agent.agent_id)
+        self.publish_captured()
+
+    def publish_captured(self) -> None:
+        """Capture and publish every outcome still owed: refused by the store earlier in this app's life,
+        or (at start-up) captured before a crash. Called after each turn and on every receive; cheap when
+        nothing is owed."""
+        for binding_id, (outcome, agent_id) in list(self._owed.items()):
+            try:
+                if self.store.capture_outcome(binding_id, outcome) == "captured":
+                    self._publish(binding_id, outcome, self.store.agent(agent_id))
+            except PeerwireError as exc:
+                log.error("the outcome of binding %s is owed (%s); it is published at the next receive",
+                          binding_id, exc.message)
+                continue
+            del self._owed[binding_id]
+        if self._unpublished:
+            self._unpublished = False
+            for binding in self.store.bindings(state="captured"):
+                self._publish(binding["binding_id"], binding["outcome"], self.store.agent(binding["agent_id"]))
 
     def _publish(self, binding_id: str, outcome: dict[str, Any], agent: AgentRow) -> None:
         sender = agent if outcome["attributed_to_recipient"] else None
-        receipt = self.store.publish_outcome(binding_id, sender, outcome["reply_status"], outcome["text"],
-                                             code=outcome.get("code"))
+        try:
+            receipt = self.store.publish_outcome(binding_id, sender, outcome["reply_status"], outcome["text"],
+                                                 code=outcome.get("code"))
+        except PeerwireError as exc:
+            self._unpublished = True  # captured: published from the store at the next receive
+            log.error("the reply of binding %s is captured but not published (%s); it is published at the "
+                      "next receive", binding_id, exc.message)
+            return
         if receipt is not None:
             self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
 

@@ -21,6 +21,7 @@ from typing import Sequence
 from harness.contract.fixtures import (  # noqa: F401
     case_app,
     contract_target,
+    own_servers,
     servers,
     shared_app,
     tree_servers,

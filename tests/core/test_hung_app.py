@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from harness.contract.endpoints import RawEndpoint
-from peerwire import contract, control
+from peerwire import collab, contract, control
 from peerwire.errors import Code
 from peerwire.home import HOME_ENV, SESSION_ENV
 from peerwire.limits import ANSWER_GRACE_S, CODEX_TOOL_TIMEOUT_S, DEFAULT_WAIT_TIMEOUT_MS
@@ -68,6 +68,9 @@ def test_every_messaging_call_is_bounded_under_the_codex_tool_timeout():
     # what the app refuses at once (a wrong type, out of range) waits no longer than the longest valid wait
     assert control.answer_bound_s("wait_agent", {"timeout_ms": "soon"}) == ANSWER_GRACE_S
     assert control.answer_bound_s("wait_agent", {"timeout_ms": 10**12}) < CODEX_TOOL_TIMEOUT_S
+    # The collaboration profile's wait has its own floor and default: the bound follows them.
+    assert control.answer_bound_s("wait_agent", {"timeout_ms": 0}, "collab") == collab.WAIT_MIN_MS / 1000 + ANSWER_GRACE_S
+    assert control.answer_bound_s("wait_agent", {}, "collab") == collab.WAIT_DEFAULT_MS / 1000 + ANSWER_GRACE_S
 
 
 def test_a_hung_app_fails_each_mcp_call_within_its_bound_and_says_it_hangs(core, tmp_path):
