@@ -104,10 +104,10 @@ def runner(args: argparse.Namespace) -> None:
 def kill_runner_and_count(workdir: Path, bound_s: float = ORPHAN_BOUND_S) -> dict:
     """Start the tree in ``workdir``, SIGKILL the runner's process group and the worker, count the orphans.
 
-    Returns ``{"processes": N, "orphans": [names], "seconds": s}``: ``processes``
+    Returns ``{"processes": N, "orphans": [names], "last_ended_s": s}``: ``processes``
     in the tree besides the two killed, ``orphans`` those alive ``bound_s``
     after the kill (each then killed here, so nothing is left behind),
-    ``seconds`` how long the last of the others took to end.
+    ``last_ended_s`` how long the last of the others took to end.
     """
     pids_file = workdir / "tree.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
@@ -139,7 +139,7 @@ def kill_runner_and_count(workdir: Path, bound_s: float = ORPHAN_BOUND_S) -> dic
                 proc.kill()
             except psutil.Error:
                 pass
-        return {"processes": len(others), "orphans": orphans, "seconds": round(seconds, 2)}
+        return {"processes": len(others), "orphans": orphans, "last_ended_s": round(seconds, 2)}
     finally:
         if runner_process.poll() is None:
             runner_process.kill()
