@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from . import surface_faults
+from .surface_faults import drain
 from .control import encode
 from .home import Home
 
@@ -510,18 +511,6 @@ def disk_full(root: Path, cycles: int, sends: int = 60) -> dict[str, Any]:
             out["failures"] += 1
         disk.unmount()
     return out
-
-
-def drain(mailbox: Any) -> list[dict[str, Any]]:
-    """Every record of a caller's mailbox (a :class:`~peerwire.control.ControlClient`), acknowledged as read."""
-    records: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        page = mailbox.call("receive_messages", {"limit": 100, **({"ack_cursor": cursor} if cursor else {})})
-        if not page["records"]:
-            return records
-        records += page["records"]
-        cursor = page["cursor"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -105,6 +105,18 @@ class McpSession:
             self.process.stdout.close()
 
 
+def drain(mailbox: Any) -> list[dict[str, Any]]:
+    """Every record of a caller's mailbox (a :class:`~peerwire.control.ControlClient`), acknowledged as read."""
+    records: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = mailbox.call("receive_messages", {"limit": 100, **({"ack_cursor": cursor} if cursor else {})})
+        if not page["records"]:
+            return records
+        records += page["records"]
+        cursor = page["cursor"]
+
+
 def _code(answer: dict | None) -> str | None:
     result = (answer or {}).get("result") or {}
     return ((result.get("structuredContent") or {}).get("error") or {}).get("code") if result.get("isError") else None
@@ -163,8 +175,6 @@ def hung(root: Path, start_app: Callable[[Home], subprocess.Popen], *, sessions:
                                                 "arguments": {"target": "inbox", "message": call_id}})
             if answer is None or _code(answer) is not None:
                 out["lost"] += 1
-        from .faults import drain
-
         bodies = [r["body"] for r in drain(ControlClient(home, inbox)) if r["kind"] == "task"]
         wanted = {call_id for _, _, call_id, _ in calls if call_id}
         out["lost"] = max(out["lost"], len(wanted - set(bodies)))
