@@ -49,8 +49,10 @@ def _ready_line(stream, what: str) -> list[str]:
 def idle(args: argparse.Namespace) -> None:
     pids = [os.getpid()]
     if args.spawn_child:
+        # In a session of its own, as Codex starts its MCP servers (through a login shell): out of its parent's
+        # process group, so a kill of that group does not reach it.
         child = subprocess.Popen([sys.executable, "-m", "harness.process.tree_probe", "idle"],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
         assert child.stdout is not None
         pids += [int(pid) for pid in _ready_line(child.stdout, "the idle child")]
         child.stdout.close()
