@@ -37,7 +37,7 @@ from .home import Home
 from . import collab
 from .framing import too_large
 from .limits import (ANSWER_GRACE_S, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS, MAX_ANSWER_LINE_BYTES,
-                     MAX_LINE_BYTES, MAX_WAIT_MS)
+                     MAX_LINE_BYTES, MAX_WAIT_MS, MIN_ANSWER_BOUND_S)
 
 _ids = itertools.count(1)
 
@@ -109,7 +109,8 @@ EXPIRY_TICK_S = 0.25
 
 
 def answer_bound_s(tool: str, args: Any, profile: str = "messaging") -> float:
-    """How long a caller waits for the app's answer to ``tool``: the call's own wait plus :data:`ANSWER_GRACE_S`.
+    """How long a caller waits for the app's answer to ``tool``: its own wait plus :data:`ANSWER_GRACE_S`, and
+    never less than :data:`MIN_ANSWER_BOUND_S`.
 
     The wait is what the app will wait for the call's ``timeout_ms`` (its
     default, held to the longest the app accepts, the collaboration profile's
@@ -117,9 +118,13 @@ def answer_bound_s(tool: str, args: Any, profile: str = "messaging") -> float:
     never wait get the grace alone.
     """
     wait = WAITING_TOOLS.get((profile, tool))
-    if wait is None:
-        return ANSWER_GRACE_S
-    return wait(args.get("timeout_ms") if isinstance(args, dict) else None) / 1000 + ANSWER_GRACE_S
+    wait_s = 0.0 if wait is None else wait(args.get("timeout_ms") if isinstance(args, dict) else None) / 1000
+    return answer_bound(wait_s)
+
+
+def answer_bound(wait_s: float) -> float:
+    """How long a caller gives the app to answer a call that itself waits ``wait_s``."""
+    return max(wait_s + ANSWER_GRACE_S, MIN_ANSWER_BOUND_S)
 
 
 def not_responding(home: Home, what: str, waited_s: float) -> PeerwireError:
@@ -168,7 +173,7 @@ class ControlChannel:
         return await self.request({"op": "tool", "profile": profile, "tool": tool, "args": args, "meta": meta},
                                   bound_s=answer_bound_s(tool, args, profile), what=tool)
 
-    async def request(self, message: dict[str, Any], *, bound_s: float = ANSWER_GRACE_S,
+    async def request(self, message: dict[str, Any], *, bound_s: float = MIN_ANSWER_BOUND_S,
                       what: str = "the call") -> dict[str, Any]:
         """Send one request and return its result; an app that does not answer within ``bound_s`` fails it
         with ``app_not_responding``, and the call is cancelled in the app as a caller's cancel would (what it
@@ -315,7 +320,7 @@ class ControlClient:
             request["token"] = self.token
         elif (operator := self.operator) is not None:
             request["operator"] = operator
-        bound_s = wait_s + ANSWER_GRACE_S
+        bound_s = answer_bound(wait_s)
         line = request_line(request)
         with self._connect() as sock:
             sock.settimeout(bound_s)

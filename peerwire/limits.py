@@ -55,6 +55,14 @@ fails with the retriable ``app_not_responding``. The longest messaging wait
 (60 s) plus this stays under :data:`CODEX_TOOL_TIMEOUT_S`.
 """
 
+MIN_ANSWER_BOUND_S = 20.0
+"""The least time a caller gives the app to answer any call, however short its own wait.
+
+A busy disk can hold a commit (its fsync) for seconds: under a load average of
+12 on two cores a plain send took over 8 s now and then. An app that has not
+answered in this long is hung, not slow.
+"""
+
 MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays and objects a JSON-RPC or control message may have."""
 

@@ -37,10 +37,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .control import ControlClient
+from .control import ControlClient, answer_bound
 from .home import HOME_ENV, SESSION_ENV, Home
 from .home_files import FILES
-from .limits import ANSWER_GRACE_S, CODEX_TOOL_TIMEOUT_S
+from .limits import CODEX_TOOL_TIMEOUT_S
 
 CHECKS = ("hung", "lock", "flood", "planted", "wal", "orphans")
 FLOOD_BOUND_MB = 64
@@ -146,9 +146,9 @@ def hung(root: Path, start_app: Callable[[Home], subprocess.Popen], *, sessions:
                     call_id = f"hung-{n}-{k}"
                     msg_id = client.send("tools/call", {"name": "followup_task", "_meta": {"callId": call_id},
                                                         "arguments": {"target": "inbox", "message": call_id}})
-                    calls.append((client, msg_id, call_id, ANSWER_GRACE_S))
+                    calls.append((client, msg_id, call_id, answer_bound(0)))
                 msg_id = client.send("tools/call", {"name": "wait_agent", "arguments": {"timeout_ms": 1000}})
-                calls.append((client, msg_id, None, 1 + ANSWER_GRACE_S))
+                calls.append((client, msg_id, None, answer_bound(1)))
             cancelled = {(id(c), m) for c, m, call_id, _ in calls[::2] if call_id is not None}
             time.sleep(0.5)  # the clients give up on half the tasks while the app hangs
             for client, msg_id, _, _ in calls:
