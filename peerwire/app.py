@@ -24,8 +24,9 @@ from .control_server import ControlServer, RepeatedFailures
 from .delivery import Delivery
 from .errors import EXIT_STATUS, Code, PeerwireError
 from .home import Home, HomeLock, unusable
+from .home_files import open_private
 from .hub import WakeHub
-from .limits import CONTROL_BACKLOG, CONTROL_LINE_BYTES
+from .limits import CONTROL_BACKLOG, MAX_LINE_BYTES
 from .operations import Operations
 from .providers import ManualProvider, Provider, ProviderFactory
 from .store import Store
@@ -35,8 +36,9 @@ log = logging.getLogger("peerwire.app")
 
 def _configure_logging(home: Home) -> logging.Handler:
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    os.close(os.open(home.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))  # private from creation
-    file_handler = logging.FileHandler(home.log, encoding="utf-8")
+    # Private from creation, never through a link, tightened if it was not.
+    log_file = os.fdopen(open_private(home.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "a", encoding="utf-8")
+    file_handler = logging.StreamHandler(log_file)
     file_handler.setFormatter(fmt)
     stream = logging.StreamHandler(sys.stderr)
     stream.setFormatter(fmt)
@@ -74,7 +76,7 @@ class App:
             _configure_logging(self.home)
             self.store = self.home.open_store()
             self.delivery = Delivery(self.store, self.hub, self.providers)
-            self.ops = Operations(self.store, self.delivery)
+            self.ops = Operations(self.store, self.delivery, operator=self.home.ensure_operator_credential())
             for name, runtime in self.runtimes.items():
                 self.providers.setdefault(name, runtime(self.store, self.delivery.published, self.home.path / name))
             for provider in self.providers.values():
@@ -109,7 +111,7 @@ class App:
             with self.home.socket_address() as address:
                 assert self.control is not None
                 self._server = await asyncio.start_unix_server(self.control.accept, path=address,
-                                                               limit=CONTROL_LINE_BYTES, backlog=CONTROL_BACKLOG)
+                                                               limit=MAX_LINE_BYTES, backlog=CONTROL_BACKLOG)
         finally:
             os.umask(old)
 

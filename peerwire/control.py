@@ -9,7 +9,9 @@ Cancel:   ``{"op": "cancel", "target": 1}`` (no response)
 
 A request may carry ``"token"``, the caller's session credential. The first
 token a connection presents is its caller for the rest of the connection; the
-app checks it once, not per call. Answers come in any order: each carries its
+app checks it once, not per call. An operator operation carries
+``"operator"``, the operator credential, instead; a session token never
+stands in for it. Answers come in any order: each carries its
 request's id.
 
 :class:`ControlChannel` is the MCP server's: one persistent connection per
@@ -27,17 +29,29 @@ import errno
 import itertools
 import json
 import socket
-from typing import Any
+import time
+from typing import Any, Callable
 
 from .errors import Code, PeerwireError
 from .home import Home
-from .limits import CONTROL_GRACE_S, CONTROL_LINE_BYTES
+from . import collab
+from .framing import too_large
+from .limits import (ANSWER_GRACE_S, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS, MAX_ANSWER_LINE_BYTES,
+                     MAX_LINE_BYTES, MAX_WAIT_MS, MIN_ANSWER_BOUND_S)
 
 _ids = itertools.count(1)
 
 
 def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def request_line(message: dict[str, Any]) -> bytes:
+    """``message`` as a control line, refused with ``message_too_large`` when the app would not read it."""
+    line = encode(message)
+    if len(line) - 1 > MAX_LINE_BYTES:
+        raise too_large(len(line) - 1)
+    return line
 
 
 def _unavailable(home: Home, why: str) -> PeerwireError:
@@ -65,6 +79,64 @@ def _require_home(home: Home) -> None:
         )
 
 
+def _messaging_wait(default_ms: int) -> Callable[[Any], float]:
+    def wait_ms(value: Any) -> float:
+        if value is None:
+            return default_ms
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value == value:
+            return 0  # refused at once
+        return max(0, min(value, MAX_WAIT_MS))
+    return wait_ms
+
+
+def _collab_wait(value: Any) -> float:
+    try:
+        return collab.wait_timeout_ms(value)  # the collaboration profile's own rule (a floor, a default)
+    except PeerwireError:
+        return 0  # refused at once
+
+
+WAITING_TOOLS: dict[tuple[str, str], Callable[[Any], float]] = {
+    ("messaging", "wait_agent"): _messaging_wait(DEFAULT_WAIT_TIMEOUT_MS),
+    ("messaging", "receive_messages"): _messaging_wait(DEFAULT_RECEIVE_TIMEOUT_MS),
+    ("collab", "wait_agent"): _collab_wait,
+}
+"""The tools that may wait, by profile: how long a call waits, in ms, given its ``timeout_ms``."""
+
+
+EXPIRY_TICK_S = 0.25
+"""How often a control channel looks for calls past their answer bound (how late it may declare one)."""
+
+
+def answer_bound_s(tool: str, args: Any, profile: str = "messaging") -> float:
+    """How long a caller waits for the app's answer to ``tool``: its own wait plus :data:`ANSWER_GRACE_S`, and
+    never less than :data:`MIN_ANSWER_BOUND_S`.
+
+    The wait is what the app will wait for the call's ``timeout_ms`` (its
+    default, held to the longest the app accepts, the collaboration profile's
+    floor); a value the app refuses at once waits for nothing. Tools that
+    never wait get the grace alone.
+    """
+    wait = WAITING_TOOLS.get((profile, tool))
+    wait_s = 0.0 if wait is None else wait(args.get("timeout_ms") if isinstance(args, dict) else None) / 1000
+    return answer_bound(wait_s)
+
+
+def answer_bound(wait_s: float) -> float:
+    """How long a caller gives the app to answer a call that itself waits ``wait_s``."""
+    return max(wait_s + ANSWER_GRACE_S, MIN_ANSWER_BOUND_S)
+
+
+def not_responding(home: Home, what: str, waited_s: float) -> PeerwireError:
+    """The app is alive (its socket took the call) but did not answer in time: retriable, unlike unavailable."""
+    return PeerwireError(
+        Code.APP_NOT_RESPONDING,
+        f"the app for {home.path} did not answer {what} within {waited_s:.0f}s: it is running but not responding "
+        "(stopped, or overloaded); retry the call with the same call id: anything it admitted stays admitted "
+        "and the retry returns its receipt",
+        {"home": str(home.path), "retriable": True, "waited_s": round(waited_s, 1)})
+
+
 class CallCancelled(Exception):
     """The app stopped the call because its caller cancelled it or left; it claimed nothing."""
 
@@ -89,26 +161,41 @@ class ControlChannel:
         self._reader_task: asyncio.Task | None = None
         self._connecting: asyncio.Lock | None = None
         self._fresh = False
+        self._deadlines: dict[int, tuple[float, str, float]] = {}
+        """Calls in flight: request id -> (when the app must have answered, what, the bound)."""
+        self._expiry: asyncio.Task | None = None
 
     async def call_tool(self, profile: str, tool: str, args: Any, meta: dict[str, Any]) -> dict[str, Any]:
         """One tool call, validated and run by the app; raises :class:`PeerwireError` on a tool error.
 
         Cancelling the awaiting task cancels the call in the app (its waits end, it claims nothing).
         """
-        return await self.request({"op": "tool", "profile": profile, "tool": tool, "args": args, "meta": meta})
+        return await self.request({"op": "tool", "profile": profile, "tool": tool, "args": args, "meta": meta},
+                                  bound_s=answer_bound_s(tool, args, profile), what=tool)
 
-    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, message: dict[str, Any], *, bound_s: float = MIN_ANSWER_BOUND_S,
+                      what: str = "the call") -> dict[str, Any]:
+        """Send one request and return its result; an app that does not answer within ``bound_s`` fails it
+        with ``app_not_responding``, and the call is cancelled in the app as a caller's cancel would (what it
+        admitted stays admitted). Connecting to the app's socket never waits: the kernel takes or refuses it.
+        """
         writer = await self._connected()
         request_id = next(self._ids)
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
         message = {"id": request_id, **message}
-        if self._fresh:
-            self._fresh = False
-            if self.token:
-                message["token"] = self.token
+        if self._fresh and self.token:
+            message["token"] = self.token
+        line = request_line(message)
+        self._fresh = False
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+        self._pending[request_id] = future
+        # One timer for the channel (see _expire), not one per call: a timer per call (asyncio.timeout) cost
+        # mcp serve about a quarter more CPU per call, this one about a tenth.
+        self._deadlines[request_id] = (loop.time() + bound_s, what, bound_s)
+        if self._expiry is None or self._expiry.done():
+            self._expiry = asyncio.ensure_future(self._expire())
         try:
-            writer.write(encode(message))
+            writer.write(line)
             return _outcome(await future)
         except asyncio.CancelledError:
             if self._pending.pop(request_id, None) is not None and not writer.is_closing():
@@ -116,6 +203,24 @@ class ControlChannel:
             raise
         finally:
             self._pending.pop(request_id, None)
+            self._deadlines.pop(request_id, None)
+
+    async def _expire(self) -> None:
+        """While calls are in flight, fail those the app has not answered by their deadline (checked every
+        :data:`EXPIRY_TICK_S`), cancelling them in the app."""
+        loop = asyncio.get_running_loop()
+        while self._deadlines:
+            await asyncio.sleep(EXPIRY_TICK_S)
+            now = loop.time()
+            for request_id, (deadline, what, bound_s) in list(self._deadlines.items()):
+                if now < deadline:
+                    continue
+                del self._deadlines[request_id]
+                future = self._pending.pop(request_id, None)
+                if future is not None and not future.done():
+                    future.set_exception(not_responding(self.home, what, bound_s))
+                    if self._writer is not None and not self._writer.is_closing():
+                        self._writer.write(encode({"op": "cancel", "target": request_id}))
 
     async def warm(self) -> None:
         """Connect ahead of the first call; failing here is silent (the first call reports it)."""
@@ -135,7 +240,7 @@ class ControlChannel:
             _require_home(self.home)
             try:
                 with self.home.socket_address() as address:
-                    reader, writer = await asyncio.open_unix_connection(address, limit=CONTROL_LINE_BYTES * 64)
+                    reader, writer = await asyncio.open_unix_connection(address, limit=MAX_ANSWER_LINE_BYTES)
             except OSError as exc:
                 raise _connect_failure(self.home, exc) from None
             self._writer = writer
@@ -173,18 +278,39 @@ class ControlChannel:
             self._writer.write(encode({"op": "cancel", "target": request_id}))
 
     async def close(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
         if self._writer is not None:
             self._writer.close()
         if self._reader_task is not None:
             await asyncio.gather(self._reader_task, return_exceptions=True)
 
 
-class ControlClient:
-    """Calls the app that owns ``home`` as the caller holding ``token``, one connection per call."""
+_FROM_HOME = object()
 
-    def __init__(self, home: Home, token: str | None = None):
+
+class ControlClient:
+    """Calls the app that owns ``home`` as the caller holding ``token``, one connection per call.
+
+    A client with no session ``token`` is the operator's: it presents the
+    operator credential, read from the home's ``operator.token`` (or the
+    ``operator`` given), which operator operations need. A client with a
+    session token is an agent's and presents none.
+    """
+
+    def __init__(self, home: Home, token: str | None = None, *, operator: Any = _FROM_HOME):
         self.home = home
         self.token = token
+        self._operator = operator if operator is not _FROM_HOME or token is None else None
+
+    @property
+    def operator(self) -> str | None:
+        if self._operator is _FROM_HOME:
+            try:
+                return self.home.operator_credential()
+            except PeerwireError:
+                return None  # the call then says what the home is missing
+        return self._operator
 
     def call(self, op: str, args: dict[str, Any] | None = None, *, meta: dict[str, Any] | None = None,
              wait_s: float = 0.0) -> dict[str, Any]:
@@ -192,17 +318,17 @@ class ControlClient:
         request = {"id": next(_ids), "op": op, "args": args or {}, "meta": meta or {}}
         if self.token:
             request["token"] = self.token
+        elif (operator := self.operator) is not None:
+            request["operator"] = operator
+        bound_s = answer_bound(wait_s)
+        line = request_line(request)
         with self._connect() as sock:
-            sock.settimeout(wait_s + CONTROL_GRACE_S)
+            sock.settimeout(bound_s)
             try:
-                sock.sendall(encode(request))
-                line = _read_line(sock)
+                sock.sendall(line)
+                line = _read_line(sock, time.monotonic() + bound_s)
             except socket.timeout:
-                raise PeerwireError(
-                    Code.APP_UNAVAILABLE,
-                    f"the app for {self.home.path} did not answer {op} within {wait_s + CONTROL_GRACE_S:.0f}s; "
-                    "anything it admitted stays admitted",
-                ) from None
+                raise not_responding(self.home, op, bound_s) from None
             except OSError as exc:
                 raise _unavailable(self.home, f"the connection to the app broke during {op} ({exc.strerror})") from None
         if not line:
@@ -221,10 +347,15 @@ class ControlClient:
         return sock
 
 
-def _read_line(sock: socket.socket) -> bytes:
+def _read_line(sock: socket.socket, deadline: float) -> bytes:
+    """One answer line, by ``deadline`` (``socket.timeout`` otherwise, however the answer trickles in)."""
     chunks: list[bytes] = []
     size = 0
     while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise socket.timeout()
+        sock.settimeout(remaining)
         chunk = sock.recv(65536)
         if not chunk:
             return b"".join(chunks)
@@ -233,5 +364,5 @@ def _read_line(sock: socket.socket) -> bytes:
         if b"\n" in chunk:
             data = b"".join(chunks)
             return data[: data.index(b"\n")]
-        if size > CONTROL_LINE_BYTES * 64:
+        if size > MAX_ANSWER_LINE_BYTES:
             raise PeerwireError(Code.INTERNAL, "the app sent an oversized response")

@@ -35,14 +35,17 @@ from typing import Any
 
 from .control import encode
 from .errors import Code, PeerwireError
+from .framing import Lines, Oversize, out_of_range_at
 from .hub import CallerGone, Presence, presence
 from .jsonrpc import strict_loads
-from .limits import CONTROL_FD_RESERVE, CONTROL_LINE_BYTES, MAX_CONNECTIONS_PER_CALLER, MAX_CONTROL_CONNECTIONS
+from .limits import CONTROL_FD_RESERVE, MAX_CONNECTIONS_PER_CALLER, MAX_CONTROL_CONNECTIONS
 from .operations import Operations
 from .registry import AgentRow
 from .store import storage_error
 
 log = logging.getLogger("peerwire.app")
+
+READ_CHUNK = 65536
 
 REPEAT_REPORT_S = 60.0
 """How often a failure that keeps repeating is summarised in the log."""
@@ -159,20 +162,20 @@ class ControlConnection:
         """The answer that ends this connection before it serves its caller (over the per-caller bound)."""
 
     async def serve(self) -> None:
+        lines = Lines()
         try:
-            while True:
-                try:
-                    line = await self.reader.readline()
-                except ValueError:
-                    await self._send({"id": None, "ok": False, "error": PeerwireError(
-                        Code.INVALID_ARGUMENT, f"control line longer than {CONTROL_LINE_BYTES} bytes").to_dict()})
-                    break
-                if not line:
-                    break
-                self._received(line)
-                if self.refusal is not None:  # answered, then closed: it takes no more requests
-                    await self._send(self.refusal)
-                    break
+            while chunk := await self.reader.read(READ_CHUNK):
+                for line in lines.feed(chunk):
+                    if isinstance(line, Oversize):  # that request fails; the connection goes on
+                        self._spawn(line.member("id"), line.error())
+                        continue
+                    self._received(line)
+                    if self.refusal is not None:  # answered, then closed: it takes no more requests
+                        await self._send(self.refusal)
+                        return
+            rest = lines.rest()  # a last request without its newline is still a request
+            if isinstance(rest, bytes):
+                self._received(rest)
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
@@ -204,6 +207,10 @@ class ControlConnection:
                 self.refusal = {"id": request.get("id"), "ok": False, "error": refused.to_dict()}
                 return
             self.token = token  # the connection's caller, from its first request that names one
+        if (where := out_of_range_at(request, "request")) is not None:  # 1e400: valid JSON, read as infinity
+            self._spawn(request.get("id"), PeerwireError(
+                Code.INVALID_ARGUMENT, f"{where} is a number out of range: it overflows a 64-bit float"))
+            return
         self._spawn(request.get("id"), request)
 
     def _spawn(self, request_id: Any, request: dict | PeerwireError) -> None:
@@ -246,7 +253,7 @@ class ControlConnection:
         op, token = request["op"], request.get("token")
         if op != "tool":
             return await self.ops.call(op, request.get("args"), token if token is not None else self.token,
-                                       request.get("meta"))
+                                       request.get("meta"), operator=request.get("operator"))
         caller = (lambda: self.ops.store.caller(token)) if token is not None and token != self.token else self._caller
         return await self.ops.call_tool(request.get("profile", "messaging"), request.get("tool"),
                                         request.get("args"), request.get("meta"), caller=caller)

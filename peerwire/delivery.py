@@ -74,6 +74,13 @@ class Delivery:
         finally:
             self.hub.notify(recipient.agent_id, PROVIDER_CONTEXT_AVAILABLE if reached else MAILBOX_ACTIVITY)
 
+    def publish_captured(self) -> None:
+        """Have every provider publish the turn outcomes it still owes (see ``Provider.publish_captured``)."""
+        for provider in self.providers.values():
+            owed = getattr(provider, "publish_captured", None)
+            if owed is not None:
+                owed()
+
     def user_input(self, agent: AgentRow) -> None:
         """A person's input reached ``agent``'s conversation: wake its collaboration waits (``user_input``)."""
         self.hub.notify(agent.agent_id, USER_INPUT)

@@ -21,6 +21,7 @@ class Code(StrEnum):
     UNKNOWN_PROVIDER = "unknown_provider"
     UNKNOWN_CALLER = "unknown_caller"
     APP_UNAVAILABLE = "app_unavailable"
+    APP_NOT_RESPONDING = "app_not_responding"
     NOT_AUTHORIZED = "not_authorized"
     UNKNOWN_REQUEST = "unknown_request"
     UNKNOWN_INTERACTION = "unknown_interaction"

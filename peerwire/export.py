@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__
 from .errors import Code, PeerwireError
 from .home import Home
+from .home_files import identify_store
 from .schema import LATEST
 from .store import views
 
@@ -46,9 +47,10 @@ def of_store(store: "Store") -> dict[str, Any]:
 def of_home(home: Home) -> dict[str, Any]:
     """The export of a stopped home, read from its store opened read-only.
 
-    Raises ``home_missing`` when the home or its store does not exist, and
-    ``internal`` for a file that is not a peerwire store or was written by a
-    newer peerwire. A running app's home can be read too (WAL readers see the
+    Raises ``home_missing`` when the home or its store does not exist,
+    ``home_invalid`` for a store reached through a link or owned by another
+    user, and ``store_damaged`` for a file that is not a peerwire store or was
+    written by a newer peerwire (each left as it is). A running app's home can be read too (WAL readers see the
     last commit), but the app's own ``export`` op is the consistent way.
     """
     if not home.path.is_dir():
@@ -56,13 +58,11 @@ def of_home(home: Home) -> dict[str, Any]:
     if not home.db.is_file():
         raise PeerwireError(Code.HOME_MISSING, f"{home.path} holds no store ({home.db.name}): no app has run there",
                             {"home": str(home.path)})
+    identify_store(home.db, LATEST)  # not a link, ours, peerwire's, not newer: else refused, untouched
     try:
         with contextlib.closing(sqlite3.connect(f"{home.db.as_uri()}?mode=ro", uri=True)) as db:
             db.row_factory = sqlite3.Row
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > LATEST:
-                raise PeerwireError(Code.INTERNAL, f"{home.db} has store schema {version}, newer than this "
-                                    f"peerwire reads ({LATEST}); export it with the peerwire that wrote it")
             db.execute("BEGIN")
             try:
                 node = db.execute("SELECT value FROM meta WHERE key = 'node_id'").fetchone()
@@ -70,7 +70,7 @@ def of_home(home: Home) -> dict[str, Any]:
             finally:
                 db.execute("COMMIT")
     except sqlite3.DatabaseError as error:
-        raise PeerwireError(Code.INTERNAL, f"{home.db} cannot be read as a peerwire store: {error}",
+        raise PeerwireError(Code.STORE_DAMAGED, f"{home.db} cannot be read as a peerwire store: {error}",
                             {"home": str(home.path)}) from None
 
 

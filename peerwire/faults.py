@@ -28,6 +28,11 @@ refusal must be the retriable ``storage_unavailable``, the app must stay up,
 every refused call must go through when retried with its id once space is
 back, each exactly once, and the store must stay whole.
 
+With ``--local`` (all of them by default) it also puts the faults of the local
+surface on an app (:mod:`peerwire.surface_faults`): a hung app, a held lock,
+a flood of unread requests, planted links and foreign files, a damaged
+write-ahead log, a runner and its worker SIGKILLed together.
+
 Bounded by ``--rounds`` and ``--seconds``, whichever ends first. Exit status 0
 when every count that must be zero is zero.
 """
@@ -52,6 +57,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import surface_faults
+from .surface_faults import drain
 from .control import encode
 from .home import Home
 
@@ -79,10 +86,13 @@ class Tally:
     integrity_failed: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     disk_full: dict[str, Any] = field(default_factory=dict)
+    local: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The local surface's checks (:mod:`peerwire.surface_faults`), each with its ``failures``."""
 
     def clean(self) -> bool:
         return not (self.losses or self.duplicate_records or self.duplicate_exposures or self.lost_exposures
-                    or self.integrity_failed or self.disk_full.get("failures"))
+                    or self.integrity_failed or self.disk_full.get("failures")
+                    or any(check.get("failures") for check in self.local.values()))
 
 
 class Gone(Exception):
@@ -273,6 +283,8 @@ class Campaign:
         request: dict[str, Any] = {"id": next(self._ids), "op": op, "args": args, "meta": meta or {}}
         if token:
             request["token"] = token
+        else:  # an operator operation
+            request["operator"] = self.home.operator_credential()
         answer = control_call(self.home, request, wait_s=wait_s, hang_up_after=hang_up_after)
         if answer is None:
             return None
@@ -501,21 +513,9 @@ def disk_full(root: Path, cycles: int, sends: int = 60) -> dict[str, Any]:
     return out
 
 
-def drain(mailbox: Any) -> list[dict[str, Any]]:
-    """Every record of a caller's mailbox (a :class:`~peerwire.control.ControlClient`), acknowledged as read."""
-    records: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        page = mailbox.call("receive_messages", {"limit": 100, **({"ack_cursor": cursor} if cursor else {})})
-        if not page["records"]:
-            return records
-        records += page["records"]
-        cursor = page["cursor"]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m peerwire.faults", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=20, help="SIGKILL rounds (default 20)")
+    parser.add_argument("--rounds", type=int, default=20, help="SIGKILL rounds (default 20; 0 for none)")
     parser.add_argument("--seconds", type=float, default=60.0, help="stop starting rounds after this long")
     parser.add_argument("--senders", type=int, default=4, help="concurrent senders (default 4)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
@@ -523,16 +523,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--disk-full", type=int, default=0, metavar="CYCLES",
                         help="also fill a small disk under a second app this many times (a tmpfs where the "
                              "machine allows mounting one, else RLIMIT_FSIZE)")
+    parser.add_argument("--local", default="all", metavar="CHECKS",
+                        help="faults of the local surface to put on it too, comma-separated, from "
+                             f"{', '.join(surface_faults.CHECKS)} (default all; none for none)")
+    parser.add_argument("--flood", type=int, default=20_000, metavar="N",
+                        help="requests the flood check pipelines without reading (default 20000)")
     parser.add_argument("--json", action="store_true", help="print the tally as JSON")
     args = parser.parse_args(argv)
+    local = (() if args.local == "none" else surface_faults.CHECKS if args.local == "all"
+             else tuple(name.strip() for name in args.local.split(",") if name.strip()))
+    if unknown := set(local) - set(surface_faults.CHECKS):
+        parser.error(f"unknown --local check(s): {', '.join(sorted(unknown))}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     print(f"faults: seed {seed}, up to {args.rounds} rounds in {args.seconds:.0f}s, {args.senders} senders",
           file=sys.stderr)
     with contextlib.ExitStack() as stack:
         root = args.dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="peerwire-faults-")))
-        tally = Campaign(root, senders=args.senders, seed=seed).run(args.rounds, args.seconds, progress=True)
+        tally = (Campaign(root, senders=args.senders, seed=seed).run(args.rounds, args.seconds, progress=True)
+                 if args.rounds > 0 else Tally())
         if args.disk_full:
             tally.disk_full = disk_full(root, args.disk_full)
+        if local:
+            tally.local = surface_faults.run(root / "local", local, start_app, flood_requests=args.flood)
     out = {"seed": seed, **asdict(tally), "clean": tally.clean()}
     if args.json:
         print(json.dumps(out, indent=2))

@@ -65,12 +65,16 @@ class GroupCommit:
     writes on the loop's connection never contend with a group inside SQLite;
     ``failure`` turns a ``sqlite3.Error`` into what callers see;
     ``committed`` runs on the caller's loop after each commit that changed
-    something.
+    something; ``durable(connection)`` runs in the writer thread right after
+    such a commit, before any of its jobs' results are handed over (the store
+    advances its high-water mark there).
     """
 
     def __init__(self, connect: Callable[[], sqlite3.Connection], write_lock: threading.Lock,
-                 failure: Callable[[sqlite3.Error], BaseException], committed: Callable[[], None]):
+                 failure: Callable[[sqlite3.Error], BaseException], committed: Callable[[], None],
+                 durable: Callable[[sqlite3.Connection], None] = lambda db: None):
         self._db = connect()
+        self._durable = durable
         self._lock = write_lock
         self._failure = failure
         self._committed = committed
@@ -154,6 +158,9 @@ class GroupCommit:
                         if db.in_transaction:
                             db.execute("RELEASE job")
                 db.execute("COMMIT")
+                changed = db.total_changes != before
+                if changed:
+                    self._durable(db)  # before any receipt of the group is handed over
             except Exception as exc:
                 if db.in_transaction:
                     try:
@@ -162,7 +169,6 @@ class GroupCommit:
                         pass
                 error = self._failure(exc) if isinstance(exc, sqlite3.Error) else exc
                 return [(False, _own_copy(error)) for _ in jobs], False
-            changed = db.total_changes != before
         self.stats.commits += 1
         self.stats.jobs += len(jobs)
         self.stats.largest = max(self.stats.largest, len(jobs))

@@ -1,8 +1,9 @@
 """A peerwire home: one directory holding one messaging core.
 
 Layout: ``peerwire.db`` (the store, with SQLite's ``-wal`` and ``-shm`` beside
-it), ``app.lock`` (held by the running app, with its pid), ``control.sock``
-(the app's private control socket) and ``app.log``. The directory is 0700 and
+it, and its high-water mark ``-mark``), ``operator.token`` (the operator
+credential), ``app.lock`` (held by the running app, with its pid),
+``control.sock`` (the app's private control socket) and ``app.log``. The directory is 0700 and
 every file in it 0600 from the moment it exists: file permissions are what make
 the control socket and the session tokens' hashes private.
 
@@ -17,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
+import secrets
 import sqlite3
 import stat
 import sys
@@ -26,10 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from .errors import Code, PeerwireError
-from .limits import STORE_PATH_MAX_BYTES
+from .home_files import FILES, check_entry, home_invalid, identify_store, kind, open_private, shown, unusable, user
+from .limits import STORE_PATH_MAX_BYTES, TOKEN_BYTES
 
 if TYPE_CHECKING:
     from .store import Store
+
+log = logging.getLogger("peerwire.home")
 
 HOME_ENV = "PEERWIRE_HOME"
 SESSION_ENV = "PEERWIRE_SESSION_ID"
@@ -44,48 +50,7 @@ except (AttributeError, OSError, ValueError):  # no pathconf (Windows) or no ans
     PATH_MAX = 4096
 """The system's limit on a path, terminating NUL included."""
 
-# What each file of a home must be when it exists, and what it is for.
-_FILES = {
-    "peerwire.db": (stat.S_ISREG, "the store"),
-    "peerwire.db-wal": (stat.S_ISREG, "the store's write-ahead log"),
-    "peerwire.db-shm": (stat.S_ISREG, "the store's WAL index"),
-    "app.lock": (stat.S_ISREG, "the app's lock file"),
-    "app.log": (stat.S_ISREG, "the app's log"),
-    "control.sock": (stat.S_ISSOCK, "the app's control socket"),
-}
 _STORE_FILES = ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm")
-
-
-def shown(path: str | os.PathLike[str]) -> str:
-    """A path as messages print it: UTF-8, with undecodable bytes escaped."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISREG, "regular file"), (stat.S_ISSOCK, "socket"),
-                       (stat.S_ISFIFO, "named pipe"), (stat.S_ISLNK, "symbolic link")):
-        if test(mode):
-            return name
-    return "device"
-
-
-def _user(uid: int) -> str:
-    try:
-        import pwd
-
-        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
-    except (ImportError, KeyError):
-        return f"uid {uid}"
-
-
-def home_invalid(path: str | os.PathLike[str], why: str, todo: str) -> PeerwireError:
-    return PeerwireError(Code.HOME_INVALID, f"{shown(path)}: {why}; {todo}", {"file": shown(path)})
-
-
-def unusable(exc: OSError, todo: str = "fix the path or choose another home") -> PeerwireError:
-    """A filesystem failure while preparing or reaching a home, as ``home_invalid`` naming the file."""
-    culprit = exc.filename if exc.filename is not None else "the home"
-    return home_invalid(culprit, exc.strerror or str(exc), todo)
 
 
 @dataclass(frozen=True)
@@ -105,6 +70,18 @@ class Home:
     @property
     def db(self) -> Path:
         return self.path / "peerwire.db"
+
+    @property
+    def wal(self) -> Path:
+        return self.path / "peerwire.db-wal"
+
+    @property
+    def mark(self) -> Path:
+        return self.path / "peerwire.db-mark"
+
+    @property
+    def operator(self) -> Path:
+        return self.path / "operator.token"
 
     @property
     def lock(self) -> Path:
@@ -136,36 +113,32 @@ class Home:
                                           f"{PATH_MAX - 1}", "choose a shorter home path")
 
     def _check_directory(self) -> bool:
-        """Whether the home exists; raises when it exists as something other than a directory of ours."""
+        """Whether the home exists; raises when it exists as something other than a directory of ours.
+
+        A home reached through a symbolic link is accepted only when the link
+        is the user's own too.
+        """
         try:
+            link = os.lstat(self.path)
             info = os.stat(self.path)
         except FileNotFoundError:
             return False
         except OSError as exc:
             raise unusable(exc) from None
         if not stat.S_ISDIR(info.st_mode):
-            raise home_invalid(self.path, f"the home is a {_kind(info.st_mode)}, not a directory",
+            raise home_invalid(self.path, f"the home is a {kind(info.st_mode)}, not a directory",
                                "remove or rename it, or choose another home")
-        if info.st_uid != os.geteuid():
-            raise home_invalid(self.path, f"the home belongs to {_user(info.st_uid)}, not to you "
-                                          f"({_user(os.geteuid())})",
-                               "a home is private to the user who runs its app: run peerwire as that user "
-                               "or choose a home of your own")
+        for owner in {link.st_uid, info.st_uid}:
+            if owner != os.geteuid():
+                raise home_invalid(self.path, f"the home belongs to {user(owner)}, not to you "
+                                              f"({user(os.geteuid())})",
+                                   "a home is private to the user who runs its app: run peerwire as that user "
+                                   "or choose a home of your own")
         return True
 
     def _check_files(self, names: tuple[str, ...]) -> None:
         for name in names:
-            path = self.path / name
-            try:
-                info = os.stat(path)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise unusable(exc) from None
-            is_expected, what = _FILES[name]
-            if not is_expected(info.st_mode):
-                raise home_invalid(path, f"this is a {_kind(info.st_mode)}, but {what} belongs here",
-                                   f"move it out of {shown(self.path)}")
+            check_entry(self.path / name)
 
     def require_reachable(self) -> bool:
         """A client's checks before it connects; returns whether the home exists at all."""
@@ -188,8 +161,10 @@ class Home:
                 self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as exc:
                 raise unusable(exc, "create the home's parent directory or choose another home") from None
-        self._check_files(tuple(_FILES))
+        # Private first: from now on nobody else can plant or swap a file in it, so what the checks
+        # below find is what the app will open.
         os.chmod(self.path, 0o700)
+        self._check_files(tuple(FILES))
 
     def create(self) -> None:
         """Create the directory 0700 (tightening an existing one we own)."""
@@ -212,30 +187,44 @@ class Home:
         ``store_damaged`` and left exactly as it was. A new store is built
         aside and linked into place, so a crash never leaves an empty one.
         """
+        from .schema import LATEST
         from .store import Store
 
-        try:
-            size = os.stat(self.db).st_size
-        except FileNotFoundError:
+        if check_entry(self.db) is None:
             self._create_store()
         else:
-            if size == 0:
-                raise PeerwireError(
-                    Code.STORE_DAMAGED,
-                    f"{shown(self.db)}: the store is empty (0 bytes), so this home's agents and records are "
-                    "gone; peerwire will not start over on it: restore it from a backup, or remove it to start "
-                    "an empty home (every agent must then be registered again)",
-                    {"file": shown(self.db)})
+            identify_store(self.db, LATEST)
         try:
             store = Store(self.db, verify=True)
         except sqlite3.DatabaseError as exc:
             raise self._store_error(exc) from None
         try:
             self._make_private(_STORE_FILES)
+            self._attach_mark(store)
         except BaseException:
             store.close()
             raise
         return store
+
+    def _attach_mark(self, store: "Store") -> None:
+        """Compare the store with its high-water mark, say what a damaged WAL cost, and keep the mark going.
+
+        Records lost are reported in one line naming the write-ahead log,
+        recorded in the store (``status`` lists them) and their sequence
+        numbers are never used again; the store is served as it is.
+        """
+        from .store.mark import HighWater
+
+        mark = HighWater(open_private(self.mark, os.O_RDWR | os.O_CREAT))
+        store.mark = mark
+        last = store.last_seq()
+        if mark.value > last:
+            lost = store.record_loss(last + 1, mark.value, self.wal)
+            log.error("%s: %d committed records (seq %d..%d) are missing: the write-ahead log was damaged and "
+                      "SQLite dropped its frames from the damage on; serving what remains (their sequence numbers "
+                      "are never reused); restore %s from a backup to get them back",
+                      shown(self.wal), lost["count"], lost["first_seq"], lost["last_seq"], shown(self.db))
+        mark.advance(store.last_seq())
 
     def _store_error(self, exc: sqlite3.DatabaseError) -> PeerwireError:
         name = getattr(exc, "sqlite_errorname", "")
@@ -284,14 +273,39 @@ class Home:
         # SQLite gives -wal and -shm the store's own mode, so a private store
         # keeps its companions private; an older store is tightened here.
         for name in names:
-            path = self.path / name
-            try:
-                if stat.S_IMODE(os.stat(path).st_mode) & 0o077:
-                    os.chmod(path, 0o600)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise unusable(exc) from None
+            if check_entry(self.path / name) is not None:
+                os.close(open_private(self.path / name, os.O_RDONLY, tighten=True))
+
+    # -- the operator credential ----------------------------------------------------
+
+    def ensure_operator_credential(self) -> str:
+        """The home's operator credential, created (256 random bits, 0600) if it has none yet; the app's.
+
+        It authenticates operator operations (registering, exporting, ...): only
+        someone who can read the home's ``operator.token`` holds it. It is never
+        put in an agent's environment, and a session token never stands in for it.
+        """
+        fd = open_private(self.operator, os.O_RDWR | os.O_CREAT)
+        try:
+            credential = os.read(fd, 1024).decode("ascii", "replace").strip()
+            if len(credential) < 43:  # new, or cut short: a fresh one, written whole before it is used
+                credential = secrets.token_urlsafe(TOKEN_BYTES)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, credential.encode() + b"\n", 0)
+                os.fsync(fd)
+            return credential
+        finally:
+            os.close(fd)
+
+    def operator_credential(self) -> str | None:
+        """The operator credential, read from the home (``None`` before the app first created it)."""
+        if check_entry(self.operator) is None:
+            return None
+        fd = open_private(self.operator, os.O_RDONLY)
+        try:
+            return os.read(fd, 1024).decode("ascii", "replace").strip() or None
+        finally:
+            os.close(fd)
 
     @contextlib.contextmanager
     def socket_address(self) -> Iterator[str]:
@@ -317,7 +331,7 @@ class HomeLock:
     def acquire(self) -> None:
         import fcntl
 
-        fd = os.open(self.home.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private(self.home.lock, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -338,9 +352,15 @@ class HomeLock:
 
     def holder(self) -> dict:
         try:
-            return json.loads(self.home.lock.read_text() or "{}")
+            fd = open_private(self.home.lock, os.O_RDONLY)
+        except PeerwireError:
+            return {}
+        try:
+            return json.loads(os.read(fd, 64 * 1024) or b"{}")
         except (OSError, ValueError):
             return {}
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         if self._fd is None:

@@ -119,18 +119,18 @@ class IllegalTransition(PeerwireError):
 
 
 @dataclass(frozen=True)
-class Lifecycle:
+class StateTable:
+    """A lifecycle as data: its states, the events that move it, and where each allowed one leads.
+
+    :meth:`next` is the only way through it: an event the table does not allow
+    in a state raises :class:`IllegalTransition` before anything changes.
+    :meth:`mermaid` draws the same table (``docs/lifecycles.md``).
+    """
+
     name: str
     initial: str
-    transitions: Mapping[tuple[str, Event], str]
-    stages: Mapping[Event, Stage]
-    """The evidence stage each event records."""
+    transitions: Mapping[tuple[str, str], str]
     terminal: frozenset[str] = field(default_factory=frozenset)
-
-    def __post_init__(self) -> None:
-        unstaged = self.events - set(self.stages)
-        if unstaged:
-            raise ValueError(f"{self.name}: events {sorted(unstaged)} record no stage")
 
     @property
     def states(self) -> frozenset[str]:
@@ -140,7 +140,7 @@ class Lifecycle:
         return frozenset(found)
 
     @property
-    def events(self) -> frozenset[Event]:
+    def events(self) -> frozenset:
         return frozenset(event for (_src, event) in self.transitions)
 
     def allows(self, state: str, event: str) -> bool:
@@ -153,14 +153,6 @@ class Lifecycle:
         except KeyError:
             raise IllegalTransition(self.name, state, event) from None
 
-    def stage(self, event: str) -> Stage:
-        """The evidence stage ``event`` records."""
-        return self.stages[Event(event)]
-
-    def stages_into(self, state: str) -> frozenset[Stage]:
-        """The stages of the events that lead into ``state`` (what evidence says it was reached)."""
-        return frozenset(self.stages[event] for (_src, event), dst in self.transitions.items() if dst == state)
-
     def mermaid(self) -> str:
         lines = ["stateDiagram-v2", f"    [*] --> {self.initial}"]
         for (src, event), dst in sorted(self.transitions.items()):
@@ -168,6 +160,31 @@ class Lifecycle:
         for state in sorted(self.terminal):
             lines.append(f"    {state} --> [*]")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Lifecycle(StateTable):
+    """A record's (or a binding's) lifecycle: a :class:`StateTable` whose every event records an evidence stage."""
+
+    stages: Mapping[Event, Stage] = field(default_factory=dict)
+    """The evidence stage each event records."""
+
+    def __post_init__(self) -> None:
+        unstaged = self.events - set(self.stages)
+        if unstaged:
+            raise ValueError(f"{self.name}: events {sorted(unstaged)} record no stage")
+
+    @property
+    def events(self) -> frozenset[Event]:
+        return frozenset(event for (_src, event) in self.transitions)
+
+    def stage(self, event: str) -> Stage:
+        """The evidence stage ``event`` records."""
+        return self.stages[Event(event)]
+
+    def stages_into(self, state: str) -> frozenset[Stage]:
+        """The stages of the events that lead into ``state`` (what evidence says it was reached)."""
+        return frozenset(self.stages[event] for (_src, event), dst in self.transitions.items() if dst == state)
 
 
 # A record's own events record stages of the same name.

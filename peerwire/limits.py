@@ -17,13 +17,51 @@ DEFAULT_WAIT_TIMEOUT_MS = 60_000
 """How long ``wait_agent`` waits when the call names no ``timeout_ms`` (also an operator's turn wait)."""
 DEFAULT_RECEIVE_TIMEOUT_MS = 0
 
+MAX_WAIT_MS = 60_000
+"""The longest ``timeout_ms`` a messaging ``wait_agent`` or ``receive_messages`` accepts (the schema's maximum)."""
+
 MAX_NAME_CHARS = 64
 
-CONTROL_LINE_BYTES = 1024 * 1024
-"""Longest control-socket line the app accepts (a full body plus envelope)."""
+MAX_LINE_BYTES = 1024 * 1024
+"""Longest line any hop reads as one message: ``mcp serve`` from its client, the app from a control caller.
 
-CONTROL_GRACE_S = 10.0
-"""How much longer than a requested wait a control client waits for the app."""
+Each sender holds its own lines to it too (``mcp serve`` and the CLI towards
+the app). A body at :data:`MAX_BODY_BYTES`, escaped as badly as JSON can
+(six bytes a byte), fits with room to spare; a longer line fails that one
+request with ``message_too_large`` (:mod:`peerwire.framing`).
+"""
+
+OUTPUT_HIGH_WATER_BYTES = 1024 * 1024
+"""Answers ``mcp serve`` holds unread by its client before it stops reading requests (backpressure)."""
+
+MAX_CALLS_IN_FLIGHT = 64
+"""Tool calls one MCP session runs at once; the next request is read when one of them is answered."""
+
+MAX_ANSWER_LINE_BYTES = 64 * MAX_LINE_BYTES
+"""Longest answer line a control client reads (a page of 100 records at the body bound, escaped at worst)."""
+
+CODEX_TOOL_TIMEOUT_S = 70.0
+"""How long Codex waits for an MCP tool call (``tool_timeout_sec`` as the README configures it).
+
+Every messaging call, its longest wait included, is answered within this: by the
+app, or by the caller's side of the exchange saying the app did not answer.
+"""
+
+ANSWER_GRACE_S = 8.0
+"""How much longer than a call's own wait its caller waits for the app to answer.
+
+Past it the app is hung (alive but silent, e.g. stopped with SIGSTOP): the call
+fails with the retriable ``app_not_responding``. The longest messaging wait
+(60 s) plus this stays under :data:`CODEX_TOOL_TIMEOUT_S`.
+"""
+
+MIN_ANSWER_BOUND_S = 20.0
+"""The least time a caller gives the app to answer any call, however short its own wait.
+
+A busy disk can hold a commit (its fsync) for seconds: under a load average of
+12 on two cores a plain send took over 8 s now and then. An app that has not
+answered in this long is hung, not slow.
+"""
 
 MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays and objects a JSON-RPC or control message may have."""

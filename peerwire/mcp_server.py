@@ -28,14 +28,15 @@ import logging
 import os
 import stat
 import sys
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from . import __version__, contract, jsonrpc
 from .control import CallCancelled, ControlChannel
 from .errors import Code, PeerwireError
+from .framing import Lines, Oversize, out_of_range_at
 from .home import HOME_ENV, SESSION_ENV, Home
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Batch, Notification, Rejected, Request
-from .limits import CONTROL_GRACE_S
+from .limits import ANSWER_GRACE_S, MAX_CALLS_IN_FLIGHT, OUTPUT_HIGH_WATER_BYTES
 
 log = logging.getLogger("peerwire.mcp")
 
@@ -60,8 +61,6 @@ INSTRUCTIONS = (
 )
 CAPABILITIES = {"tools": {"listChanged": False}}
 READ_CHUNK = 65536
-MAX_LINE_BYTES = 8 * 1024 * 1024
-"""Longest input line read as a message; a longer one is refused and skipped to its end."""
 
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:
@@ -125,8 +124,11 @@ class McpSession:
 
     # -- input ----------------------------------------------------------------------
 
-    def receive(self, raw: bytes) -> None:
+    def receive(self, raw: bytes | Oversize) -> None:
         """Handle one input line: answer at once or start a task that will."""
+        if isinstance(raw, Oversize):
+            self._send(self._oversize(raw))
+            return
         message = jsonrpc.read_line(raw, batches=self.revision in BATCH_REVISIONS)
         if message is None:
             return
@@ -143,6 +145,21 @@ class McpSession:
             self._start(self._answered(message), message.id)
         else:
             self._send(self._answer_now(message))
+
+    @staticmethod
+    def _oversize(line: Oversize) -> dict[str, Any]:
+        """The answer to a line over the limit: ``message_too_large`` for that call, when its id is known."""
+        msg_id, method = line.member("id"), line.member("method")
+        if isinstance(msg_id, bool) or not isinstance(msg_id, (str, int)):
+            msg_id = None
+        if msg_id is not None and method == "tools/call":
+            return {"jsonrpc": "2.0", "id": msg_id, "result": tool_error(line.error())}
+        return jsonrpc.error(msg_id, jsonrpc.INVALID_REQUEST, f"Invalid Request: {line.error().message}")
+
+    async def room(self) -> None:
+        """Return once fewer than :data:`~peerwire.limits.MAX_CALLS_IN_FLIGHT` calls are in flight."""
+        while len(self._calls) >= MAX_CALLS_IN_FLIGHT:
+            await asyncio.wait(list(self._calls.values()), return_when=asyncio.FIRST_COMPLETED)
 
     def _start(self, work: Any, msg_id: Any) -> None:
         task = asyncio.ensure_future(work)
@@ -162,7 +179,7 @@ class McpSession:
             self._cancelled.add(key)  # MCP: a cancelled request gets no answer
             task.cancel()
 
-    async def closed(self, grace: float = CONTROL_GRACE_S) -> None:
+    async def closed(self, grace: float = ANSWER_GRACE_S) -> None:
         """stdin closed: the client is gone. Release every call's waits, answer what finishes, stop."""
         if self._channel is not None:
             self._channel.release_all()
@@ -303,6 +320,10 @@ class McpSession:
             arguments = {}
         if not isinstance(arguments, dict):
             raise ProtocolError(INVALID_PARAMS, "Invalid params: arguments must be an object")
+        if (where := out_of_range_at(arguments, "arguments")) is not None:
+            # Valid JSON (1e400), but it reads as infinity, which no hop can carry on: the caller's mistake.
+            return tool_error(PeerwireError(Code.INVALID_ARGUMENT, f"{where} is a number out of range: it "
+                                            "overflows a 64-bit float; send a finite number"))
         try:
             result = await self._control().call_tool(self.profile, name, arguments, call_meta(params))
         except PeerwireError as exc:
@@ -347,98 +368,91 @@ def _error(msg_id: Any, exc: ProtocolError) -> dict[str, Any]:
 # -- stdio ------------------------------------------------------------------------------
 
 
-class Lines:
-    """Splits a byte stream into lines; a line longer than ``limit`` becomes one ``None`` and is skipped."""
-
-    def __init__(self, limit: int = MAX_LINE_BYTES):
-        self.limit = limit
-        self._partial = bytearray()
-        self._skipping = False
-
-    def feed(self, chunk: bytes) -> list[bytes | None]:
-        out: list[bytes | None] = []
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                break
-            if self._skipping:
-                self._skipping = False
-            elif len(self._partial) + end - start > self.limit:
-                out.append(None)
-            elif self._partial:
-                self._partial += chunk[start:end]
-                out.append(bytes(self._partial))
-            else:
-                out.append(chunk[start:end])
-            self._partial.clear()
-            start = end + 1
-        if not self._skipping:
-            self._partial += chunk[start:]
-            if len(self._partial) > self.limit:
-                self._partial.clear()
-                self._skipping = True
-                out.append(None)
-        return out
-
-    def rest(self) -> bytes:
-        return b"" if self._skipping else bytes(self._partial)
-
-
 def _pollable(fd: int) -> bool:
     """Pipes and sockets can be driven by the event loop; files and devices (/dev/null) cannot."""
     mode = os.fstat(fd).st_mode
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-async def _input(fd: int) -> asyncio.StreamReader:
-    """stdin as a stream: a pipe transport when possible, else a reading thread."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=READ_CHUNK * 4)
-    if _pollable(fd):
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0, closefd=False))
-    else:
-        def pump() -> None:
-            while chunk := os.read(fd, READ_CHUNK):
-                loop.call_soon_threadsafe(reader.feed_data, chunk)
-            loop.call_soon_threadsafe(reader.feed_eof)
-
-        loop.run_in_executor(None, pump)
-    return reader
-
-
-async def _output(fd: int) -> Callable[[bytes], None]:
-    """A non-blocking writer of whole lines to stdout (a pipe transport when possible)."""
+async def _input(fd: int) -> Callable[[], Awaitable[bytes]]:
+    """stdin as chunks, read only when asked for (so an unread answer backlog stops the reading):
+    a pipe transport when possible, else a read in a thread per chunk."""
     loop = asyncio.get_running_loop()
     if not _pollable(fd):
-        def write_all(data: bytes) -> None:
+        return lambda: loop.run_in_executor(None, os.read, fd, READ_CHUNK)
+    # The transport pauses once this much is buffered unread, so the pipe fills and the client's writes block.
+    reader = asyncio.StreamReader(limit=READ_CHUNK * 4)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0, closefd=False))
+    return lambda: reader.read(READ_CHUNK)
+
+
+class Output:
+    """Whole lines to stdout, and :meth:`room`: whether the client reads them (a pipe transport when possible).
+
+    Writes never block; :meth:`room` waits while more than
+    :data:`~peerwire.limits.OUTPUT_HIGH_WATER_BYTES` of written lines are still
+    unread by the client (the reading of stdin waits on it).
+    """
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._transport: asyncio.WriteTransport | None = None
+        self._drained = asyncio.Event()
+        self._drained.set()
+
+    async def open(self) -> "Output":
+        if _pollable(self.fd):
+            output = self
+
+            class Flow(asyncio.Protocol):
+                def pause_writing(self) -> None:
+                    output._drained.clear()
+
+                def resume_writing(self) -> None:
+                    output._drained.set()
+
+                def connection_lost(self, exc: Exception | None) -> None:
+                    output._drained.set()  # nobody reads any more: nothing to wait for
+
+            loop = asyncio.get_running_loop()
+            self._transport, _ = await loop.connect_write_pipe(Flow, os.fdopen(self.fd, "wb", 0, closefd=False))
+            self._transport.set_write_buffer_limits(high=OUTPUT_HIGH_WATER_BYTES)
+        return self
+
+    def write(self, data: bytes) -> None:
+        if self._transport is None:  # a file or a device: written through at once
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
-        return write_all
+                view = view[os.write(self.fd, view):]
+        elif not self._transport.is_closing():
+            self._transport.write(data)
 
-    transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(fd, "wb", 0, closefd=False))
-
-    def write(data: bytes) -> None:
-        if not transport.is_closing():
-            transport.write(data)
-    return write
+    async def room(self) -> None:
+        """Return once the unread answers are below the high-water mark (at once when the client is gone)."""
+        await self._drained.wait()
 
 
 async def serve(profile: str = "messaging", stdin_fd: int = 0, stdout_fd: int = 1,
                 env: dict[str, str] | None = None) -> int:
-    reader = await _input(stdin_fd)
-    session = McpSession(await _output(stdout_fd), dict(os.environ if env is None else env), profile)
+    """Serve one MCP session on stdio until stdin closes.
+
+    Memory is bounded whatever the client sends: a line is at most
+    :data:`~peerwire.limits.MAX_LINE_BYTES`; before each line is taken up the
+    unread answers must be under :data:`~peerwire.limits.OUTPUT_HIGH_WATER_BYTES`
+    and the calls in flight under :data:`~peerwire.limits.MAX_CALLS_IN_FLIGHT`,
+    else reading waits (the pipe fills and the client's writes block).
+    """
+    read = await _input(stdin_fd)
+    output = await Output(stdout_fd).open()
+    session = McpSession(output.write, dict(os.environ if env is None else env), profile)
     session.warm()
     lines = Lines()
-    too_long = jsonrpc.error(None, jsonrpc.INVALID_REQUEST, f"Invalid Request: line longer than {MAX_LINE_BYTES} bytes")
-    while chunk := await reader.read(READ_CHUNK):
+    while chunk := await read():
         for line in lines.feed(chunk):
-            if line is None:
-                session._send(too_long)
-            else:
-                session.receive(line)
-    if rest := lines.rest():
+            await output.room()
+            await session.room()
+            session.receive(line)
+    if (rest := lines.rest()) is not None:
         session.receive(rest)
     await session.closed()
     return 0

@@ -10,6 +10,7 @@ before it is durable. The collaboration profile's tools are in :mod:`.collab_ops
 from __future__ import annotations
 
 import asyncio
+import hmac
 import time
 from typing import Any, Awaitable, Callable
 
@@ -26,13 +27,20 @@ from .store import Call, Entry, Store
 
 Handler = Callable[..., Awaitable[dict[str, Any]]]
 
+OPERATOR_OPS = frozenset({"status", "register_agent", "agents", "set_agent", "revoke_sessions", "trace",
+                          "attach_codex", "detach_codex", "prompt", "await_turn", "owners", "await_change",
+                          "export"})
+"""Control operations only the operator may run: they need the operator credential, never a session token."""
+
 SEND_PIPELINE = frozenset({"send_message", "followup_task", "reply", "collab.send_message", "collab.followup_task"})
 """Operations that admit records: each request to them is an entry, admitted or rejected."""
 
 
 class Operations:
-    def __init__(self, store: Store, delivery: Delivery):
+    def __init__(self, store: Store, delivery: Delivery, operator: str | None = None):
         self.store = store
+        self.operator = operator
+        """The operator credential (:data:`OPERATOR_OPS` need it); ``None`` leaves them open (in-process use)."""
         self.delivery = delivery
         self.hub = delivery.hub
         self.providers = delivery.providers
@@ -70,14 +78,33 @@ class Operations:
         self.collab = CollabOperations(store, delivery)
         self._collab = self.collab.handlers()
 
-    async def call(self, op: str, args: dict[str, Any] | None, token: str | None, meta: dict | None) -> dict:
-        """A one-shot control operation: a tool by name (``collab.NAME`` for the collab profile) or an operator op."""
+    async def call(self, op: str, args: dict[str, Any] | None, token: str | None, meta: dict | None,
+                   operator: Any = None) -> dict:
+        """A one-shot control operation: a tool by name (``collab.NAME`` for the collab profile) or an operator op.
+
+        An operator op needs ``operator``, the operator credential: without it,
+        with another value, or with only an agent's session ``token``, it is
+        ``not_authorized``.
+        """
         profile, _, tool = op.rpartition(".") if op.startswith("collab.") else ("messaging", "", op)
         if tool in (self._collab if profile == "collab" else self._tools):
             return await self.call_tool(profile, tool, args, meta, caller=lambda: self.store.caller(token))
         if op in self._admin:
+            if op in OPERATOR_OPS:
+                self._require_operator(op, operator, token)
             return await self._admin[op](args or {}, token)
         raise PeerwireError(Code.INVALID_ARGUMENT, f"unknown operation {op!r}")
+
+    def _require_operator(self, op: str, operator: Any, token: str | None) -> None:
+        if self.operator is None:
+            return
+        if isinstance(operator, str) and hmac.compare_digest(operator.encode(), self.operator.encode()):
+            return
+        held = ("an agent's session token does not grant it" if token is not None and operator is None else
+                "the credential given is not the operator's" if operator is not None else "none was given")
+        raise PeerwireError(Code.NOT_AUTHORIZED,
+                            f"{op} is an operator operation and needs the operator credential ({held}); the "
+                            "operator's peerwire reads it from the home's operator.token")
 
     async def call_tool(self, profile: str, tool: Any, args: Any, meta: dict | None, *,
                         caller: Callable[[], AgentRow]) -> dict:
@@ -132,7 +159,7 @@ class Operations:
         call = Call.of(meta, "send_message", args)
         if (prior := await self._retried(caller, call)) is not None:
             return prior
-        recipient = self.store.resolve(args["target"], strict=bool(meta.get("strict")))
+        recipient = self.store.resolve(args["target"], strict=bool(args.get("strict") or meta.get("strict")))
         require_known(recipient.provider, self.providers)
         receipt = await self.store.commit(self.store.information_job(
             caller, recipient, args["message"], receipt=tool_receipt(meta), run_id=meta.get("run_id"), call=call,
@@ -144,7 +171,7 @@ class Operations:
         call = Call.of(meta, "followup_task", args)
         if (prior := await self._retried(caller, call)) is not None:
             return prior
-        recipient = self.store.resolve(args["target"], strict=bool(meta.get("strict")))
+        recipient = self.store.resolve(args["target"], strict=bool(args.get("strict") or meta.get("strict")))
         require_known(recipient.provider, self.providers)
         receipt = await self.store.commit(self.store.task_job(
             caller, recipient, args["message"], receipt=tool_receipt(meta), run_id=meta.get("run_id"), call=call,
@@ -163,6 +190,7 @@ class Operations:
         return receipt
 
     async def receive_messages(self, caller: AgentRow, args: dict, meta: dict) -> dict:
+        self.delivery.publish_captured()  # a turn's reply the store refused earlier is published before reading
         limit = args.get("limit", DEFAULT_RECEIVE_LIMIT)
         timeout_ms = args.get("timeout_ms", DEFAULT_RECEIVE_TIMEOUT_MS)
         deadline = time.monotonic() + timeout_ms / 1000
@@ -218,12 +246,13 @@ class Operations:
         ]
         return {"agents": [a.public(caller.agent_id) for a in agents]}
 
-    # -- operator operations (the socket's file mode is their authentication) ----
+    # -- operator operations (the operator credential is their authentication) ----
 
     async def status(self, args: dict, token: str | None) -> dict:
         return {"ok": True, "node_id": self.store.node_id, "schema_version": self.store.schema_version,
                 "providers": sorted(self.providers), "waiting": self.hub.waiting(),
-                "subscribed": self.hub.subscribed(), "group_commit": self.store.group_stats}
+                "subscribed": self.hub.subscribed(), "group_commit": self.store.group_stats,
+                "losses": self.store.losses()}
 
     async def register_agent(self, args: dict, token: str | None) -> dict:
         name = validate_name(args.get("name"))
@@ -259,7 +288,10 @@ class Operations:
         fields = {k: bool(args[k]) for k in ("enabled", "sendable") if k in args}
         if not fields:
             raise PeerwireError(Code.INVALID_ARGUMENT, "set_agent changes enabled and/or sendable")
-        return {"agent": self.store.update_agent(agent_id, **fields).public()}
+        row = self.store.update_agent(agent_id, **fields)
+        if fields.get("enabled"):
+            self.delivery.task_admitted(row)  # what waited while it was disabled gets its opportunity now
+        return {"agent": row.public()}
 
     async def revoke_sessions(self, args: dict, token: str | None) -> dict:
         """Revoke every session credential of an agent (its callers then get unknown_caller)."""

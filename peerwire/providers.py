@@ -103,6 +103,10 @@ class Provider(Protocol):
     def recover(self) -> None:
         """At start-up, finish what a stopped app left: publish what was captured, never replay."""
 
+    def publish_captured(self) -> None:
+        """Publish the turn outcomes the store refused to take earlier (called on every receive; cheap when
+        there are none)."""
+
     async def close(self) -> None:
         """At shutdown: release every runtime; turns still running become uncertain."""
 
@@ -159,6 +163,9 @@ class ManualProvider:
         return None  # no runtime: the child reads its first task with receive
 
     def recover(self) -> None:
+        return None
+
+    def publish_captured(self) -> None:
         return None
 
     async def close(self) -> None:

@@ -144,6 +144,11 @@ MIGRATIONS: list[str] = [
         reason      TEXT NOT NULL
     );
     """,
+    # 4: the store says it is peerwire's (0x70776972, "pwir"), so another program's database is never taken
+    #    for one (peerwire.home_files.identify_store reads it from the header before opening the file)
+    """
+    PRAGMA application_id = 1886873970;
+    """,
 ]
 
 LATEST = len(MIGRATIONS)

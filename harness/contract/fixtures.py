@@ -192,7 +192,8 @@ def tree_servers(contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
 
 @pytest.fixture
 def own_servers(contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
-    """Servers on an implementation of their own, for a test that crashes it."""
+    """Servers on an implementation of their own, for a test that crashes, hangs, stops or changes it (never the
+    shared one)."""
     if contract_target.provisioner is None:
         pytest.skip("not tested: the target has no provisioner (--provisioner)")
     provisioner = contract_target.new_provisioner(tmp_path / "own-app")
@@ -202,6 +203,9 @@ def own_servers(contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
         yield started
     finally:
         started.close()
+        thaw = getattr(provisioner, "thaw", None)  # an optional hook: a test that hung the app may have failed
+        if thaw is not None:
+            thaw()
         provisioner.stop()
 
 

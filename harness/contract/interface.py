@@ -167,6 +167,22 @@ def adapt(provisioner: Any) -> Provisioner:
                     "harness.contract.interface.Provisioner")
 
 
+class OptionalHooks(Protocol):
+    """What a provisioner may also offer; requirements that need a missing hook are reported not tested.
+
+    ``freeze``/``thaw``: hang the app (alive, not answering: the reference
+    stops it with SIGSTOP) and let it go on (``call:app-hung:*``).
+    ``set_agent``: disable an agent or make it not sendable (``target:disabled:*``,
+    ``target:not-sendable:*``); ``None`` leaves a flag as it is.
+    """
+
+    def freeze(self) -> None: ...
+
+    def thaw(self) -> None: ...
+
+    def set_agent(self, caller: Caller, *, enabled: bool | None = None, sendable: bool | None = None) -> None: ...
+
+
 def load_class(spec: str) -> type:
     """The class ``module:Class`` names (how a provisioner or driver is given); ``ValueError`` saying what is
     wrong otherwise.

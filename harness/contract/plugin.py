@@ -41,6 +41,7 @@ from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin prov
     VOTES_KEY,
     case_app,
     contract_target,
+    own_servers,
     item_info,
     own_servers,
     protocol,

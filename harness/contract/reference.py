@@ -7,7 +7,9 @@ over the control socket. Unlike the interface, it needs peerwire installed.
 
 from __future__ import annotations
 
+import os
 import secrets
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +95,20 @@ class ReferenceProvisioner:
     def start_app(self) -> None:
         assert self.app is None, "the app is running"
         self.app = self._start_app()
+
+    # Optional hooks (see harness.contract.interface): hang the app, change an agent's flags.
+
+    def freeze(self) -> None:
+        assert self.app is not None
+        os.kill(self.app.process.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        if self.app is not None and self.app.process.poll() is None:
+            os.kill(self.app.process.pid, signal.SIGCONT)
+
+    def set_agent(self, caller: Caller, *, enabled: bool | None = None, sendable: bool | None = None) -> None:
+        flags = {k: v for k, v in (("enabled", enabled), ("sendable", sendable)) if v is not None}
+        ControlClient(self.home).call("set_agent", {"agent_id": caller.agent_id, **flags})
 
     def stranger_env(self) -> dict[str, str]:
         return {HOME_ENV: str(self.home.path), SESSION_ENV: secrets.token_urlsafe(32)}

@@ -148,7 +148,8 @@ class Job:
         self._spawning_thread: int | None = None
         self._deferred: Callable[[], None] | None = None
         self._platform = (JobObjectTeardown(self._all) if sys.platform == "win32" else
-                          ProcessGroups(self._all, _started_by_open_jobs, adopt_orphans=adopt_orphans))
+                          ProcessGroups(self._all, _started_by_open_jobs, adopt_orphans=adopt_orphans,
+                                        grace=grace))
         self.adopts_orphans: bool = self._platform.adopts_orphans
         """Whether orphaned descendants reparent to this process (see class docs)."""
         _open_jobs.add(self)
@@ -314,7 +315,10 @@ class Job:
 
 
 def _started_by_open_jobs() -> set[int]:
-    return {process.pid for job in list(_open_jobs) for process in job._processes}
+    started = {process.pid for job in list(_open_jobs) for process in job._processes}
+    for job in list(_open_jobs):
+        started |= getattr(job._platform, "helpers", set)()
+    return started
 
 
 Spawn = Callable[..., subprocess.Popen]

@@ -10,6 +10,11 @@ the job records them before it signals anything (and whenever it is asked to
 observe). With ``adopt_orphans`` on Linux this process also becomes a child
 subreaper, so orphans reparent to it instead of init and stay reachable however
 early their parent exits.
+
+A job whose owner dies without tearing down (SIGKILL, with its whole process
+group) is torn down by its reaper (:mod:`.reaper`): a small process of its
+own session, started with the first child, to which every child's group is
+named and which ends them all when the owner's end of their pipe closes.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -31,9 +38,61 @@ _POLL_INTERVAL = 0.02
 # process handed to init or to the subreaper.
 _SWEEP_ROUNDS = 5
 _PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+_REAPER_EXIT_S = 2.0  # a dismissed reaper exits at once; this only bounds a wait for one that hangs
 
 ISOLATION: dict[str, Any] = {"start_new_session": True}
 """How a child starts: the leader of a session and process group of its own."""
+
+
+REAPER = Path(__file__).with_name("reaper.py")
+
+
+class Reaper:
+    """The owner's side of a job's reaper (see :mod:`.reaper`): started with the job's first child.
+
+    Each child's process group is named to it as the child starts; :meth:`done`
+    after the job's own teardown dismisses it. Should the owner die first, the
+    reaper ends every group named.
+    """
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.process: subprocess.Popen[bytes] | None = None
+        self._orders = -1
+
+    def name(self, pgid: int) -> None:
+        if self.process is None:
+            self._start()
+        self._send(f"+{pgid}\n".encode())
+
+    def done(self) -> None:
+        """The job tore down by itself: the reaper exits without signalling anything. Idempotent."""
+        if self._orders >= 0:
+            self._send(b"done\n")
+            os.close(self._orders)
+            self._orders = -1
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=_REAPER_EXIT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def _start(self) -> None:
+        read_end, self._orders = os.pipe()  # the write end is not inherited by any child
+        try:
+            self.process = subprocess.Popen([sys.executable, "-I", "-S", str(REAPER), str(read_end), str(self.grace)],
+                                            pass_fds=(read_end,), stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                            start_new_session=True)
+        finally:
+            os.close(read_end)
+
+    def _send(self, order: bytes) -> None:
+        try:
+            os.write(self._orders, order)
+        except OSError:
+            pass  # a reaper that died cannot help; teardown by the job itself still works
 
 
 class ProcessGroups:
@@ -45,14 +104,20 @@ class ProcessGroups:
     """
 
     def __init__(self, processes: Callable[[], Sequence[Any]], started: Callable[[], set[int]], *,
-                 adopt_orphans: bool) -> None:
+                 adopt_orphans: bool, grace: float = 5.0) -> None:
         self._processes = processes
         self._started = started
         self._recorded: set[psutil.Process] = set()
         self.adopts_orphans: bool = adopt_orphans and _become_child_subreaper()
+        self.reaper = Reaper(grace)
 
     def placed(self, process: Any) -> None:
-        """Nothing more to do: the child's own process group is the job's hold on it."""
+        """The child's own process group is the job's hold on it: named to the reaper, should the owner die."""
+        self.reaper.name(process.pid)
+
+    def helpers(self) -> set[int]:
+        """Pids of this job's own helper processes (its reaper): never adopted orphans, never signalled."""
+        return {self.reaper.process.pid} if self.reaper.process is not None else set()
 
     def observe(self) -> None:
         """Record the current descendants of every running child (see ``Job.observe``)."""
@@ -105,6 +170,7 @@ class ProcessGroups:
         survivors = {proc.pid for proc in live_recorded}
         for members in _live_group_members(live_groups).values():
             survivors.update(members)
+        self.reaper.done()
         return {"terminated": terminated, "killed": tuple(killed), "escaped": tuple(sorted(escaped)),
                 "survivors": tuple(sorted(survivors))}
 

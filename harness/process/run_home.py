@@ -362,9 +362,11 @@ def sweep_stale(root: str | os.PathLike[str] | None = None) -> list[StaleHome]:
     A home is stale when its lock is free although its record says
     ``running``: only a dead holder releases the lock that way (a holder that
     ends normally removes its home or marks it ``kept``). Kept homes, homes
-    being created (no record yet), homes of live runs and homes with a live
-    run inside (a scenario's own run home still locked) are left alone, as is
-    anything without a run lock. ``root`` defaults to :func:`default_runs_root`;
+    being created (no record yet), homes of live runs and homes still in use
+    are left alone: a live run inside (a scenario's own run home still locked),
+    a core app holding its home's lock, or any live process working there (its
+    working directory, a file it holds open, a path on its command line). So
+    is anything without a run lock. ``root`` defaults to :func:`default_runs_root`;
     a missing root holds nothing.
     """
     root = Path(root) if root is not None else default_runs_root()
@@ -391,22 +393,88 @@ def _take_if_stale(home: Path) -> StaleHome | None:
             return None
         # Ours now; re-read in case the holder wrote its final state just before it let go.
         record = _read_holder(lock_file)
-        if record.get("state") != "running" or _holds_live_lock(home):
+        if record.get("state") != "running" or _holds_live_lock(home) or _worked_in(home):
             return None
         _remove_tree(home)
         return StaleHome(run_id=home.name, pid=record.get("pid"), started_at=record.get("started_at"))
 
 
+HELD_LOCKS = (LOCK_FILE, "app.lock")
+"""Locks below a run home whose holder keeps it alive: a scenario's run home, a core app's home."""
+
+
 def _holds_live_lock(home: Path) -> bool:
-    """Whether any run lock below ``home`` is held (a worker of the dead run still at work)."""
-    for nested in home.rglob(LOCK_FILE):
-        if nested.parent == home:
+    """Whether any lock below ``home`` is held (a worker of the dead run, or a core app in it, still at work).
+
+    Where the kernel lists its locks (Linux ``/proc/locks``) they are looked up
+    without being taken, so a lock is never snatched from a holder starting up.
+    """
+    nested = [path for name in HELD_LOCKS for path in home.rglob(name) if path != home / LOCK_FILE]
+    held = _kernel_flocks()
+    for path in nested:
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        if held is not None:
+            if (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino) in held:
+                return True
             continue
         try:
-            with open(nested, "r+b") as lock_file:
+            with open(path, "r+b") as lock_file:
                 if not _try_lock(lock_file):
                     return True
         except OSError:
+            continue
+    return False
+
+
+def _kernel_flocks() -> set[tuple[int, int, int]] | None:
+    """(major, minor, inode) of every file the kernel holds a lock on, or ``None`` where it does not say."""
+    try:
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    held = set()
+    for line in text.splitlines():
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a blocked waiter has "->" after the number)
+        device = next((f for f in fields if f.count(":") == 2), None)
+        if device is None:
+            continue
+        major, minor, inode = device.split(":")
+        try:
+            held.add((int(major, 16), int(minor, 16), int(inode)))
+        except ValueError:
+            continue
+    return held
+
+
+def _worked_in(home: Path) -> bool:
+    """Whether a live process works inside ``home``: its working directory, a file it holds open, or a path
+    on its command line lies there (a Codex of the dead run in its workspace, an app on its core home)."""
+    import psutil
+
+    inside = os.path.realpath(home)
+
+    def within(path: str | None) -> bool:
+        return bool(path) and (path == inside or path.startswith(inside + os.sep))  # type: ignore[union-attr]
+
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "cwd", "cmdline", "uids"]):
+        info = proc.info
+        if info["pid"] == me:
+            continue
+        if within(info.get("cwd")) or any(within(os.path.realpath(arg)) for arg in info.get("cmdline") or ()
+                                          if arg.startswith(os.sep)):
+            return True
+        uids = info.get("uids")
+        if uids is None or uids.real != os.getuid():
+            continue
+        try:
+            if any(within(f.path) for f in proc.open_files()):
+                return True
+        except psutil.Error:
             continue
     return False
 

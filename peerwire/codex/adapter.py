@@ -33,20 +33,19 @@ import logging
 import os
 import sys
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
 from .. import collab, collab_fork, envelope
 from ..errors import Code, PeerwireError
-from ..lifecycle import Event
 from ..providers import Committed, ProviderResult
 from ..registry import AgentRow
 from ..store import Store
-from .app_server import AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError
+from .app_server import (AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError,
+                         Notification)
 from .capabilities import Assessment, Capability, evaluate, version_from_user_agent
-from .outcome import outcome_of
+from .owner import Owner, OwnerSetup
+from .publication import Publication
 from .readiness import await_mcp_ready, configured_servers, core_servers, listed_ready
 
 log = logging.getLogger("peerwire.codex")
@@ -101,51 +100,6 @@ def steer_request(head: str, body: str, assessment: Assessment) -> tuple[list[di
     return task_input(head, body), {}
 
 
-@dataclass
-class Owner:
-    """The attached app-server of one agent, at one generation."""
-
-    agent_id: str
-    name: str
-    generation: int
-    thread_id: str
-    client: AppServerSession
-    active_turn: str | None = None
-    items: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    watcher: asyncio.Task | None = None
-    completed: dict[str, dict] = field(default_factory=dict)
-    """Finished turns of this generation: turn id -> {turn_id, status}."""
-    started: set[str] = field(default_factory=set)
-    """Turns Codex reported started (``turn/started``): only those can be interrupted yet."""
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
-    cwd: str = ""
-    shared: bool = False
-    """A collaboration child: a thread in its root's app-server, which it does not own."""
-    turn_limit: asyncio.TimerHandle | None = None
-    capabilities: Assessment = field(default_factory=Assessment.unchecked)
-    """What this owner's Codex may be asked to do (see :func:`assess`)."""
-    detached: bool = False
-    """Set once the owner is detached: a wait for one of its turns ends then, the turn can no longer end."""
-    mcp_servers: tuple[str, ...] = ()
-    """The MCP servers its CODEX_HOME registers: each thread gets input only once they are ready."""
-    rollout: str | None = None
-    """Its thread's rollout file, as Codex reported it: what a collaboration child's history is copied from."""
-    tree_servers: tuple[str, ...] = ()
-    """Of ``mcp_servers``, the messaging core's own (they carry a session): the tools of every tree agent."""
-    child_servers: tuple[str, ...] = ()
-    """Other MCP servers the operator lets this agent's collaboration children keep."""
-
-    def describe(self) -> dict[str, Any]:
-        return {"agent_id": self.agent_id, "name": self.name, "generation": self.generation,
-                "codex_version": self.capabilities.version,
-                "capabilities": [c.value for c in self.capabilities.supported()],
-                "thread_id": self.thread_id, "rollout": self.rollout, "active_turn": self.active_turn,
-                "pid": self.client.pid,
-                "completed_turns": list(self.completed.values()),
-                "transcript": str(self.client.transcript.path) if self.client.transcript.path else None}
-
-
 class CodexProvider:
     name = "codex"
     pushes = True
@@ -158,6 +112,7 @@ class CodexProvider:
         # The transport: a real app-server, or a recorded exchange replayed in tests.
         self.start_client = start_client
         self.owners: dict[str, Owner] = {}
+        self.publication = Publication(store, committed)
         self._adopting: dict[str, tuple[asyncio.Future, AppServerSession, dict[str, Any]]] = {}
         """Owners started with a listen socket, still waiting for their TUI's thread (see :meth:`attach`)."""
 
@@ -251,9 +206,9 @@ class CodexProvider:
         """The owner's thread (as thread/start or thread/resume answered it) is ready: record it, watch it
         (from notification ``since``), and give pending tasks their first opportunity."""
         thread_id = thread["id"]
-        owner = Owner(agent.agent_id, agent.name, generation, thread_id, client, cwd=cwd, capabilities=assessment,
-                      mcp_servers=servers, rollout=thread.get("path"),
-                      tree_servers=tuple(core_servers(codex_home)), child_servers=tuple(child_mcp_servers))
+        owner = Owner(agent.agent_id, agent.name, generation, thread_id, client, OwnerSetup(
+            cwd=cwd, capabilities=assessment, mcp_servers=servers, rollout=thread.get("path"),
+            tree_servers=tuple(core_servers(codex_home)), child_servers=tuple(child_mcp_servers)))
         self.owners[agent.agent_id] = owner
         self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=thread_id,
                                 status="idle", last_error=None)
@@ -306,7 +261,7 @@ class CodexProvider:
         owner = self.owners.pop(agent_id, None)
         if owner is None:
             raise PeerwireError(Code.NOT_ACTIVE, "that agent has no attached owner")
-        if not owner.shared:
+        if not owner.setup.shared:
             # Threads hosted in this app-server (collaboration children) go with it.
             for other in [o for o in self.owners.values() if o.client is owner.client]:
                 await self.detach(other.agent_id, reason=reason)
@@ -316,7 +271,8 @@ class CodexProvider:
         if owner.turn_limit is not None:
             owner.turn_limit.cancel()
         async with owner.changed:
-            owner.detached = True
+            if not owner.turns.over:
+                owner.turns.detach()
             owner.changed.notify_all()
         self._owner_gone(owner, reason)
         return owner.describe()
@@ -346,22 +302,20 @@ class CodexProvider:
             self.store.update_agent(child.agent_id, last_error="its parent has no live owner; it starts when one "
                                     "attaches")
             return
-        client = parent_owner.client
-        kept = tuple(s for s in parent_owner.mcp_servers
-                     if s in parent_owner.tree_servers or s in parent_owner.child_servers)
+        client, parent = parent_owner.client, parent_owner.setup
+        kept = tuple(s for s in parent.mcp_servers if s in parent.tree_servers or s in parent.child_servers)
         try:
             if fork != "none":
-                _require(parent_owner.capabilities, Capability.INJECT)
-            records = await _rollout_through(parent_owner.rollout, after_call if fork != "none" else None)
+                _require(parent.capabilities, Capability.INJECT)
+            records = await _rollout_through(parent.rollout, after_call if fork != "none" else None)
             settings = collab_fork.child_settings(child.path, collab_fork.latest_settings(records),
-                                                  parent_owner.mcp_servers, parent_owner.tree_servers,
-                                                  parent_owner.child_servers)
+                                                  parent.mcp_servers, parent.tree_servers, parent.child_servers)
             since = len(client.received)
-            result = await client.thread_start(cwd=parent_owner.cwd, extra=settings, timeout=REQUEST_TIMEOUT_S)
+            result = await client.thread_start(cwd=parent.cwd, extra=settings, timeout=REQUEST_TIMEOUT_S)
             items = collab_fork.fork_history(records, fork, until_call=after_call)
             if items:
                 await client.thread_inject_items(result["thread"]["id"], items, timeout=REQUEST_TIMEOUT_S)
-            await _tools_ready(client, parent_owner.capabilities, result["thread"]["id"], kept, since=since,
+            await _tools_ready(client, parent.capabilities, result["thread"]["id"], kept, since=since,
                                agent=child.name)
         except (AppServerError, TimeoutError, PeerwireError) as exc:
             # Nothing was submitted to the child: its first task fails, attributed to peerwire.
@@ -372,9 +326,10 @@ class CodexProvider:
                 self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
             return
         thread_id = result["thread"]["id"]
-        owner = Owner(child.agent_id, child.name, 1, thread_id, client, cwd=parent_owner.cwd, shared=True,
-                      capabilities=parent_owner.capabilities, mcp_servers=kept, rollout=result["thread"].get("path"),
-                      tree_servers=parent_owner.tree_servers, child_servers=parent_owner.child_servers)
+        owner = Owner(child.agent_id, child.name, 1, thread_id, client, OwnerSetup(
+            cwd=parent.cwd, shared=True, capabilities=parent.capabilities, mcp_servers=kept,
+            rollout=result["thread"].get("path"), tree_servers=parent.tree_servers,
+            child_servers=parent.child_servers))
         self.owners[child.agent_id] = owner
         self.store.update_agent(child.agent_id, generation=1, provider_session_id=thread_id, status="idle")
         owner.watcher = asyncio.ensure_future(self._watch(owner, since=len(client.received)))
@@ -395,21 +350,12 @@ class CodexProvider:
 
     def _owner_gone(self, owner: Owner, reason: str) -> None:
         """Turns in flight can no longer be observed: their tasks become uncertain."""
-        for binding in self.store.bindings(state="accepted"):
-            if binding["agent_id"] == owner.agent_id and binding["generation"] == owner.generation:
-                receipt = self.store.make_uncertain(binding["request_id"], f"{reason} before turn "
-                                                    f"{binding['turn_id']} completed", binding_id=binding["binding_id"])
-                self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
+        self.publication.owner_gone(owner.agent_id, owner.generation, reason)
         self.store.update_agent(owner.agent_id, status="offline")
 
     def recover(self) -> None:
         """At startup: publish captured outcomes, mark lost observations uncertain."""
-        for binding in self.store.bindings(state="captured"):
-            self._publish(binding["binding_id"], binding["outcome"], self.store.agent(binding["agent_id"]))
-        for binding in self.store.bindings(state="accepted"):
-            receipt = self.store.make_uncertain(binding["request_id"], "observation of the turn was lost when "
-                                                "the app stopped", binding_id=binding["binding_id"])
-            self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
+        self.publication.recover()
         for agent in self.store.agents():
             if agent.provider == "codex" and agent.status != "offline":
                 self.store.update_agent(agent.agent_id, status="offline")
@@ -424,10 +370,10 @@ class CodexProvider:
         into a running conversation does; any other agent is refused while busy.
         """
         owner = self._owner(agent)
-        _require(owner.capabilities, Capability.IDLE_START)
+        _require(owner.setup.capabilities, Capability.IDLE_START)
         async with owner.lock:
             if owner.active_turn is not None and agent.path:
-                _require(owner.capabilities, Capability.STEER)
+                _require(owner.setup.capabilities, Capability.STEER)
                 turn_id = owner.active_turn
                 try:
                     await owner.client.turn_steer(owner.thread_id, turn_id, text, timeout=REQUEST_TIMEOUT_S)
@@ -446,8 +392,9 @@ class CodexProvider:
                                                        extra={"turnTrigger": "operator"})
             except AppServerExited as exc:
                 raise _exited(agent, owner, "the prompt was given", exc) from None
-            owner.active_turn = result["turn"]["id"]
-        return {"turn_id": owner.active_turn, "thread_id": owner.thread_id, "generation": owner.generation}
+            turn_id = result["turn"]["id"]
+            _accepted_turn(owner, turn_id)
+        return {"turn_id": turn_id, "thread_id": owner.thread_id, "generation": owner.generation}
 
     def in_context(self, recipient: AgentRow) -> bool:
         owner = self.owners.get(recipient.agent_id)
@@ -457,13 +404,15 @@ class CodexProvider:
         owner = self.owners.get(recipient.agent_id)
         if owner is None:
             return 0  # pending until an owner attaches
+        if not self.store.agent(recipient.agent_id).enabled:
+            return 0  # disabled: its tasks wait in the mailbox until it is enabled again
         accepted = 0
         async with owner.lock:
             needed = Capability.IDLE_START if owner.active_turn is None else Capability.STEER
-            if not owner.capabilities.allows(needed):
+            if not owner.setup.capabilities.allows(needed):
                 # Never attempted: the tasks stay pending (receive can take them) until a turn can carry them.
                 if self.store.pending_tasks(recipient.agent_id):
-                    self.store.update_agent(recipient.agent_id, last_error=owner.capabilities.refusal(needed))
+                    self.store.update_agent(recipient.agent_id, last_error=owner.setup.capabilities.refusal(needed))
                 return 0
             for request_id in self.store.pending_tasks(recipient.agent_id):
                 if owner.client.exited is not None:
@@ -490,9 +439,9 @@ class CodexProvider:
                                                        extra=_accepted(owner, "turn/start", extra),
                                                        timeout=REQUEST_TIMEOUT_S)
                 turn_id = result["turn"]["id"]
-                owner.active_turn = turn_id
+                _accepted_turn(owner, turn_id)
             else:
-                steer_input, context = steer_request(head, body, owner.capabilities)
+                steer_input, context = steer_request(head, body, owner.setup.capabilities)
                 result = await owner.client.turn_steer(owner.thread_id, steering, steer_input,
                                                        extra={**_accepted(owner, "turn/steer",
                                                                           {"clientUserMessageId": request_id}),
@@ -503,19 +452,15 @@ class CodexProvider:
             if steering is not None and is_stale_turn(exc):
                 self.store.release_claim(request_id, f"stale turn {steering}: {exc.message}")
                 return False  # nothing admitted; the next opportunity dispatches it again
-            self._uncertain(request_id, f"{'turn/steer' if steering else 'turn/start'} error {exc.code}: "
-                                        f"{exc.message}")
+            method = "turn/steer" if steering else "turn/start"
+            self.publication.uncertain(request_id, f"{method} error {exc.code}: {exc.message}")
             return False
         except (AppServerExited, TimeoutError, ConnectionError) as exc:
-            self._uncertain(request_id, f"no acknowledgement from codex ({type(exc).__name__})")
+            self.publication.uncertain(request_id, f"no acknowledgement from codex ({type(exc).__name__})")
             return False
         self.store.bind(request_id, claim_id, recipient, owner.generation, owner.thread_id, turn_id,
                         via="turn/steer" if steering else "turn/start")
         return True
-
-    def _uncertain(self, request_id: str, reason: str) -> None:
-        receipt = self.store.make_uncertain(request_id, reason)
-        self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
 
     async def interrupt(self, target: AgentRow) -> dict[str, Any]:
         owner = self.owners.get(target.agent_id)
@@ -524,13 +469,12 @@ class CodexProvider:
             previous = "offline" if owner is None else "idle"
             raise PeerwireError(Code.NOT_ACTIVE, f"{target.name} has no active turn to interrupt ({previous})",
                                 {"target": target.ref, "previous_status": previous})
-        _require(owner.capabilities, Capability.INTERRUPT)
+        _require(owner.setup.capabilities, Capability.INTERRUPT)
         # turn/start answers before Codex runs the turn, and until turn/started it refuses an interrupt
         # ("no active turn"): wait for the turn to start (or end), bounded.
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT_S), owner.changed:
-                await owner.changed.wait_for(lambda: turn_id in owner.started or turn_id in owner.completed
-                                             or owner.detached)
+                await owner.changed.wait_for(lambda: not owner.turns.waits_to_start(turn_id))
         except TimeoutError:
             pass  # ask anyway: Codex's answer says what it makes of the turn
         try:
@@ -547,11 +491,11 @@ class CodexProvider:
 
     async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> ProviderResult | None:
         owner = self.owners.get(recipient.agent_id)
-        if owner is None:
-            return None  # it stays in the mailbox for receive
-        if not owner.capabilities.allows(Capability.INJECT):
+        if owner is None or not self.store.agent(recipient.agent_id).enabled:
+            return None  # it stays in the mailbox for receive (a disabled agent's runtime gets nothing)
+        if not owner.setup.capabilities.allows(Capability.INJECT):
             # Never attempted: receive_messages still returns it.
-            self.store.update_agent(recipient.agent_id, last_error=owner.capabilities.refusal(Capability.INJECT))
+            self.store.update_agent(recipient.agent_id, last_error=owner.setup.capabilities.refusal(Capability.INJECT))
             return None
         where = {"thread_id": owner.thread_id, "generation": owner.generation, "active_turn": owner.active_turn}
         item, form = self._mail_item(owner, recipient, record)
@@ -573,64 +517,69 @@ class CodexProvider:
     # -- observation -------------------------------------------------------------------------
 
     async def _watch(self, owner: Owner, since: int = 0) -> None:
+        """Observe the owner's thread until its app-server exits. A notification whose handling fails (the
+        store refusing a write) is logged and costs only what it was writing: the watch goes on."""
         try:
             async for note in owner.client.notifications(since=since):
-                params = note.params
-                if params.get("threadId") not in (None, owner.thread_id):
+                if note.params.get("threadId") not in (None, owner.thread_id):
                     continue
-                ended = None
-                async with owner.lock:
-                    if note.method == "turn/started":
-                        owner.active_turn = params["turn"]["id"]
-                        owner.started.add(owner.active_turn)
-                        self.store.update_agent(owner.agent_id, status="active")
-                        if owner.shared:
-                            self._limit_turn(owner, owner.active_turn)
-                    elif note.method == "item/completed":
-                        item = params.get("item") or {}
-                        if item.get("type") == "agentMessage":
-                            owner.items[params.get("turnId", "")].append(item)
-                    elif note.method == "turn/completed":
-                        ended = params["turn"]
-                        if owner.active_turn == ended["id"]:
-                            owner.active_turn = None
-                            if owner.turn_limit is not None:
-                                owner.turn_limit.cancel()
-                        self.store.update_agent(owner.agent_id, status="idle")
-                        self._complete(owner, ended)
-                if note.method == "turn/started":
-                    async with owner.changed:
-                        owner.changed.notify_all()
-                if ended is not None:
-                    async with owner.changed:
-                        owner.completed[ended["id"]] = {"turn_id": ended["id"], "status": ended.get("status")}
-                        owner.changed.notify_all()
-                    await self.dispatch(self.store.agent(owner.agent_id))
+                try:
+                    await self._observe(owner, note)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("%s: handling %s failed; still watching", owner.name, note.method)
         except AppServerExited:
             if self.owners.get(owner.agent_id) is owner:
                 del self.owners[owner.agent_id]
                 log.warning("codex app-server of %s exited", owner.name)
+                async with owner.changed:
+                    owner.turns.exit()  # waits for its turns end now: they can no longer end
+                    owner.changed.notify_all()
                 self._owner_gone(owner, "codex app-server exited")
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("watching %s failed", owner.name)
 
-    def _complete(self, owner: Owner, turn: dict[str, Any]) -> None:
-        items = owner.items.pop(turn["id"], []) or [i for i in turn.get("items") or []]
-        agent = self.store.agent(owner.agent_id)
-        for binding in self.store.bindings(state="accepted", turn_id=turn["id"]):
-            outcome = outcome_of(turn, items, agent.name).evidence()
-            outcome["text"] = outcome.pop("body")
-            if self.store.capture_outcome(binding["binding_id"], outcome) == "captured":
-                self._publish(binding["binding_id"], outcome, agent)
+    async def _observe(self, owner: Owner, note: Notification) -> None:
+        params = note.params
+        ended = None
+        async with owner.lock:
+            if note.method == "turn/started":
+                owner.turns.started(params["turn"]["id"])
+                if owner.setup.shared:
+                    self._limit_turn(owner, params["turn"]["id"])
+                self._status(owner, "active")
+            elif note.method == "item/completed":
+                item = params.get("item") or {}
+                if item.get("type") == "agentMessage":
+                    owner.items[params.get("turnId", "")].append(item)
+            elif note.method == "turn/completed":
+                ended = params["turn"]
+                if owner.turns.ended(ended["id"]) and owner.turn_limit is not None:
+                    owner.turn_limit.cancel()
+                self._status(owner, "idle")
+                items = owner.items.pop(ended["id"], []) or list(ended.get("items") or [])
+                try:
+                    self.publication.turn_ended(self.store.agent(owner.agent_id), ended, items)
+                except Exception:  # what it could not record is owed or uncertain at start-up; the turn ended
+                    log.exception("%s: the outcome of turn %s was not recorded", owner.name, ended["id"])
+        if note.method == "turn/started":
+            async with owner.changed:
+                owner.changed.notify_all()
+        if ended is not None:
+            async with owner.changed:
+                owner.completed[ended["id"]] = {"turn_id": ended["id"], "status": ended.get("status")}
+                owner.changed.notify_all()
+            await self.dispatch(self.store.agent(owner.agent_id))
 
-    def _publish(self, binding_id: str, outcome: dict[str, Any], agent: AgentRow) -> None:
-        sender = agent if outcome["attributed_to_recipient"] else None
-        receipt = self.store.publish_outcome(binding_id, sender, outcome["reply_status"], outcome["text"],
-                                             code=outcome.get("code"))
-        if receipt is not None:
-            self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
+    def _status(self, owner: Owner, status: str) -> None:
+        """Record the agent's status; a store that refuses it now is told again at the next change."""
+        try:
+            self.store.update_agent(owner.agent_id, status=status)
+        except PeerwireError as exc:
+            log.error("%s: status %s not recorded: %s", owner.name, status, exc.message)
+
+    def publish_captured(self) -> None:
+        """Publish the turn outcomes the store refused earlier (see :mod:`.publication`)."""
+        self.publication.pay()
 
     async def await_turn(self, agent: AgentRow, turn_id: str, timeout_s: float) -> dict[str, Any]:
         """Wait until ``turn_id`` of the agent's current owner has completed (operator use)."""
@@ -638,7 +587,7 @@ class CodexProvider:
         try:
             async with asyncio.timeout(timeout_s):
                 async with owner.changed:
-                    await owner.changed.wait_for(lambda: turn_id in owner.completed or owner.detached)
+                    await owner.changed.wait_for(lambda: turn_id in owner.completed or owner.turns.over)
         except TimeoutError:
             raise PeerwireError(Code.NOT_ACTIVE, f"turn {turn_id} of {agent.name} did not complete within "
                                 f"{timeout_s:.0f}s", {"turn_id": turn_id, "active_turn": owner.active_turn}) from None
@@ -669,11 +618,11 @@ class CodexProvider:
         head, body = self._envelope(record)
         if not recipient.path:
             return inject_item(head, body), ""
-        if not owner.capabilities.allows(Capability.AGENT_MESSAGE):
+        if not owner.setup.capabilities.allows(Capability.AGENT_MESSAGE):
             return inject_item(head, body), USER_MESSAGE_FORM
         call = (record.get("tool_receipt") or {}).get("function_call")
         encryption = (collab.message_encryption(call) if isinstance(call, dict)
-                      and owner.capabilities.allows(Capability.ENCRYPTED_CALL_ARGS) else collab.PLAINTEXT)
+                      and owner.setup.capabilities.allows(Capability.ENCRYPTED_CALL_ARGS) else collab.PLAINTEXT)
         item = collab.agent_message(self._tree_sender(record), recipient.path, head, body, encryption)
         return item, f"{AGENT_MESSAGE_FORM}/{encryption}"
 
@@ -771,6 +720,14 @@ def _exited(agent: AgentRow, owner: Owner, during: str, exc: AppServerExited, **
                          {**details, "generation": owner.generation, "stderr_tail": exc.stderr_tail[-10:]})
 
 
+def _accepted_turn(owner: Owner, turn_id: str) -> None:
+    """turn/start answered with ``turn_id``. The owner's lock held meanwhile the turn's notifications back, so
+    it has neither started nor ended yet in the owner's eyes, unless it completed in an earlier generation of
+    this thread's notifications (an id already completed is not waited for again)."""
+    if turn_id not in owner.completed:
+        owner.turns.accepted(turn_id)
+
+
 def _require(assessment: Assessment, capability: Capability) -> None:
     if not assessment.allows(capability):
         raise PeerwireError(Code.UNSUPPORTED, assessment.refusal(capability),
@@ -779,4 +736,4 @@ def _require(assessment: Assessment, capability: Capability) -> None:
 
 def _accepted(owner: Owner, method: str, extra: dict[str, Any]) -> dict[str, Any]:
     """The optional attribution fields this owner's Codex knows; the others are left out."""
-    return {k: v for k, v in extra.items() if owner.capabilities.accepts_field(method, k)}
+    return {k: v for k, v in extra.items() if owner.setup.capabilities.accepts_field(method, k)}

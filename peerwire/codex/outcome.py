@@ -8,6 +8,9 @@
 * ``failed``: a ``failed`` reply attributed to peerwire, carrying the turn's error.
 * no final text, or final text over the body limit: a ``blocked`` reply
   attributed to peerwire saying so.
+* any other status (one this peerwire does not know, or none): no outcome at
+  all (:func:`outcome_of` returns ``None``). What the turn did is unknown, so
+  its tasks are uncertain: never replayed, never reported as ``done``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from typing import Any, Iterable
 from ..limits import MAX_BODY_BYTES
 
 ANSWER_PHASES = (None, "partial_answer")
+
+KNOWN_STATUSES = ("completed", "interrupted", "failed")
+"""The terminal turn statuses that decide an outcome; any other leaves the tasks uncertain."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,11 @@ def final_item(items: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
     return unknown[-1] if unknown else None
 
 
-def outcome_of(turn: dict[str, Any], items: Iterable[dict[str, Any]], recipient_name: str) -> TurnOutcome:
+def outcome_of(turn: dict[str, Any], items: Iterable[dict[str, Any]], recipient_name: str) -> TurnOutcome | None:
+    """What ``turn`` answers for its tasks; ``None`` when its status is not one of :data:`KNOWN_STATUSES`."""
     turn_id, status = turn["id"], turn.get("status")
+    if status not in KNOWN_STATUSES:
+        return None
     if status == "interrupted":
         return TurnOutcome(turn_id, status, "blocked", (
             f"{recipient_name}'s turn {turn_id} was interrupted before it finished this task; "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import secrets
 import sqlite3
 import threading
@@ -26,8 +27,11 @@ from typing import Any, Callable, Iterator, TypeVar
 from ..errors import Code, PeerwireError
 from ..group_commit import GroupCommit, GroupStats
 from ..schema import LATEST, MIGRATIONS
+from .mark import HighWater
 
 T = TypeVar("T")
+
+log = logging.getLogger("peerwire.store")
 
 
 def now() -> str:
@@ -90,6 +94,8 @@ class Database:
         # connections never wait on each other inside SQLite.
         self._write_lock = threading.Lock()
         self._group: GroupCommit | None = None
+        self.mark: HighWater | None = None
+        """The store's high-water mark (see :mod:`.mark`), once the home attached one."""
         if verify:
             self._verify()
         self._migrate()
@@ -110,6 +116,8 @@ class Database:
             self._group.close()
             self._group = None
         self.db.close()
+        if self.mark is not None:
+            self.mark.close()
 
     async def commit(self, job: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``job(db)`` in the next group commit (see :mod:`peerwire.group_commit`).
@@ -120,7 +128,8 @@ class Database:
         """
         if self._group is None:
             self._group = GroupCommit(self._connect, self._write_lock,
-                                      lambda exc: storage_error(exc, self.path) or exc, self._committed)
+                                      lambda exc: storage_error(exc, self.path) or exc, self._committed,
+                                      durable=self._advance_mark)
         return await self._group.run(job)
 
     @property
@@ -132,6 +141,38 @@ class Database:
         self.commits += 1
         for notify in self.on_commit:
             notify()
+
+    def last_seq(self, db: sqlite3.Connection | None = None) -> int:
+        """The highest record sequence number the store has committed (0 for none)."""
+        row = (db or self.db).execute("SELECT seq FROM sqlite_sequence WHERE name = 'interactions'").fetchone()
+        return row[0] if row else 0
+
+    def record_loss(self, first: int, last: int, wal: Path) -> dict[str, Any]:
+        """Records ``first``..``last`` were committed and are gone (a damaged WAL): say so in the store and
+        move the sequence past them, so no later record takes a number a lost one had (and a cursor held
+        from before never points at a different record)."""
+        loss = {"first_seq": first, "last_seq": last, "count": last - first + 1, "file": str(wal),
+                "detected_at": now()}
+        with self.write() as db:
+            if db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'interactions'", (last,)).rowcount == 0:
+                db.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('interactions', ?)", (last,))
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (f"loss:{first}-{last}",
+                                                                                 json.dumps(loss)))
+        return loss
+
+    def losses(self) -> list[dict[str, Any]]:
+        """Every loss :meth:`record_loss` recorded, oldest first."""
+        rows = self.db.execute("SELECT value FROM meta WHERE key LIKE 'loss:%'").fetchall()
+        return sorted((json.loads(row["value"]) for row in rows), key=lambda loss: loss["first_seq"])
+
+    def _advance_mark(self, db: sqlite3.Connection) -> None:
+        """After a commit, under the write lock: raise the high-water mark to what is now committed."""
+        if self.mark is None:
+            return
+        try:
+            self.mark.advance(self.last_seq(db))
+        except (OSError, sqlite3.Error) as exc:  # the commit stands; only the detection of a later loss lags
+            log.error("%s: the high-water mark could not be advanced (%s)", self.path, exc)
 
     def _verify(self) -> None:
         problems = [row[0] for row in self.db.execute("PRAGMA quick_check(3)")]
@@ -160,6 +201,8 @@ class Database:
             except sqlite3.Error as exc:
                 raise storage_error(exc, self.path) or exc
             changed = self.db.total_changes != before
+            if changed:
+                self._advance_mark(self.db)
         if changed:
             self._committed()
 
@@ -185,9 +228,10 @@ class Database:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > LATEST:
                 raise PeerwireError(
-                    Code.INTERNAL,
-                    f"store schema version {version} is newer than this peerwire ({LATEST}); upgrade peerwire",
-                )
+                    Code.STORE_DAMAGED,
+                    f"{self.path}: the store's schema is version {version}, written by a newer peerwire than this "
+                    f"one (which knows versions up to {LATEST}); run the peerwire that wrote it, or upgrade this one",
+                    {"file": str(self.path)})
             for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
                 for statement in _statements(script):
                     db.execute(statement)

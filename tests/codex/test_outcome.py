@@ -31,3 +31,9 @@ def test_interrupted_failed_and_oversize_are_attributed_to_peerwire():
     assert "boom" in failed.body
     assert exact.reply_status == "done"  # exactly 64 KiB of UTF-8 is within the limit
     assert big.text_sha256 and big.text_chars == MAX_BODY_BYTES + 1
+
+
+def test_a_status_peerwire_does_not_know_decides_nothing():
+    for status in ("cancelled", "inProgress", "", None, 0, "COMPLETED"):
+        assert outcome_of({"id": "t", "status": status}, [msg("looks final", "final_answer")], "B") is None, status
+    assert outcome_of({"id": "t"}, [msg("looks final", "final_answer")], "B") is None

@@ -389,6 +389,42 @@ def fraction_truncated(relay: Relay, request: dict) -> dict:
     return request
 
 
+def strict_ignored(relay: Relay, request: dict) -> dict:
+    """Drops send_message's and followup_task's strict argument, as a server that predates it would."""
+    arguments = _arguments(request)
+    if arguments:
+        arguments.pop("strict", None)
+    return request
+
+
+OVERSIZE_BYTES = 1024 * 1024
+
+
+def oversize_closes(relay: Relay, raw: bytes) -> bytes | None:
+    """A line over 1 MiB overruns the server's reader and takes the session down: that call and every call
+    in flight on it fail app_unavailable, as when one hop's line limit was another's connection limit."""
+    if len(raw) <= OVERSIZE_BYTES:
+        return raw
+    try:
+        big = json.loads(raw)
+    except ValueError:
+        big = {}
+    ids = [json.loads(key) for key, (request, _) in relay.pending.items() if request.get("method") == "tools/call"]
+    for msg_id in [*ids, big.get("id") if isinstance(big, dict) else None]:
+        if msg_id is not None:
+            _tool_error(relay, {"id": msg_id}, "app_unavailable", "the app closed the connection")
+    relay.pending.clear()
+    return None
+
+
+def hung_unbounded(relay: Relay, response: dict, request: dict | None) -> dict | None:
+    """Never answers a call the app did not answer: no time bound, so a hung app hangs the client too."""
+    structured = _structured(response)
+    if isinstance(structured, dict) and (structured.get("error") or {}).get("code") == "app_not_responding":
+        return None
+    return response
+
+
 class SerialCalls:
     """Runs one tools/call at a time: the next is not even read until the previous one is answered."""
 
@@ -412,6 +448,7 @@ LINE_MUTATIONS: dict[str, Callable[[Relay, bytes], bytes | None]] = {
     "deep-silent": deep_silent,
     "nan-echo": nan_echoed,
     "batch-refused": batch_refused,
+    "oversize-closes": oversize_closes,
 }
 
 REQUEST_MUTATIONS: dict[str, Callable[[Relay, dict], dict | None]] = {
@@ -429,6 +466,7 @@ REQUEST_MUTATIONS: dict[str, Callable[[Relay, dict], dict | None]] = {
     "float-internal": float_internal,
     "fraction-truncated": fraction_truncated,
     "serial-calls": SerialCalls.request,
+    "strict-ignored": strict_ignored,
 }
 RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {
     "task-twice": task_exposed_twice,
@@ -442,12 +480,15 @@ RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {
     "cursor-snapshot": cursor_snapshot,
     "text-mirror-dropped": text_mirror_dropped,
     "serial-calls": SerialCalls.response,
+    "hung-unbounded": hung_unbounded,
 }
 STARTUP_MUTATIONS = {"stdout-log"}
+BUFFERED_MUTATIONS = {"answers-buffered"}
+"""answers-buffered: the server's answers are queued in memory for the client, however many it leaves unread."""
 SHUTDOWN_MUTATIONS = {"stdin-held"}
 """stdin-held: after the client closes stdin, the server lives on (stdin is never passed on as closed)."""
 MUTATIONS = sorted(set(LINE_MUTATIONS) | set(REQUEST_MUTATIONS) | set(RESPONSE_MUTATIONS) | STARTUP_MUTATIONS
-                   | SHUTDOWN_MUTATIONS)
+                   | SHUTDOWN_MUTATIONS | BUFFERED_MUTATIONS)
 
 
 def main(argv: list[str]) -> int:
@@ -456,6 +497,29 @@ def main(argv: list[str]) -> int:
         return 2
     mutation, server_argv = argv[0], argv[2:]
     relay = Relay(server_argv)
+    if mutation in BUFFERED_MUTATIONS:
+        queued: list[Any] = []
+        ready = threading.Condition()
+
+        def deliver(message: Any) -> None:  # not under the relay's lock: the requests keep flowing meanwhile
+            data = message if isinstance(message, bytes) else json.dumps(message, ensure_ascii=False).encode()
+            sys.stdout.buffer.write(data.rstrip(b"\n") + b"\n")
+            sys.stdout.buffer.flush()
+
+        def enqueue(message: Any) -> None:
+            with ready:
+                queued.append(message)
+                ready.notify()
+
+        def drain() -> None:
+            while True:
+                with ready:
+                    ready.wait_for(lambda: queued)
+                    message = queued.pop(0)
+                deliver(message)
+
+        relay.to_client = enqueue  # type: ignore[method-assign]
+        threading.Thread(target=drain, daemon=True).start()
     if mutation in STARTUP_MUTATIONS:
         relay.to_client(b"mutant server: starting up (a log line on stdout)")
     mutate_line = LINE_MUTATIONS.get(mutation)
@@ -475,6 +539,8 @@ def main(argv: list[str]) -> int:
                 request, relay.request_started = relay.pending.pop(json.dumps(message.get("id")), (None, 0.0))
             if mutate_response is not None and isinstance(message, dict):
                 message = mutate_response(relay, message, request)
+                if message is None:
+                    continue  # the mutation swallowed it
             relay.to_client(message)
 
     pump = threading.Thread(target=server_to_client, daemon=True)

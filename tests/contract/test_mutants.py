@@ -58,6 +58,10 @@ EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {
     "float-internal": (("wire:fuzz:tool-arguments",), "tools:result:structured"),
     "serial-calls": (("concurrency:waits:cheap-call-prompt",), "wire:ping"),
     "fraction-truncated": (("collab:wait:timeout-whole",), "collab:wait:timeout-maximum"),
+    "strict-ignored": (("target:not-sendable:fallback",), "target:disabled:refused"),
+    "oversize-closes": (("bounds:line:oversize",), "wire:ping"),
+    "answers-buffered": (("wire:backpressure:bounded",), "wire:ping"),
+    "hung-unbounded": (("call:app-hung:bounded",), "wire:ping"),
 }
 
 

@@ -183,6 +183,80 @@ if os.geteuid() == 0:
     CASES.append(Broken("home-of-another-user", foreign_owner, Code.HOME_INVALID, lambda h: h))
 
 
+def symlink_named(name: str, dangling: bool = False) -> Callable[[Path], Path]:
+    """A home of ours with a symbolic link planted where ``name`` belongs (to a file outside, or to nothing)."""
+
+    def build(tmp: Path) -> Path:
+        home = tmp / "home"
+        if name.startswith("peerwire.db"):
+            home.mkdir(mode=0o777)
+        else:
+            real_store(home)
+            home.chmod(0o777)  # what a careless setup leaves: anyone could have planted the link
+        target = tmp / f"outside-{name}"
+        if not dangling:
+            target.write_bytes(b"precious: not peerwire's\n")
+        (home / name).symlink_to(target)
+        return home
+
+    build.__name__ = f"{name}_as_symlink"
+    return build
+
+
+def owned_by_another_user(name: str) -> Callable[[Path], Path]:
+    """A home of ours where the file ``name`` belongs to uid 4242 (only root can build it)."""
+
+    def build(tmp: Path) -> Path:
+        home = tmp / "home"
+        real_store(home)
+        path = home / name
+        if name == "control.sock":
+            import socket
+
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.bind(str(path))
+        elif not path.exists():
+            path.write_bytes(b"")
+        os.chown(path, 4242, 4242)
+        return home
+
+    build.__name__ = f"{name}_of_another_user"
+    return build
+
+
+def foreign_database(tmp: Path) -> Path:
+    """Another program's SQLite database (its own tables, user_version 3) where the store belongs."""
+    home = tmp / "home"
+    home.mkdir(mode=0o700)
+    db = sqlite3.connect(home / "peerwire.db")
+    db.executescript("CREATE TABLE songs (id INTEGER PRIMARY KEY, title TEXT); "
+                     "INSERT INTO songs(title) VALUES ('one'), ('two'); PRAGMA user_version = 3;")
+    db.close()
+    return home
+
+
+def newer_schema(tmp: Path) -> Path:
+    """A peerwire store written by a newer peerwire (schema version 999)."""
+    db = real_store(tmp / "home", records=3)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version = 999")
+    conn.close()
+    return db.parent
+
+
+CASES += [Broken(f"symlink-{name}", symlink_named(name, dangling=name == "peerwire.db"), Code.HOME_INVALID,
+                 lambda h, name=name: h / name, store_only=name != "control.sock")
+          for name in ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "peerwire.db-mark", "operator.token",
+                       "app.lock", "app.log", "control.sock")]
+CASES += [Broken("foreign-database", foreign_database, Code.STORE_DAMAGED, lambda h: h / "peerwire.db",
+                 store_only=True),
+          Broken("newer-schema", newer_schema, Code.STORE_DAMAGED, lambda h: h / "peerwire.db", store_only=True)]
+if os.geteuid() == 0:
+    CASES += [Broken(f"foreign-{name}", owned_by_another_user(name), Code.HOME_INVALID,
+                     lambda h, name=name: h / name, store_only=name != "control.sock")
+              for name in ("peerwire.db", "peerwire.db-wal", "operator.token", "app.lock", "app.log", "control.sock")]
+
+
 def db_directory(tmp: Path) -> Path:
     home = tmp / "home"
     home.mkdir(mode=0o700)
@@ -323,7 +397,8 @@ def test_store_files_are_private_from_creation(tmp_path):
             assert proc.stdout is not None
             assert json.loads(proc.stdout.readline())["event"] == "ready"
             # While the app runs, the WAL and its index exist beside the store.
-            for name in ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "app.lock", "app.log"):
+            for name in ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "peerwire.db-mark", "operator.token",
+                         "app.lock", "app.log"):
                 mode = stat.S_IMODE((home / name).stat().st_mode)
                 assert mode == 0o600, f"{name} is {mode:o}"
         finally:
@@ -344,5 +419,36 @@ def test_a_new_store_appears_only_whole(tmp_path):
     home.create()
     home.open_store().close()
     names = sorted(p.name for p in home.path.iterdir())
-    assert names == ["peerwire.db"], names
+    assert names == ["peerwire.db", "peerwire.db-mark"], names  # the store and its high-water mark, no leftovers
     assert sqlite3.connect(home.db).execute("SELECT COUNT(*) FROM agents").fetchone() == (0,)
+
+
+LINKED = ("peerwire.db", "peerwire.db-wal", "peerwire.db-shm", "peerwire.db-mark", "operator.token", "app.lock",
+          "app.log", "control.sock")
+
+
+@pytest.mark.parametrize("name", LINKED)
+def test_a_planted_link_is_never_followed(tmp_path, name):
+    home = symlink_named(name, dangling=name == "peerwire.db")(tmp_path)
+    target = tmp_path / f"outside-{name}"
+    before = target.read_bytes() if target.exists() else None
+    for argv in (["app", "--home", home], ["home", "init", "--home", home]):
+        done = run(argv)
+        assert done.returncode == EXIT_STATUS[Code.HOME_INVALID], one_line(done.stderr)
+        after = target.read_bytes() if target.exists() else None
+        assert after == before, f"{argv[0]} wrote through the link at {name}: {before!r} -> {after!r}"
+        assert (home / name).is_symlink(), "the link itself is left for its owner to look at"
+
+
+def test_every_file_the_app_writes_is_made_private_even_one_that_was_there(tmp_path):
+    db = real_store(tmp_path / "home")
+    home = db.parent
+    (home / "app.log").write_text("an older log line\n")
+    (home / "app.log").chmod(0o644)
+    (home / "app.lock").write_text("")
+    (home / "app.lock").chmod(0o666)
+    db.chmod(0o640)
+    _start_and_stop(home)
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in home.iterdir() if path.is_file()}
+    assert set(modes.values()) == {0o600}, modes
+    assert (home / "app.log").read_text().startswith("an older log line\n"), "the log is appended to, not replaced"

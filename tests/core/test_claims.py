@@ -254,7 +254,7 @@ def test_an_owner_that_exits_under_a_prompt_or_an_interrupt_is_not_active_not_in
         assert "B's owner (generation 1) exited while the prompt was given" in refused.value.message
         assert refused.value.details["stderr_tail"] == ["codex: killed"]
         turn = await core.codex.prompt(core.agent("B"), "are you there now?")  # the next turn/start succeeds
-        core.codex.owners[core.agent("B").agent_id].started.add(turn["turn_id"])  # as turn/started would
+        core.codex.owners[core.agent("B").agent_id].turns.started(turn["turn_id"])  # as turn/started would
         with pytest.raises(PeerwireError) as refused:
             await asyncio.wait_for(core.codex.interrupt(core.agent("B")), TIMEOUT_S)
         assert refused.value.code is Code.NOT_ACTIVE and "exited while turn" in refused.value.message

@@ -347,9 +347,9 @@ def test_child_turn_limit_interrupts_exactly_the_running_turn():
                 interrupts.append((thread_id, turn_id))
                 fired.set()
 
-        owner = adapter.Owner("id", "/root/w", 1, "th", Client(), shared=True)
+        owner = adapter.Owner("id", "/root/w", 1, "th", Client(), adapter.OwnerSetup(shared=True))
         provider = adapter.CodexProvider.__new__(adapter.CodexProvider)
-        owner.active_turn = "t1"
+        owner.turns.started("t1")
         old = collab.CHILD_TURN_LIMIT_S
         collab.CHILD_TURN_LIMIT_S = limit
         try:
@@ -603,7 +603,7 @@ def test_an_encrypted_call_is_forwarded_opaque_where_the_version_passes_its_argu
 def _mail(tmp_path, assessment, call: dict | None) -> tuple[dict, str]:
     """The item (and form) the adapter injects for a MESSAGE from /root/a to /root, under ``assessment``;
     ``call``: the raw function call the core knows the message came from, if any."""
-    from peerwire.codex.adapter import CodexProvider, Owner
+    from peerwire.codex.adapter import CodexProvider, Owner, OwnerSetup
 
     provider = CodexProvider.in_process(tmp_path)
     try:
@@ -612,7 +612,7 @@ def _mail(tmp_path, assessment, call: dict | None) -> tuple[dict, str]:
         child, _ = store.register_agent("/root/a", "codex", path="/root/a", parent_agent_id=root.agent_id)
         receipt = {"via": "mcp", **({"function_call": call} if call else {})}
         sent = store.admit_information(child, root, "hello ✓", receipt=receipt)
-        owner = Owner(root.agent_id, root.name, 1, "thread-root", None, capabilities=assessment)
+        owner = Owner(root.agent_id, root.name, 1, "thread-root", None, OwnerSetup(capabilities=assessment))
         return provider._mail_item(owner, store.agent(root.agent_id), store.interaction(sent["interaction_id"]))
     finally:
         provider.store.close()

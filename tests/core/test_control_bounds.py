@@ -132,7 +132,7 @@ def test_connections_are_bounded_by_the_file_limit(tmp_path):
     held: list[socket.socket] = []
     try:
         bound = nofile - CONTROL_FD_RESERVE
-        status = encode({"id": 1, "op": "status", "args": {}})
+        status = encode({"id": 1, "op": "status", "args": {}, "operator": app.home.operator_credential()})
         for _ in range(bound):
             sock = _connect(app.home)
             sock.sendall(status)

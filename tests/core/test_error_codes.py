@@ -21,6 +21,7 @@ ELSEWHERE = {
     Code.STORAGE_UNAVAILABLE: "tests/core/test_storage.py fills the disk under a real store",
     Code.TOO_MANY_WAITERS: "tests/core/test_control_bounds.py holds a caller's maximum of waits",
     Code.TOO_MANY_CONNECTIONS: "tests/core/test_control_bounds.py opens one connection over the app's bound",
+    Code.APP_NOT_RESPONDING: "tests/core/test_hung_app.py stops the app with SIGSTOP",
 }
 
 

@@ -2,6 +2,7 @@ import pytest
 
 from harness.contract.manifest import requirement
 from peerwire.errors import Code, PeerwireError
+from peerwire.codex.owner import OWNER
 from peerwire.lifecycle import BINDING, INFORMATION, LIFECYCLES, TASK, IllegalTransition
 from peerwire.store import Store
 
@@ -14,7 +15,7 @@ def test_task_happy_paths():
     assert TASK.next(TASK.next(state, "provider_accepted"), "observation_lost") == "uncertain"
 
 
-ALL = [*LIFECYCLES.values(), BINDING]
+ALL = [*LIFECYCLES.values(), BINDING, OWNER]
 
 
 @pytest.mark.parametrize("lifecycle", ALL, ids=lambda lc: lc.name)

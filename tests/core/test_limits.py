@@ -27,6 +27,8 @@ def test_the_defaults_the_app_applies_are_the_schemas_defaults():
     limit = inputs("receive_messages")["limit"]
     assert limit["minimum"] <= limits.DEFAULT_RECEIVE_LIMIT <= limit["maximum"]
     assert limits.DEFAULT_WAIT_TIMEOUT_MS <= contract.definitions()["timeout_ms"]["maximum"]
+    assert limits.MAX_WAIT_MS == contract.definitions()["timeout_ms"]["maximum"]
+    assert limits.MAX_WAIT_MS / 1000 + limits.ANSWER_GRACE_S < limits.CODEX_TOOL_TIMEOUT_S
 
 
 def test_the_body_bound_is_the_one_the_schema_promises():
@@ -41,9 +43,16 @@ def test_the_collaboration_bounds_are_its_schemas():
     assert inputs("send_message", COLLAB)["target"]["pattern"] == f"^{collab.ROOT}(/{segment}){{0,{collab.MAX_DEPTH}}}$"
 
 
+def test_a_page_of_records_at_the_body_bound_fits_one_answer_line():
+    worst = "\x01" * limits.MAX_BODY_BYTES
+    record = {"record_id": "ix_" + "0" * 32, "kind": "task", "body": worst, "sender": {"name": "s" * 64}}
+    page = {"id": 1, "ok": True, "result": {"records": [record] * 100, "cursor": "c" * 200}}
+    assert len(json.dumps(page, ensure_ascii=False).encode("utf-8")) + 1 <= limits.MAX_ANSWER_LINE_BYTES
+
+
 def test_a_body_at_its_bound_fits_one_control_line_however_it_is_escaped():
     # Control characters are what JSON escapes longest (\u00XX: six bytes for one).
     worst = "\x01" * limits.MAX_BODY_BYTES
     request = {"id": 1, "op": "followup_task", "token": "t" * 64,
                "args": {"target": "x" * 256, "message": worst}, "meta": {"via": "mcp", "call_id": "c" * 64}}
-    assert len(json.dumps(request, ensure_ascii=False).encode("utf-8")) + 1 <= limits.CONTROL_LINE_BYTES
+    assert len(json.dumps(request, ensure_ascii=False).encode("utf-8")) + 1 <= limits.MAX_LINE_BYTES

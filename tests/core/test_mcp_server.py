@@ -205,3 +205,43 @@ def test_one_session_survives_an_app_restart(core):
         assert _code(session.call("list_agents", {})) is None
     finally:
         assert session.close() == 0
+
+
+@pytest.mark.parametrize("arguments", [
+    b'{"target": "b", "message": 1e400}',
+    b'{"target": "b", "message": "x", "extra": -1e400}',
+    b'{"target": "b", "message": "x", "extra": {"deep": [1, 2, 1E999]}}',
+])
+def test_a_number_json_cannot_carry_is_the_clients_error_never_internal(core, arguments):
+    a = core.register("a")
+    core.register("b")
+    call = (b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "send_message", "arguments": '
+            + arguments + b'}}\n')
+    out = _raw([{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"}], _env(core, a),
+               [call, b'{"jsonrpc": "2.0", "id": 10, "method": "ping"}\n'])
+    by_id = {m["id"]: m for m in out}
+    assert "error" not in by_id[9], by_id[9]
+    error = by_id[9]["result"]["structuredContent"]["error"]
+    assert error["code"] == "invalid_argument" and "out of range" in error["message"], error
+    assert by_id[10]["result"] == {}
+
+
+def test_the_app_refuses_a_control_line_with_an_out_of_range_number_and_keeps_the_connection(core):
+    import socket
+
+    a = core.register("a")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with core.home.socket_address() as address:
+        sock.connect(address)
+    sock.settimeout(30)
+    reader = sock.makefile("rb")
+    try:
+        sock.sendall(b'{"id": 1, "op": "tool", "tool": "receive_messages", "args": {"limit": 1e400}, "token": "'
+                     + a.token.encode() + b'"}\n{"id": 2, "op": "tool", "tool": "list_agents", "args": {}}\n')
+        answers = {answer["id"]: answer for answer in (json.loads(reader.readline()) for _ in range(2))}
+    finally:
+        reader.close()
+        sock.close()
+    assert answers[1]["error"]["code"] == "invalid_argument" and "out of range" in answers[1]["error"]["message"]
+    assert answers[2]["ok"], answers[2]

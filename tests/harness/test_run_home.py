@@ -310,3 +310,46 @@ def test_sweep_leaves_a_dead_run_whose_scenario_home_is_still_held(root: Path) -
 
 def test_sweep_of_a_missing_root_finds_nothing(tmp_path: Path) -> None:
     assert sweep_stale(tmp_path / "absent") == []
+
+
+@pytest.mark.slow
+@posix_only
+def test_sweep_leaves_a_dead_runs_home_while_its_core_app_still_runs(root: Path) -> None:
+    from harness.process.app import AppProcess
+    from peerwire.home import Home
+
+    outer = new_run_id()
+    _end(_holder(root, outer), kill=True)
+    app = AppProcess.start(Home(root / outer / "core"))  # the orphaned app of the dead run, holding its home
+    try:
+        assert sweep_stale(root) == []
+        assert (root / outer / "core" / "peerwire.db").is_file()
+    finally:
+        app.terminate()
+    assert [s.run_id for s in sweep_stale(root)] == [outer]
+
+
+@pytest.mark.slow
+@posix_only
+@pytest.mark.parametrize("how", ["cwd", "open-file"])
+def test_sweep_leaves_a_dead_runs_home_while_a_process_works_inside(root: Path, how: str) -> None:
+    outer = new_run_id()
+    _end(_holder(root, outer), kill=True)
+    workspace = root / outer / "agents" / "b" / "workspace"
+    workspace.mkdir(parents=True)
+    (workspace / "notes.txt").write_text("")
+    code = ("import sys, time; f = open(sys.argv[1]); print('ready', flush=True); time.sleep(600)"
+            if how == "open-file" else "import time; print('ready', flush=True); time.sleep(600)")
+    # A Codex stand-in: not locking anything, only working in the home (its cwd, or a file it holds open).
+    worker = subprocess.Popen([sys.executable, "-c", code, str(workspace / "notes.txt")],
+                              cwd=workspace if how == "cwd" else root, stdout=subprocess.PIPE,
+                              start_new_session=True)
+    try:
+        assert read_line(worker.stdout, START_TIMEOUT) == "ready"  # type: ignore[arg-type]
+        assert sweep_stale(root) == []
+        assert workspace.is_dir()
+    finally:
+        worker.kill()
+        worker.wait(timeout=START_TIMEOUT)
+        worker.stdout.close()  # type: ignore[union-attr]
+    assert [s.run_id for s in sweep_stale(root)] == [outer]
