@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..census import record_launch
 from ..endpoints import SdkEndpoint, ToolOutcome
 from ..fixtures import Servers
 from ..layout import PROJECT_ROOT
@@ -189,6 +190,7 @@ def run_typescript_sdk(plan: Plan, workdir: Path) -> list[Answer]:
     plan_path = workdir / "typescript-sdk.plan.json"
     plan_path.write_text(json.dumps(document, ensure_ascii=False), "utf-8")
     bound = CALL_TIMEOUT_S * (len(plan.calls) + 2 * len(plan.sessions))
+    record_launch("typescript-sdk", len(plan.sessions))  # the client starts one server per session
     # From the suite's own working directory, so the server command resolves as for every other client.
     out = _run([node(), str(TS_CLIENT_SCRIPT), str(plan_path)], timeout=bound, cwd=Path.cwd(),
                stderr=workdir / "typescript-sdk.stderr.log", what="the TypeScript SDK client")
@@ -239,6 +241,7 @@ def run_inspector_cli(plan: Plan, workdir: Path) -> list[Answer]:
             return Answer(call, False, refusal=str(exc))
         return Answer(call, True, json.loads(out))
 
+    record_launch("inspector-cli", len(plan.calls))  # one CLI process, and one server, per call
     with ThreadPoolExecutor(INSPECTOR_WORKERS) as pool:
         first = list(pool.map(one, [c for c in plan.calls if c.after is None]))
         return first + list(pool.map(one, [c for c in plan.calls if c.after is not None]))
