@@ -212,10 +212,10 @@ def test_two_leases_at_once_are_two_callers(pool):
 # -- the verdicts of a shared run are those of a fresh one -------------------------------------------
 
 SELECTION = (
-    "wire:ping", "wire:response:exactly-one", "wire:notification:no-response",  # protocol: the shared session
-    "wire:initialize:version", "wire:stdout:json-rpc-only",  # protocol: fresh-server (initialize, stdin closed)
-    "wire:json:non-finite", "tools:list:names", "interrupt:idle:not-active",  # messaging: a shared caller
-    "target:unknown", "identity:sender:attributed", "receive:order:admission",  # cases: actors any caller plays
+    "wire:ping", "wire:response:exactly-one",  # protocol: the shared session
+    "wire:initialize:handshake", "wire:stdout:json-rpc-only",  # protocol: fresh-server (initialize, stdin closed)
+    "wire:json:non-finite", "tools:list:names",  # messaging: a shared caller
+    "target:unknown", "identity:sender:attributed",  # cases: actors any caller can play
     "receive:ack:acknowledges", "call:cancelled:claims-nothing",  # fresh agents beside a shared caller
     "receipt:durable:app-crash", "app:unavailable",  # fresh-home: a crash, the app stopped
     "collab:list:tree",  # collab: a home per case
