@@ -22,9 +22,11 @@ from jsonschema.exceptions import ValidationError
 
 from .expressions import static_problems
 from .layout import CASE_SCHEMA_PATH, CASES_DIR
-from .manifest import Manifest, manifest, profile_of
+from .manifest import FRESH_HOME, Manifest, manifest, profile_of
 from .schemas import PROFILE_TOOLS, error_codes
 
+MAILBOX_CALLS = frozenset({"receive_messages", "wait_agent", "reply"})
+"""Calls whose answer depends on the caller's own mailbox."""
 OPERATORS = ("equals", "not_equals", "contains", "lacks", "matches", "length", "absent", "increasing",
              "excludes_text")
 CONTROL_ACTIONS = ("crash", "make_unavailable", "make_available")
@@ -119,6 +121,31 @@ class Case:
         return self.profile == "collab" or any(isinstance(s, ControlStep) for s in self.steps)
 
     @property
+    def shareable_actors(self) -> frozenset[str]:
+        """The actors any registered caller can play, so a run may give them a session it shares between tests.
+
+        In a messaging case that keeps the app, that is a registered actor with no aliases and a name no other
+        actor shares, whom nothing addresses (no ``$actor`` of it in any step's arguments or the case's values)
+        and who reads no mailbox (it calls no receive_messages, wait_agent or reply): what it does depends on
+        nothing of its own but being a caller, and nothing another test does reaches it. Expectations may still
+        name it: they compare with whichever caller played it.
+        """
+        if self.profile != "messaging" or any(isinstance(s, ControlStep) for s in self.steps):
+            return frozenset()
+        addressed = _actors_in(self.values)
+        readers = set()
+        for step in self.steps:
+            if isinstance(step, CallStep):
+                addressed |= _actors_in(step.arguments)
+                if step.call in MAILBOX_CALLS:
+                    readers.add(step.actor)
+        stems = [a.stem for a in self.actors.values()]
+        callers = {s.actor for s in self.steps if isinstance(s, CallStep)}
+        return frozenset(key for key in callers
+                         if (actor := self.actors[key]).registered and not actor.aliases and not actor.collab_root
+                         and stems.count(actor.stem) == 1 and key not in addressed and key not in readers)
+
+    @property
     def real_time_ms(self) -> int:
         """The longest wait a step must see last in real time (its ``not_before_ms``); 0 when none."""
         return max((s.outcome.not_before_ms or 0 for s in self.steps if not isinstance(s, ControlStep)), default=0)
@@ -134,6 +161,16 @@ class Case:
                 out.add(outcome.requirement)
             out.update(e["requirement"] for e in outcome.expect if "requirement" in e)
         return out
+
+
+def _actors_in(value: Any) -> set[str]:
+    """The actors a value's ``$actor`` expressions name."""
+    if isinstance(value, Mapping):
+        found = {value["$actor"]} if isinstance(value.get("$actor"), str) else set()
+        return found.union(*(_actors_in(v) for v in value.values()))
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_actors_in(v) for v in value))
+    return set()
 
 
 @lru_cache(maxsize=1)
@@ -248,6 +285,9 @@ def _build_case(suite: str, raw: Mapping[str, Any], requirements: Manifest,
         problems.append(f"background steps never awaited: {', '.join(sorted(background))}")
     if raw["requirement"] not in requirements:
         problems.append(f"requirement {raw['requirement']!r} is not in the manifest")
+    elif any(isinstance(s, ControlStep) for s in steps) and FRESH_HOME not in requirements[raw["requirement"]].needs:
+        problems.append(f"it crashes the implementation or makes it unavailable, so its requirement "
+                        f"{raw['requirement']!r} needs [\"{FRESH_HOME}\"] (a home of its own) in requirements.toml")
     for key, actor in actors.items():
         if not actor.registered and (actor.aliases or actor.collab_root):
             problems.append(f"actor {key!r} is not registered, so it cannot have aliases or be a tree root")

@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--call-timeout", type=float, metavar="S",
                         help="how long one answer may take once the server is up, besides any wait the call asks "
                              "for (default 30)")
+    parser.add_argument("--isolation", choices=("shared", "fresh"), default="shared",
+                        help="what tests share: shared (default: a home per worker for the tests that leave it "
+                             "alone, and shared sessions for tests that only need a caller) or fresh (a home and "
+                             "server processes of its own for every test; slower, for comparing verdicts)")
     parser.add_argument("--level", choices=("must", "should", "may"), default="may",
                         help="run requirements up to this level (default: may, i.e. all)")
     parser.add_argument("--requirement", action="append", default=[], metavar="ID",
@@ -86,7 +90,7 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
     # (harness/contract/suite/...) that recorded durations and shard merges agree on.
     argv = ["-p", "harness.contract.plugin", "-p", "no:cacheprovider",
             "--rootdir", str(packages_root()), "-c", str(contract_suite_config()),
-            "--level", args.level, "--report-dir", str(report_dir)]
+            "--level", args.level, "--isolation", args.isolation, "--report-dir", str(report_dir)]
     if args.server_cmd:
         argv += ["--server-cmd", args.server_cmd]
     if args.collab_server_cmd:

@@ -1,10 +1,12 @@
 """Runs one contract case against a target and turns what happens into votes.
 
 The driver registers the case's actors through the provisioner (names made
-unique per run, so cases can share an app; a collab case's root actor as the
+unique per run, so cases can share a home; a collab case's root actor as the
 root of its tree), starts one server process per calling actor with the
 command of the case's profile, performs the MCP handshake and runs the steps
-in order. Each check becomes a vote; the first failed check ends the case,
+in order. An actor any caller can play (:attr:`Case.shareable_actors`) is
+instead given a shared session when the run offers one
+(:mod:`harness.contract.isolation`), and plays as that session's caller. Each check becomes a vote; the first failed check ends the case,
 because later steps usually build on it. Every call is bounded: by the step's
 ``within_ms``, or by the call's own timeout plus ``--call-timeout``; a step's
 ``not_before_ms`` says how long a call must at least have taken (a wait that
@@ -32,6 +34,7 @@ from .cases import AwaitStep, CallStep, Case, ControlStep, Outcome
 from .endpoints import Endpoint, PendingCall, RawEndpoint, SdkEndpoint, ToolOutcome
 from .expectations import check
 from .expressions import ActorIdentity, ExpressionError, Scope, evaluate
+from .isolation import SharedSessions
 from .limits import limits
 from .schemas import error_result_violations, tool_contract
 from .stdio import ServerExited
@@ -86,9 +89,12 @@ class CaseRun:
     """One run of one case. ``via`` is ``raw`` (the suite's client) or ``sdk`` (the MCP SDK)."""
 
     def __init__(self, case: Case, target: Target, provisioner: Provisioner, workdir: Path,
-                 recorder: VoteRecorder, *, via: str = "raw", portal: Any = None):
+                 recorder: VoteRecorder, *, via: str = "raw", portal: Any = None,
+                 sessions: SharedSessions | None = None):
         if via == "sdk" and portal is None:
             raise ValueError("the sdk client needs a blocking portal")
+        self.sessions = sessions if via == "raw" else None
+        """Where the case's actors that only need a caller lease a session (``None``: each actor its own)."""
         self.case = case
         self.target = target
         self.provisioner = provisioner
@@ -126,9 +132,16 @@ class CaseRun:
 
     def _provision(self) -> None:
         try:
+            shared = self.case.shareable_actors if self.sessions is not None else frozenset()
             for key, spec in self.case.actors.items():
                 name = self.unique_name(spec.stem)
-                if spec.registered:
+                if key in shared:
+                    assert self.sessions is not None
+                    lease = self.sessions.lease(requirement=self.case.requirement)
+                    self.endpoints[key] = lease
+                    assert lease.caller is not None, "a shared home's session has a caller"
+                    self.identities[key] = ActorIdentity(lease.caller.name, lease.caller.agent_id)
+                elif spec.registered:
                     # collab_root is passed only when set: a provisioner without the profile need not know it.
                     root = {"collab_root": True} if spec.collab_root else {}
                     caller = self.provisioner.register(
@@ -138,7 +151,7 @@ class CaseRun:
                 else:
                     self.identities[key] = ActorIdentity(name, "")
                     self.envs[key] = self.provisioner.stranger_env()
-            callers = [s.actor for s in self.case.steps if isinstance(s, CallStep)]
+            callers = [s.actor for s in self.case.steps if isinstance(s, CallStep) and s.actor not in shared]
             for key in dict.fromkeys(callers):
                 self.endpoints[key] = self._open(key)
             for key in dict.fromkeys(callers):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
+from .census import record_launch
 from .limits import limits, record_startup
 from .stdio import NoResponse, StdioServer
 
@@ -104,9 +105,12 @@ class RawEndpoint:
         self.server = server
 
     @classmethod
-    def open(cls, argv: Sequence[str], env: dict[str, str], *, stderr: Path) -> "RawEndpoint":
-        """Start the server; :meth:`handshake` must follow before tool calls."""
-        return cls(StdioServer(argv, env, stderr=stderr))
+    def open(cls, argv: Sequence[str], env: dict[str, str], *, stderr: Path, launch: str = "fresh") -> "RawEndpoint":
+        """Start the server; :meth:`handshake` must follow before tool calls. ``launch``: what the run counts it
+        as (:data:`~harness.contract.census.LAUNCHES`)."""
+        endpoint = cls(StdioServer(argv, env, stderr=stderr))
+        record_launch(launch)
+        return endpoint
 
     def initialize(self, version: str = PROTOCOL_VERSION, timeout: float | None = None) -> dict[str, Any]:
         """Send ``initialize`` asking for ``version`` as the session's first request and return the response.
@@ -138,10 +142,13 @@ class RawEndpoint:
         if "result" not in response:
             raise RuntimeError(f"initialize failed: {response.get('error')}")
         self.server.notify("notifications/initialized")
+        self.initialized = response
         return response
 
     negotiated: str | None = None
     """The revision the server answered initialize with (``None`` before, or when it answered none)."""
+    initialized: dict[str, Any] | None = None
+    """The answer to the handshake's initialize (``None`` before a handshake)."""
 
     def call_tool(self, name: str, arguments: Any, *, timeout: float) -> PendingCall:
         # The raw client never gives up on its own: PendingCall.outcome() bounds the wait.
@@ -184,6 +191,7 @@ class SdkEndpoint:
         from mcp import Client
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
+        record_launch("python-sdk")
         stack = ExitStack()
         errlog = stack.enter_context(open(stderr, "a", encoding="utf-8"))
         params = StdioServerParameters(command=argv[0], args=list(argv[1:]), env=env)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,8 +21,9 @@ from harness.contract.interface import Caller, Provisioner
 
 from .cases import Case
 from .endpoints import RawEndpoint
+from .isolation import Isolation, Placement, SessionPools, SharedSessions, needs_of
 from .limits import limits
-from .manifest import ALSO_ATTRIBUTE, REQUIREMENT_ATTRIBUTE
+from .manifest import ALSO_ATTRIBUTE, FRESH_HOME, REQUIREMENT_ATTRIBUTE, manifest
 from .target import Target
 from .verdicts import ItemInfo, VoteRecorder
 
@@ -54,29 +56,85 @@ def contract_target(pytestconfig: pytest.Config) -> Target:
 
 
 @pytest.fixture(scope="session")
+def isolation(pytestconfig: pytest.Config) -> Isolation:
+    """What tests share (``--isolation``; default: shared)."""
+    return Isolation(pytestconfig.getoption("--isolation", default=None) or Isolation.SHARED)
+
+
+def placement(request: pytest.FixtureRequest) -> Placement:
+    """Where the requesting test runs: its requirements' ``needs`` (and its case's own) under ``--isolation``."""
+    info = item_info(request.node)
+    needs = needs_of(manifest(), (info.requirement, *info.also)) if info is not None else set()
+    callspec = getattr(request.node, "callspec", None)
+    case = callspec.params.get("case") if callspec is not None else None
+    if isinstance(case, Case) and case.needs_own_app:
+        needs.add(FRESH_HOME)
+    return Placement.of(request.getfixturevalue("isolation"), needs)
+
+
+@pytest.fixture(scope="session")
 def shared_app(contract_target: Target, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provisioner]:
-    """One provisioned app per test process, shared by every case that leaves the app alone."""
-    if contract_target.provisioner is None:
-        pytest.skip("not tested: the target has no provisioner (--provisioner), so only the protocol profile runs")
+    """One provisioned home per test process, shared by every test that leaves it alone."""
+    _require_provisioner(contract_target)
     provisioner = contract_target.new_provisioner(tmp_path_factory.mktemp("shared-app"))
     provisioner.start()
     yield provisioner
     provisioner.stop()
 
 
-@pytest.fixture
-def case_app(request: pytest.FixtureRequest, contract_target: Target, tmp_path: Path) -> Iterator[Provisioner]:
-    """The app a case runs against: its own when it stops or restarts the app, else the shared one."""
-    case: Case = request.getfixturevalue("case")
-    if not case.needs_own_app:
-        yield request.getfixturevalue("shared_app")
-        return
-    provisioner = contract_target.new_provisioner(tmp_path / "app")
+@pytest.fixture(scope="session")
+def session_pools(contract_target: Target, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionPools]:
+    """The shared sessions of this test process (:mod:`harness.contract.isolation`), stopped at its end."""
+    pools = SessionPools(contract_target, tmp_path_factory.mktemp("shared-sessions"))
+    yield pools
+    pools.close()
+
+
+def _require_provisioner(target: Target) -> None:
+    if target.provisioner is None:
+        pytest.skip("not tested: the target has no provisioner (--provisioner), so only the protocol profile runs")
+
+
+@contextmanager
+def _own_home(target: Target, root: Path) -> Iterator[Provisioner]:
+    """A provisioned home of the test's own, stopped when it ends."""
+    _require_provisioner(target)
+    provisioner = target.new_provisioner(root)
     provisioner.start()
     try:
         yield provisioner
     finally:
+        thaw = getattr(provisioner, "thaw", None)  # an optional hook: a test that hung the app may have failed
+        if thaw is not None:
+            thaw()
         provisioner.stop()
+
+
+def _shared_home(request: pytest.FixtureRequest, where: Placement) -> tuple[Provisioner, SharedSessions | None]:
+    """The shared home, and its shared sessions if the test may lease them (the app first: it stops last)."""
+    provisioner = request.getfixturevalue("shared_app")
+    sessions = request.getfixturevalue("session_pools").of(provisioner) if where.shares else None
+    return provisioner, sessions
+
+
+@pytest.fixture
+def case_app(request: pytest.FixtureRequest, contract_target: Target, tmp_path: Path) -> Iterator[Provisioner]:
+    """The home a case runs in: its own when it crashes the implementation, makes it unavailable or builds a
+    collaboration tree (or under ``--isolation fresh``), else the shared one."""
+    if placement(request).fresh_home:
+        with _own_home(contract_target, tmp_path / "app") as provisioner:
+            yield provisioner
+    else:
+        yield request.getfixturevalue("shared_app")
+
+
+@pytest.fixture
+def case_sessions(request: pytest.FixtureRequest, case_app: Provisioner) -> SharedSessions | None:
+    """The shared sessions a case's actors that only need a caller may lease (``None``: every actor its own)."""
+    where = placement(request)
+    if where.fresh_home or not where.shares:
+        return None
+    return request.getfixturevalue("session_pools").of(case_app)
 
 
 @pytest.fixture
@@ -89,17 +147,25 @@ def votes(request: pytest.FixtureRequest) -> VoteRecorder:
 
 
 class Servers:
-    """Starts the target's server for callers of the shared app; stops every one at teardown."""
+    """Starts the target's server for callers of a home; stops (or hands back) every one at teardown.
 
-    def __init__(self, target: Target, provisioner: Provisioner, workdir: Path):
+    ``start(caller)`` starts a server process for that caller. ``start()`` with no caller, environment or
+    other handshake is a session for *a* caller: with ``sessions`` it is leased from the shared ones
+    (already initialized; :class:`~harness.contract.isolation.LeasedEndpoint`), else a new caller's own.
+    """
+
+    def __init__(self, target: Target, provisioner: Provisioner, workdir: Path, *,
+                 sessions: SharedSessions | None = None, requirement: str | None = None):
         self.target = target
         self.provisioner = provisioner
         self.workdir = workdir
+        self.sessions = sessions
+        self.requirement = requirement
         self._started: list[RawEndpoint] = []
 
     @property
     def endpoints(self) -> tuple[RawEndpoint, ...]:
-        """Every server started so far, in order."""
+        """Every server started (or session leased) so far, in order."""
         return tuple(self._started)
 
     def caller(self, stem: str = "caller") -> Caller:
@@ -108,10 +174,20 @@ class Servers:
 
     def start(self, caller: Caller | None = None, *, env: dict[str, str] | None = None,
               handshake: bool = True, profile: str = "messaging") -> RawEndpoint:
-        """The ``profile``'s server running as ``caller`` (a new one if omitted), or with exactly ``env``."""
+        """The ``profile``'s server running as ``caller`` (any caller if omitted: a shared session where the
+        test may lease one), or with exactly ``env``."""
+        if caller is None and env is None and handshake and profile == "messaging" and self.sessions is not None:
+            return self._lease(profile)
         if env is None:
             env = self.target.server_env(self.provisioner.caller_env(caller or self.caller()))
         return self._launch(self.target.server_cmd_for(profile), env, handshake)
+
+    def _lease(self, profile: str, version: str | None = None) -> RawEndpoint:
+        assert self.sessions is not None
+        lease = self.sessions.lease(profile, **({"version": version} if version else {}),
+                                    requirement=self.requirement)
+        self._started.append(lease)
+        return lease
 
     def _launch(self, argv, env: dict[str, str], handshake: bool, version: str | None = None) -> RawEndpoint:
         stderr = self.workdir / f"server-{len(self._started) + 1}.stderr.log"
@@ -141,11 +217,15 @@ class ProtocolServers(Servers):
 
     NEWEST = "2025-11-25"
 
-    def __init__(self, target: Target, provisioner: Provisioner | None, workdir: Path):
-        super().__init__(target, provisioner, workdir)  # type: ignore[arg-type]
+    def __init__(self, target: Target, provisioner: Provisioner | None, workdir: Path, *,
+                 sessions: SharedSessions | None = None, requirement: str | None = None):
+        super().__init__(target, provisioner, workdir, sessions=sessions,  # type: ignore[arg-type]
+                         requirement=requirement)
 
     def start(self, caller: Caller | None = None, *, env: dict[str, str] | None = None,
               handshake: bool = True, profile: str = "messaging", version: str | None = None) -> RawEndpoint:
+        if caller is None and env is None and handshake and self.sessions is not None:
+            return self._lease("protocol", version or self.NEWEST)
         if env is None:
             env = self.target.server_env(self.provisioner.caller_env(caller or self.caller("protocol"))
                                          if self.provisioner is not None else {})
@@ -154,13 +234,27 @@ class ProtocolServers(Servers):
 
 @pytest.fixture
 def protocol(request: pytest.FixtureRequest, contract_target: Target, tmp_path: Path) -> Iterator[ProtocolServers]:
-    """Servers for the protocol profile's tests (the shared app's callers when the target has a provisioner)."""
-    provisioner = request.getfixturevalue("shared_app") if contract_target.provisioner is not None else None
-    started = ProtocolServers(contract_target, provisioner, tmp_path)
-    try:
+    """Servers for the protocol profile's tests (callers of the shared home when the target has a provisioner;
+    with none, the suite's own environment), leased from the shared sessions where the test may."""
+    where = placement(request)
+    with ExitStack() as stack:
+        provisioner: Provisioner | None = None
+        sessions: SharedSessions | None = None
+        if contract_target.provisioner is not None and where.fresh_home:
+            provisioner = stack.enter_context(_own_home(contract_target, tmp_path / "own-app"))
+        elif contract_target.provisioner is not None:
+            provisioner, sessions = _shared_home(request, where)
+        elif where.shares:
+            sessions = request.getfixturevalue("session_pools").of(None)
+        started = ProtocolServers(contract_target, provisioner, tmp_path, sessions=sessions,
+                                  requirement=_requirement(request))
+        stack.callback(started.close)
         yield started
-    finally:
-        started.close()
+
+
+def _requirement(request: pytest.FixtureRequest) -> str | None:
+    info = item_info(request.node)
+    return info.requirement if info is not None else None
 
 
 def call_s() -> float:
@@ -169,12 +263,18 @@ def call_s() -> float:
 
 
 @pytest.fixture
-def servers(contract_target: Target, shared_app: Provisioner, tmp_path: Path) -> Iterator[Servers]:
-    started = Servers(contract_target, shared_app, tmp_path)
-    try:
+def servers(request: pytest.FixtureRequest, contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
+    """Servers on the shared home, or on one of the test's own when its requirement needs ``fresh-home``."""
+    where = placement(request)
+    with ExitStack() as stack:
+        if where.fresh_home:
+            provisioner, sessions = stack.enter_context(_own_home(contract_target, tmp_path / "own-app")), None
+        else:
+            provisioner, sessions = _shared_home(request, where)
+        started = Servers(contract_target, provisioner, tmp_path, sessions=sessions,
+                          requirement=_requirement(request))
+        stack.callback(started.close)
         yield started
-    finally:
-        started.close()
 
 
 @pytest.fixture
@@ -192,21 +292,14 @@ def tree_servers(contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
 
 @pytest.fixture
 def own_servers(contract_target: Target, tmp_path: Path) -> Iterator[Servers]:
-    """Servers on an implementation of their own, for a test that crashes, hangs, stops or changes it (never the
-    shared one)."""
-    if contract_target.provisioner is None:
-        pytest.skip("not tested: the target has no provisioner (--provisioner)")
-    provisioner = contract_target.new_provisioner(tmp_path / "own-app")
-    provisioner.start()
-    started = Servers(contract_target, provisioner, tmp_path)
-    try:
-        yield started
-    finally:
-        started.close()
-        thaw = getattr(provisioner, "thaw", None)  # an optional hook: a test that hung the app may have failed
-        if thaw is not None:
-            thaw()
-        provisioner.stop()
+    """Servers on a home of their own, whatever the requirement declares (``servers`` with ``fresh-home``
+    declared is the same): for a test that crashes, hangs, stops or changes the implementation."""
+    with _own_home(contract_target, tmp_path / "own-app") as provisioner:
+        started = Servers(contract_target, provisioner, tmp_path)
+        try:
+            yield started
+        finally:
+            started.close()
 
 
 def tool_call(endpoint: RawEndpoint, name: str, arguments: Any, *, timeout: float | None = None):

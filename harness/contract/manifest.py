@@ -20,7 +20,9 @@ MCP: it runs against any MCP stdio server, with no provisioner. ``messaging``
 is the messaging contract (``contracts/tools``), ``collab`` the collaboration
 profile (``contracts/collab``). A requirement's profile is its ``profile``
 entry, else its area's: ``collab`` for ``collab``, ``messaging`` for the rest.
-``needs`` names what a run must offer to test it (:data:`NEEDS`).
+``needs`` names what a run must offer to test it (:data:`NEEDS`): consent to call
+tools, a capability of the provisioner, or how its test is kept apart from
+others (``fresh-server``, ``fresh-home``: :mod:`harness.contract.isolation`).
 
 A :class:`Selection` picks the requirements a run is about: the profiles the
 target offers, what the run offers of ``needs``, everything up to a level,
@@ -54,12 +56,20 @@ PROFILES: tuple[str, ...] = (PROTOCOL, *profiles.ALL)
 """Requirement profiles: ``protocol`` (JSON-RPC 2.0 and MCP, any server), then the tool profiles ``messaging``
 (contract v1, ``contracts/tools``) and ``collab`` (``contracts/collab``)."""
 
+FRESH_SERVER = "fresh-server"
+FRESH_HOME = "fresh-home"
 NEEDS: dict[str, str] = {
     "tool-calls": "consent to call the server's own tools (--call-tools or --tool-call; implied for a provisioned "
                   "messaging target)",
     "unavailable": "a provisioner that can make the implementation unavailable (capability `unavailable`)",
+    FRESH_SERVER: "server processes of its own: its test changes or may end the session it talks to (an initialize "
+                  "variant, stdin closed, hostile input, everything a session wrote since it started)",
+    FRESH_HOME: "a home of its own: its test crashes the implementation, makes it unavailable or spoils its home",
 }
 """What a requirement may need from a run beyond its profile, and how a run offers it."""
+ISOLATION_NEEDS = (FRESH_SERVER, FRESH_HOME)
+"""Needs every run meets, by starting what the test needs (:mod:`harness.contract.isolation`); the others are
+offered by some runs only, and a requirement needing one a run lacks is not selected."""
 
 
 def profile_of(requirement_id: str) -> str:
@@ -209,6 +219,10 @@ def load_manifest(path: Path = MANIFEST_PATH) -> Manifest:
     problems = [p for r in requirements for p in provenance_problems(r)]
     if problems:
         raise ManifestError(f"{path.name}: provenance does not hold:\n  " + "\n  ".join(problems))
+    problems = [f"{r.id}: the protocol profile has no home, so it cannot need {FRESH_HOME} (need {FRESH_SERVER})"
+                for r in requirements if r.profile == PROTOCOL and FRESH_HOME in r.needs]
+    if problems:
+        raise ManifestError(f"{path.name}:\n  " + "\n  ".join(problems))
     return Manifest(requirements)
 
 
@@ -258,12 +272,12 @@ class Selection:
     level: Level = Level.MAY
     patterns: tuple[str, ...] = ()
     profiles: tuple[str, ...] = PROFILES
-    offers: tuple[str, ...] = tuple(NEEDS)
+    offers: tuple[str, ...] = tuple(n for n in NEEDS if n not in ISOLATION_NEEDS)
     """What the run offers of :data:`NEEDS` (a requirement needing more is not selected)."""
 
     def lacks(self, requirement: Requirement) -> tuple[str, ...]:
-        """What ``requirement`` needs that this run does not offer."""
-        return tuple(n for n in requirement.needs if n not in self.offers)
+        """What ``requirement`` needs that this run does not offer (every run meets :data:`ISOLATION_NEEDS`)."""
+        return tuple(n for n in requirement.needs if n not in self.offers and n not in ISOLATION_NEEDS)
 
     def includes(self, requirement: Requirement) -> bool:
         if requirement.profile not in self.profiles or self.lacks(requirement):

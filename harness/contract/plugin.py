@@ -40,18 +40,23 @@ from harness.contract.compliance import Compliance, Result, judge
 from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin provides)
     VOTES_KEY,
     case_app,
+    case_sessions,
     contract_target,
-    own_servers,
+    isolation,
     item_info,
     own_servers,
     protocol,
     servers,
+    session_pools,
     shared_app,
     tree_servers,
     votes,
 )
+from harness.contract import census
+from harness.contract.isolation import Isolation
 from harness.contract.layout import SUITE_DIR
-from harness.contract.limits import DEFAULT_CALL_S, DEFAULT_STARTUP_S, Limits, configure, drain_startups, startup_summary
+from harness.contract.limits import DEFAULT_CALL_S, DEFAULT_STARTUP_S, Limits, configure, drain_startups, \
+    startup_summary
 from harness.contract.manifest import PROFILES, Level, Manifest, ManifestError, Selection, manifest, parse_profiles
 from harness.contract.report import JUNIT_NAME, group_junit_by_source, not_tested_summary, reference_only_summary, \
     write_reports
@@ -60,6 +65,9 @@ from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, decod
 
 STARTUP_PROPERTY = "contract_startup_ms"
 """Each test item's server start-up times, carried like its votes."""
+LAUNCH_PROPERTY = "contract_launches"
+"""What each test item started (server processes by kind, homes) and shared sessions it closed, carried like its
+votes."""
 from harness.shards import DURATIONS_FILE, Shard, ShardError, load_durations, plan, write_durations
 
 RUN_KEY = pytest.StashKey["ContractRun"]()
@@ -80,6 +88,9 @@ class ContractRun:
     durations_file: Path | None = None
     votes: list[Vote] = field(default_factory=list)
     startups: list[float] = field(default_factory=list)
+    launches: dict[str, int] = field(default_factory=lambda: dict.fromkeys(census.LAUNCHES, 0))
+    closed_early: list[str] = field(default_factory=list)
+    isolation: Isolation = Isolation.SHARED
     tests: dict[str, int] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
     compliance: Compliance | None = None
@@ -112,6 +123,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--call-timeout", type=float, default=DEFAULT_CALL_S, metavar="S",
                     help=f"how long one answer may take once the server is up, besides any wait the call asks for "
                          f"(default {DEFAULT_CALL_S:g})")
+    group.addoption("--isolation", default=Isolation.SHARED.value, choices=[i.value for i in Isolation],
+                    help="what tests share: shared (default: one home per test process for the tests that leave "
+                         "it alone, and shared sessions for tests that only need a caller; a requirement that "
+                         "needs a fresh server or home declares it) or fresh (a home and server processes of "
+                         "its own for every test)")
     group.addoption("--level", default="may", choices=("must", "should", "may"),
                     help="run requirements up to this level (default: may, i.e. all)")
     group.addoption("--requirement", action="append", default=[], metavar="ID",
@@ -167,6 +183,7 @@ def pytest_configure(config: pytest.Config) -> None:
             shard=Shard.parse(config.getoption("--shard")) if config.getoption("--shard") else None,
             durations_file=Path(config.getoption("--shard-durations")) if config.getoption("--shard-durations")
             else None,
+            isolation=Isolation(config.getoption("--isolation")),
         )
     except (ManifestError, BaselineError, TargetError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -257,6 +274,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     startups = drain_startups()
     if startups:
         report.user_properties.append((STARTUP_PROPERTY, json.dumps([round(ms, 1) for ms in startups])))
+    launches, closed = census.drain()
+    if launches or closed:
+        report.user_properties.append((LAUNCH_PROPERTY, json.dumps({"launches": launches, "closed_early": closed})))
     recorder = item.stash.get(VOTES_KEY, None)
     cast = list(recorder.votes) if recorder is not None else []
     if report.skipped and not hasattr(report, "wasxfail"):
@@ -288,6 +308,11 @@ class ComplianceCollector:
                     self.run.votes.extend(decode_votes(value))
                 elif name == STARTUP_PROPERTY:
                     self.run.startups.extend(json.loads(value))
+                elif name == LAUNCH_PROPERTY:
+                    noted = json.loads(value)
+                    for kind, count in noted["launches"].items():
+                        self.run.launches[kind] = self.run.launches.get(kind, 0) + count
+                    self.run.closed_early += noted["closed_early"]
         self.run.durations[report.nodeid] = self.run.durations.get(report.nodeid, 0.0) + report.duration
         if report.when == "call":
             outcome = "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome
@@ -309,7 +334,10 @@ class ComplianceCollector:
         except CaseError:
             known_cases = []
         run.compliance = judge(run.manifest, run.votes, run.selection, run.baseline, known_cases)
-        extra: dict = {"startup": startup_summary(run.startups)}
+        extra: dict = {"startup": {**startup_summary(run.startups), "isolation": run.isolation.value,
+                                   "launches": dict(run.launches),
+                                   "processes": sum(n for kind, n in run.launches.items() if kind != "home"),
+                                   "closed_early": run.closed_early}}
         if run.shard is not None:
             run.compliance = shard_verdict(run.compliance)
             extra |= {"shard": _read_plan(run), "votes": [v.to_json() for v in run.votes]}
@@ -349,6 +377,9 @@ class ComplianceCollector:
         if startup["servers"]:
             write(f"server start-up (launch to first answer, never counted against a call): {startup['servers']} "
                   f"servers, median {startup['median_ms']:.0f} ms, max {startup['max_ms']:.0f} ms")
+        write(f"isolation {self.run.isolation.value}: {census.describe(self.run.launches)}"
+              + (f"; {len(self.run.closed_early)} shared sessions closed early, first: {self.run.closed_early[0]}"
+                 if self.run.closed_early else ""))
         if compliance.reference_only:
             write(reference_only_summary({"reference_only": compliance.reference_only}))
         for problem in compliance.problems:

@@ -23,6 +23,12 @@ from harness.process.app import AppProcess
 from harness.process.jobs import Spawn
 
 
+REGISTER_WAIT_S = 50.0
+"""Added to the control client's own grace: how long a registration may take before the provisioner gives up.
+A safety net against a hung app, far above the milliseconds one takes: on a 2-core machine at a load average
+of 26 one took over the grace's 10 s alone, and failed a requirement that had not yet begun."""
+
+
 @dataclass
 class ReferenceProvisioner:
     """Provisions peerwire's reference core in ``root`` (a fresh directory).
@@ -63,7 +69,7 @@ class ReferenceProvisioner:
             provider = "codex"  # a tree's root is a Codex agent: only Codex has native collaboration
         out = ControlClient(self.home).call(
             "register_agent", {"name": name, "provider": provider, "aliases": list(aliases), "source": self.source,
-                               "collab_root": collab_root})
+                               "collab_root": collab_root}, wait_s=REGISTER_WAIT_S)
         caller = Caller(name=name, agent_id=out["agent"]["agent_id"], token=out["session_token"],
                         provider=provider, aliases=tuple(aliases))
         self.callers.append(caller)

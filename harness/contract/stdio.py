@@ -70,6 +70,13 @@ def _is_response(m: Any) -> bool:
         and (("result" in m) != ("error" in m))
 
 
+def _answerable_id(msg_id: Any) -> bool:
+    """A request id a response can carry back: a string of Unicode text or an integer."""
+    if isinstance(msg_id, bool) or not isinstance(msg_id, (int, str)):
+        return False
+    return not (isinstance(msg_id, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in msg_id))
+
+
 def strict_json(raw: bytes) -> Any:
     """The JSON value of ``raw`` read strictly (UTF-8 only, no NaN or Infinity), else ``None``."""
     try:
@@ -223,6 +230,36 @@ class StdioServer:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    @property
+    def sent_count(self) -> int:
+        """How many lines have been sent so far."""
+        with self._lock:
+            return len(self._sent)
+
+    def unanswered(self, sent_from: int = 0, lines_from: int = 0) -> list[Any]:
+        """The ids of the requests sent from line ``sent_from`` on (a request a server can answer by its id:
+        JSON-RPC 2.0, a string method, a string or integer id that is Unicode text) that no response from line
+        ``lines_from`` on carries."""
+        with self._lock:
+            sent = [raw for _, raw in self._sent[sent_from:]]
+            answered = {id_key(r["id"]) for ln in self._lines[lines_from:] for r in ln.responses}
+        ids = []
+        for raw in sent:
+            message = strict_json(raw)
+            for m in message if isinstance(message, list) else [message]:
+                if isinstance(m, dict) and m.get("jsonrpc") == "2.0" and isinstance(m.get("method"), str) \
+                        and _answerable_id(m.get("id")) and id_key(m["id"]) not in answered:
+                    ids.append(m["id"])
+        return ids
+
+    def forget_expectations(self) -> None:
+        """Drop every response and line still expected: nobody waits for them any more."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            watchers, self._watchers = self._watchers, []
+        for future in [*pending.values(), *(f for _, f in watchers)]:
+            future.cancel()
 
     def exited_within(self, seconds: float) -> bool:
         """Whether the process is gone, waiting up to ``seconds`` for it (a killed process takes a moment)."""

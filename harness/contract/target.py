@@ -29,6 +29,7 @@ from typing import Any, Sequence
 from harness.contract.interface import Caller, Provisioner, adapt, agent_kinds_of, capabilities_of, load_class
 
 from .layout import REFERENCE_COLLAB_SERVER_CMD, REFERENCE_PROVISIONER, REFERENCE_SERVER_CMD
+from .census import record_launch
 from .manifest import PROFILES, PROTOCOL
 
 CALL_TOOLS = ("none", "read-only")
@@ -200,6 +201,7 @@ class Target:
     def new_provisioner(self, root: Path) -> Provisioner:
         """A provisioner owning ``root`` (not started)."""
         root.mkdir(parents=True, exist_ok=True)
+        record_launch("home")
         return adapt(self.provisioner_class()(root))
 
     def server_env(self, extra: dict[str, str]) -> dict[str, str]:

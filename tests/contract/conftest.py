@@ -20,10 +20,13 @@ from typing import Sequence
 
 from harness.contract.fixtures import (  # noqa: F401
     case_app,
+    case_sessions,
     contract_target,
+    isolation,
     own_servers,
     protocol,
     servers,
+    session_pools,
     shared_app,
     tree_servers,
     votes,

@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from harness import npm
 from harness.resources import typescript_client
 
+from ..census import record_launch
 from ..endpoints import SdkEndpoint, ToolOutcome
 from ..fixtures import Servers
 from .plan import CALL_TIMEOUT_S, Plan, PlannedCall
@@ -197,6 +198,7 @@ def run_typescript_sdk(plan: Plan, workdir: Path) -> list[Answer]:
     script = client_dir / TS_CLIENT_SCRIPT.name
     shutil.copyfile(TS_CLIENT_SCRIPT, script)
     (client_dir / "node_modules").symlink_to(modules, target_is_directory=True)
+    record_launch("typescript-sdk", len(plan.sessions))  # the client starts one server per session
     # From the suite's own working directory, so the server command resolves as for every other client.
     out = _run([node(), str(script), str(plan_path)], timeout=bound, cwd=Path.cwd(),
                stderr=workdir / "typescript-sdk.stderr.log", what="the TypeScript SDK client")
@@ -246,6 +248,7 @@ def run_inspector_cli(plan: Plan, workdir: Path) -> list[Answer]:
             return Answer(call, False, refusal=str(exc))
         return Answer(call, True, json.loads(out))
 
+    record_launch("inspector-cli", len(plan.calls))  # one CLI process, and one server, per call
     with ThreadPoolExecutor(INSPECTOR_WORKERS) as pool:
         first = list(pool.map(one, [c for c in plan.calls if c.after is None]))
         return first + list(pool.map(one, [c for c in plan.calls if c.after is not None]))

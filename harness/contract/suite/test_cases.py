@@ -12,7 +12,7 @@ CASES = all_cases()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.test_id for c in CASES])
-def test_case(case, contract_target, case_app, votes, tmp_path):
-    CaseRun(case, contract_target, case_app, tmp_path, votes).run()
+def test_case(case, contract_target, case_app, case_sessions, votes, tmp_path):
+    CaseRun(case, contract_target, case_app, tmp_path, votes, sessions=case_sessions).run()
     if votes.failures:
         pytest.fail(failure_summary(votes.failures), pytrace=False)

@@ -63,7 +63,7 @@ def _cancelled_receive(servers):
 
 
 def _assign(servers, recipient) -> str:
-    sender = servers.start(servers.caller("assigner"))
+    sender = servers.start()  # any caller: nothing here depends on who assigns
     body = f"work for whoever is still listening ({secrets.token_hex(4)})"
     receipt = tool_call(sender, "followup_task", {"target": recipient.name, "message": body})
     assert receipt.result is not None and not receipt.is_error, f"could not assign: {receipt.response}"

@@ -33,9 +33,9 @@ def _body(session: int, n: int) -> str:
 
 
 @requirement("receipt:durable:crash-mid-write")
-def test_receipted_records_survive_a_crash_in_the_middle_of_writes(own_servers):
-    recipient = own_servers.caller("survivor")
-    sessions = [own_servers.start(own_servers.caller(f"writer{n}")) for n in range(SESSIONS)]
+def test_receipted_records_survive_a_crash_in_the_middle_of_writes(servers):
+    recipient = servers.caller("survivor")
+    sessions = [servers.start(servers.caller(f"writer{n}")) for n in range(SESSIONS)]
     sent: dict[str, str] = {}  # body -> kind
     pending = []
     for n in range(IN_FLIGHT):
@@ -49,15 +49,15 @@ def test_receipted_records_survive_a_crash_in_the_middle_of_writes(own_servers):
     while sum(p.future.done() for _, p in pending) < RECEIPTS_BEFORE_CRASH and time.monotonic() < deadline:
         time.sleep(0.002)  # polls the calls' futures; the crash must come while the rest are in flight
     in_flight = sum(not p.future.done() for _, p in pending)
-    own_servers.provisioner.crash([e.server.process.pid for e in own_servers.endpoints if e.server.alive()])
+    servers.provisioner.crash([e.server.process.pid for e in servers.endpoints if e.server.alive()])
 
     receipts: dict[str, str] = {}  # interaction_id -> body
     for body, call in pending:
         outcome = call.outcome(call_s())
         if outcome.result is not None and not outcome.is_error and isinstance(outcome.structured, dict):
             receipts[outcome.structured["interaction_id"]] = body
-    reader = own_servers.start(recipient)
-    after = succeed(own_servers.start(own_servers.caller("after")), "send_message",
+    reader = servers.start(recipient)
+    after = succeed(servers.start(servers.caller("after")), "send_message",
                     {"target": recipient.name, "message": "after the crash"})
     records, cursor = [], None
     for _ in range(20):

@@ -47,7 +47,7 @@ def _fuzzed_caller(servers):
     """A server for a fresh caller with a record pending, and a peer it can address."""
     caller, peer = servers.caller("fuzz"), servers.caller("peer")
     endpoint = servers.start(caller)
-    note = tool_call(servers.start(peer), "send_message", {"target": caller.name, "message": "pending"})
+    note = tool_call(servers.start(), "send_message", {"target": caller.name, "message": "pending"})
     assert note.result is not None and not note.is_error, f"could not seed the mailbox: {note.response}"
     return endpoint, peer
 

@@ -281,8 +281,8 @@ def test_stdout_stays_json_rpc_around_successful_calls(protocol, contract_target
 
 @requirement("wire:capabilities:tools")
 def test_a_server_with_tools_declared_them(protocol):
-    endpoint = protocol.start(handshake=False)
-    response = endpoint.handshake(version=protocol.NEWEST)
+    endpoint = protocol.start()
+    response = endpoint.initialized
     tools = listed_tools(endpoint.server)
     if tools:
         assert isinstance(declared(response).get("tools"), dict), \
@@ -327,8 +327,8 @@ def test_notifications_only_for_negotiated_capabilities(protocol, contract_targe
 
 @requirement("wire:tools:list")
 def test_every_listed_tool_has_a_name_and_an_input_schema(protocol, votes):
-    endpoint = protocol.start(handshake=False)
-    response = endpoint.handshake(version="2025-11-25")
+    endpoint = protocol.start(version="2025-11-25")
+    response = endpoint.initialized
     rule = manifest()["wire:tools:list"]
     if not rule.applies_to(endpoint.negotiated):
         votes.not_applicable(rule.id, f"the server negotiated {endpoint.negotiated}, not 2025-11-25")

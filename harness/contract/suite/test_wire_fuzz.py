@@ -274,8 +274,8 @@ class Exchange:
 
 def _fuzz_server(servers, version: str) -> StdioServer:
     """A server for a fresh caller with one record pending (so waits return), negotiated at ``version``."""
-    caller, peer = servers.caller("fuzz"), servers.caller("fuzz-peer")
-    seeded = tool_call(servers.start(peer), "send_message", {"target": caller.name, "message": "pending"})
+    caller = servers.caller("fuzz")
+    seeded = tool_call(servers.start(), "send_message", {"target": caller.name, "message": "pending"})
     assert seeded.result is not None and not seeded.is_error, f"could not seed the mailbox: {seeded.response}"
     endpoint = servers.start(caller, handshake=False)
     answer = endpoint.initialize(version)
