@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.patience import WAIT_S
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PATH = ROOT / ".github" / "workflows" / "acceptance.yml"
@@ -36,7 +37,7 @@ def dry_run(command: str) -> list[list[str]]:
     """What ``make`` would run for ``command`` (its own recipe lines, not the set-up's)."""
     target_args = shlex.split(command)[1:]
     out = subprocess.run(["make", "-n", "-o", "setup", *target_args], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+                         capture_output=True, text=True, timeout=WAIT_S, check=True).stdout
     return [shlex.split(line) for line in out.replace("\\\n", " ").splitlines() if "runner.py" in line]
 
 

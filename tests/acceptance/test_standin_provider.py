@@ -25,11 +25,12 @@ from harness.evidence.model_bodies import read_log
 from harness.evidence.model_log import ModelRequestLog
 from harness.model.server import ScriptedModel
 from harness.acceptance.standin import stand_in
+from tests.patience import RUN_S
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY_ENV = "STANDIN_PROVIDER_KEY"
 KEY = "sk-standin-0123456789abcdef0123456789abcdef"
-RUN_TIMEOUT_S = 900
+RUN_TIMEOUT_S = RUN_S
 
 
 def user_config(port: int) -> str:

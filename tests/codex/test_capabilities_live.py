@@ -21,10 +21,9 @@ from harness.lab.recorded import routes
 from peerwire.codex.capabilities import DECLARATIONS, Capability
 from peerwire.errors import Code, PeerwireError
 from tests.conftest import OLDER_RELEASE
+from tests.patience import WAIT_S
 
 pytestmark = pytest.mark.codex
-
-WAIT_S = 60.0
 
 
 def sent_methods(transcript: Path) -> list[str]:

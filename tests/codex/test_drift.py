@@ -24,8 +24,9 @@ from harness.lab.recorded import routes
 from harness.codex.fixtures import FIXTURE_DIR, load
 from peerwire.codex.surface import SURFACE
 from tests.conftest import OLDER_RELEASE
+from tests.patience import RUN_S
 
-RUN_TIMEOUT_S = 900
+RUN_TIMEOUT_S = RUN_S
 
 
 def run_drift(*args: str) -> subprocess.CompletedProcess[str]:
