@@ -6,6 +6,10 @@ Codex's competing tools off, the preflight, every scenario that declares the ope
 and effort read from the rollouts, the report and its secret scan). Only the network differs: the user's
 provider ``base_url`` points at a stand-in (:mod:`harness.acceptance.standin`) that plays every scenario's
 rules on one route, telling scenario and agent apart by the workspace Codex reports in each request.
+
+Every change runs the path with a covering selection: ``modes`` (an attached run, and a background run whose
+new generation resumes with the user's provider) and ``lifecycle`` (an agent that asks no model, a turn
+interrupted with a request in flight). Every scenario that declares the provider runs in the full tier.
 """
 
 from __future__ import annotations
@@ -39,11 +43,16 @@ def user_config(port: int) -> str:
             f'wire_api = "responses"\nenv_key = "{KEY_ENV}"\nrequest_max_retries = 0\nstream_max_retries = 0\n')
 
 
+OPENAI = [s.name for s in discover() if "openai" in s.providers]
+COVERING = ["modes", "lifecycle"]
+
+
 @pytest.mark.codex
 @pytest.mark.slow
-def test_every_openai_scenario_passes_through_the_real_provider_path(tmp_path: Path) -> None:
-    scenarios = [s.name for s in discover() if "openai" in s.providers]
-    assert len(scenarios) >= 6
+@pytest.mark.parametrize("scenarios", [pytest.param(COVERING, id="covering"),
+                                       pytest.param(OPENAI, id="every", marks=pytest.mark.full)])
+def test_openai_scenarios_pass_through_the_real_provider_path(scenarios: list[str], tmp_path: Path) -> None:
+    assert len(OPENAI) >= 6 and set(COVERING) <= set(OPENAI)
     auth_home = tmp_path / "auth-home"
     auth_home.mkdir()
     with ScriptedModel(stand_in(ROOT / "scenarios"), log_path=tmp_path / "standin.jsonl") as provider:  # type: ignore[arg-type]
@@ -52,7 +61,7 @@ def test_every_openai_scenario_passes_through_the_real_provider_path(tmp_path: P
         before = {p.name: p.read_bytes() for p in auth_home.iterdir()}
         env = {**os.environ, AUTH_HOME_ENV: str(auth_home), KEY_ENV: KEY}
         run = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--provider", "openai",
-                              "--runs-root", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "reports")],
+                              *[f"--scenario={name}" for name in scenarios], "--runs-root", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "reports")],
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert run.returncode == 0, run.stderr[-4000:]
     # the user's home is never changed
@@ -62,7 +71,7 @@ def test_every_openai_scenario_passes_through_the_real_provider_path(tmp_path: P
     report = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
     assert report["run"]["provider"] == "openai" and report["run"]["passed"]
     assert sorted(s["name"] for s in report["scenarios"]) == sorted(
-        s.name for s in discover() for m in s.modes if "openai" in s.providers and m not in OPT_IN_MODES)
+        s.name for s in discover() for m in s.modes if s.name in scenarios and m not in OPT_IN_MODES)
     for scenario in report["scenarios"]:
         assert scenario["identity"]["provider"] == "openai"
         assert scenario["usage"]["totals"]["model_requests"] > 0
