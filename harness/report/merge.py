@@ -28,6 +28,7 @@ from harness.shards import MergeRefused, coverage, find_folders, one_per_shard, 
 from .artifacts import copy_artifacts, manifest
 from harness.evidence.identity import RunIdentity
 from harness.evidence.secrets import Finding, SecretScan
+from harness.names import AWAITING_CAPABILITIES
 from .writer import ARTIFACTS, CAPABILITIES, COUNTING, REPORT_JSON, finish_report, load_report, staged_report
 
 
@@ -157,9 +158,12 @@ def _move_artifacts(shard: ShardReport, section: dict[str, Any], dest: Path) -> 
 
 
 def durations(report: dict[str, Any]) -> dict[str, float]:
-    """``{run slug: wall seconds}`` of a report's scenario runs: what later splits balance by."""
-    return {s["identity"]["slug"]: float(s["wall_s"]) for s in report["scenarios"]
-            if isinstance(s.get("wall_s"), (int, float))}
+    """``{run slug: wall seconds}`` of a report's scenario runs: what later splits balance by. A run's wait
+    for the capability probe (phase :data:`~harness.names.AWAITING_CAPABILITIES`) is the shard's, not the run's:
+    left out."""
+    return {s["identity"]["slug"]: round(float(s["wall_s"]) - sum(
+                phase["s"] for phase in s.get("phases") or [] if phase.get("name") == AWAITING_CAPABILITIES), 3)
+            for s in report["scenarios"] if isinstance(s.get("wall_s"), (int, float))}
 
 
 def _moved(location: str, moves: dict[str, str], shard: str | None = None) -> str:
