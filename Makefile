@@ -10,10 +10,11 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.package-lock.json
 PYTEST_ARGS ?= -n 2
-# The suite starts hundreds of Python processes (apps, MCP servers, workers): each one would compile the
-# project again were bytecode never written, so the test targets write it (into git-ignored __pycache__/).
-TESTING := test full personas
-$(TESTING): export PYTHONDONTWRITEBYTECODE :=
+# A run starts dozens of Python processes (apps, MCP servers, workers), the suite hundreds: each would
+# compile the project again were its bytecode never written (PYTHONDONTWRITEBYTECODE set), so set-up compiles
+# it and these targets write it (into the git-ignored __pycache__/ folders).
+WRITES_BYTECODE := test full personas accept contract
+$(WRITES_BYTECODE): export PYTHONDONTWRITEBYTECODE :=
 # Sharded runs (CI): `make accept SHARD=2/4 REPORT_DIR=out`, `make contract SHARD=2/4 REPORT_DIR=out`,
 # then `make merge SHARDS=out-of-every-shard OUT=merged`.
 SHARD ?=
@@ -21,9 +22,13 @@ REPORT_DIR ?=
 SHARDS ?= shards
 OUT ?= reports/merged
 
-.PHONY: setup chromium tmux test full personas accept contract merge bench drift clean
+.PHONY: setup bytecode chromium tmux test full personas accept contract merge bench drift clean
 
-setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux
+setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux bytecode
+
+# Up to date in a fraction of a second: only what changed since is compiled again.
+bytecode: $(PY_STAMP)
+	@$(PY) -m compileall -q peerwire harness runner.py >/dev/null
 
 $(PY_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
