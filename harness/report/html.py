@@ -34,6 +34,7 @@ from harness.model.probe import mail_forms
 
 from .excerpts import ArtifactLines, Excerpt
 from .picture import sequence_svg
+from .store import tool_list
 
 TEXT_KINDS = ("input", "answer", "reasoning")
 FOLDED_KINDS = ("context", "instructions")
@@ -364,9 +365,10 @@ def _tool_schemas(report: dict[str, Any]) -> str:
     parts = ['<section id="tool-schemas"><h2>Tool schemas</h2>',
              '<p class="note">Each distinct tool list a model was offered, whole, as the model requests carried it.</p>']
     for digest, (schema, users) in seen.items():
+        tools = tool_list(report, digest)
         parts.append(f'<details id="schema-{digest}" open><summary><code>{escape(schema["namespace"])}</code> sha256 '
-                     f'<code>{digest}</code> — {len(schema["tools"])} tools, seen by {escape("; ".join(users))}'
-                     f'</summary><pre class="json">{_text(_json(schema["tools"]))}</pre></details>')
+                     f'<code>{digest}</code> — {len(tools)} tools, seen by {escape("; ".join(users))}'
+                     f'</summary><pre class="json">{_text(_json(tools))}</pre></details>')
     if not seen:
         parts.append('<p class="muted">No model request log recorded a tool list.</p>')
     return "".join(parts) + "</section>"

@@ -26,9 +26,12 @@ from typing import Any
 from harness.shards import MergeRefused, coverage, find_folders, one_per_shard, refuse_unless_forced
 
 from .artifacts import copy_artifacts, manifest
+from harness.evidence import stored
 from harness.evidence.identity import RunIdentity
+from harness.evidence.model_bodies import RUN_BODIES
 from harness.evidence.secrets import Finding, SecretScan
 from harness.names import AWAITING_CAPABILITIES
+from .store import STORE, TOOL_LISTS, gather_bodies, keep_tool_lists
 from .writer import ARTIFACTS, CAPABILITIES, COUNTING, REPORT_JSON, finish_report, load_report, staged_report
 
 
@@ -110,9 +113,18 @@ def merge_reports(folders: Sequence[Path], out: Path, *, force: bool = False, ru
                          for f in shard.report["secret_scan"]["findings"]]
             moves.clear()
         problems.extend(_missing_cases(chosen, seen))
+        # The shards' run-level stores become the merged report's.
+        copied = gather_bodies(work / ARTIFACTS, copied, also=[
+            shard.folder / ARTIFACTS / RUN_BODIES for shard in chosen if stored.exists(shard.folder / ARTIFACTS / RUN_BODIES)])
         findings += scan.redact_tree(work, copied)
         sections.sort(key=lambda s: RunIdentity.of(s).key())
         report = _merged_run(chosen, sections, problems, warnings, run_id)
+        lists: dict[str, Any] = {}
+        for shard in chosen:
+            lists.update(shard.report.get(STORE, {}).get(TOOL_LISTS, {}))
+        keep_tool_lists(sections, {TOOL_LISTS: lists})  # a shard written before the store kept its lists inline
+        named = {seen["sha256"] for section in sections for seen in section["tool_schemas"]}
+        report[STORE] = {TOOL_LISTS: {digest: tools for digest, tools in lists.items() if digest in named}}
         report["artifacts"] = [a.to_json() for a in manifest(work, copied)]
         report["excluded"] = excluded
         finish_report(work, report, scan, findings, copied)
