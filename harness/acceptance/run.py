@@ -8,7 +8,7 @@ capabilities the selected Codex has while the first scenario runs start up:
 their owners attach only once its verdict is in (:mod:`.gate`), a scenario
 that requires a capability the probe did not enable is skipped, naming it,
 and the owners of the others may use only the proven ones. Scenario runs execute in worker processes
-(:mod:`.worker`, at most two at a time), all started through one
+(:mod:`.worker`, four at a time unless ``--workers`` says otherwise), all started through one
 :class:`~harness.process.jobs.Job` that adopts orphans, so SIGINT or SIGTERM to the
 runner ends every worker and everything they started, and nothing outlives
 the runner however it ends.
