@@ -413,11 +413,11 @@ def _transcript_locations(s: dict[str, Any]) -> dict[str, str]:
 def _source_link(s: dict[str, Any], ref: str) -> str:
     path, _, line = ref.rpartition(":")
     folder, _, name = path.rpartition("/")
-    # Rollout names are long and alike but for their tail; the full reference is the tooltip.
+    # Rollout names are long and alike but for their tail: the label keeps the tail and the line, the link the
+    # whole file (a browser shows it on hover), so no tooltip repeats it beside each of a report's hundreds.
     short = name if len(name) <= 24 else "…" + name[-16:]
     label = f"{folder + '/' if folder else ''}{short}:{line}"
-    return (f'<a class="source" href="{_href(s["artifacts_dir"] + stored.stored_name(path))}" title="{escape(ref)}">'
-            f'{escape(label)}</a>')
+    return f'<a class="source" href="{_href(s["artifacts_dir"] + stored.stored_name(path))}">{escape(label)}</a>'
 
 
 def _run_id(s: dict[str, Any]) -> str:
