@@ -60,7 +60,8 @@ def test_openai_scenarios_pass_through_the_real_provider_path(scenarios: list[st
         (auth_home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": KEY}), encoding="utf-8")
         before = {p.name: p.read_bytes() for p in auth_home.iterdir()}
         env = {**os.environ, AUTH_HOME_ENV: str(auth_home), KEY_ENV: KEY}
-        run = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--provider", "openai",
+        # Two scenario runs at a time: the test's load stays about one more test worker's.
+        run = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--provider", "openai", "--workers", "2",
                               *[f"--scenario={name}" for name in scenarios], "--runs-root", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "reports")],
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert run.returncode == 0, run.stderr[-4000:]
