@@ -49,6 +49,7 @@ COVERING = ["modes", "lifecycle"]
 
 @pytest.mark.codex
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("scenarios", [pytest.param(COVERING, id="covering"),
                                        pytest.param(OPENAI, id="every", marks=pytest.mark.full)])
 def test_openai_scenarios_pass_through_the_real_provider_path(scenarios: list[str], tmp_path: Path) -> None:

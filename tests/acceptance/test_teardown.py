@@ -27,7 +27,7 @@ SCENARIO = ROOT / "scenarios" / "smoke.toml"
 RUN_TIMEOUT_S = RUN_S
 READY_TIMEOUT_S = WAIT_S  # the probe and two agents' start-up come first
 
-pytestmark = [pytest.mark.codex, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
+pytestmark = [pytest.mark.codex, pytest.mark.heavy, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
 
 
 def start_runner(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:

@@ -58,6 +58,7 @@ def test_a_version_that_is_not_exact_is_a_usage_error(version: str) -> None:
 
 
 @pytest.mark.codex
+@pytest.mark.heavy
 def test_drift_against_an_older_release_end_to_end(older_codex, tmp_path: Path) -> None:
     result = run_drift("--codex-version", OLDER_RELEASE, "--report-dir", str(tmp_path),
                        "--route", "idle_start", "--route", "inject", "--route", "explicit_reply")
@@ -98,6 +99,7 @@ def test_drift_against_an_older_release_end_to_end(older_codex, tmp_path: Path) 
 
 
 @pytest.mark.codex
+@pytest.mark.heavy
 def test_the_smoke_step_runs_the_scenario_with_the_examined_codex(tmp_path: Path) -> None:
     pinned = locate_codex()
     capabilities = establish(pinned, tmp_path / "capabilities")

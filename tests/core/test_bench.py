@@ -16,6 +16,7 @@ ROWS = ("durable sends/s, one MCP session", "aggregate durable sends/s, 8 MCP se
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_quick_bench_reports_every_row_beside_its_baseline():
     done = subprocess.run([sys.executable, "-m", "peerwire.bench", "--quick", "--json"], capture_output=True,
                           text=True, timeout=RUN_S)  # seconds of work, a dozen processes: minutes when busy

@@ -23,7 +23,7 @@ import pytest
 from .browser import Browser, Page
 from tests.patience import RUN_S, WAIT_S
 
-pytestmark = [pytest.mark.codex, pytest.mark.browser]
+pytestmark = [pytest.mark.codex, pytest.mark.browser, pytest.mark.heavy]
 
 RUNNER = Path(__file__).resolve().parents[2] / "runner.py"
 SCENARIOS = ("smoke", "lifecycle")  # a model's own tool call, and the runner's tool steps (unbound records)

@@ -23,7 +23,7 @@ import pytest
 
 from tests.patience import RUN_S
 
-pytestmark = [pytest.mark.codex, pytest.mark.slow]
+pytestmark = [pytest.mark.codex, pytest.mark.slow, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "runner.py"
