@@ -1,4 +1,5 @@
-# Two entry points: `make accept` (the acceptance run) and `make test` (the whole suite).
+# Two entry points: `make accept` (the acceptance run) and `make test` (what every change needs; `make full`
+# adds the rest of the exhaustive matrices, see docs/testing.md).
 # Each installs what it needs: a virtualenv with the project (editable) and its `test` extra
 # (which holds the `suite` and `accept` extras), the pinned Codex CLI and MCP clients from package-lock.json,
 # Debian's Chromium, in which the tests open report.html, and Debian's tmux, which runs the
@@ -9,6 +10,11 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.package-lock.json
 PYTEST_ARGS ?= -n 2
+# A run starts dozens of Python processes (apps, MCP servers, workers), the suite hundreds: each would
+# compile the project again were its bytecode never written (PYTHONDONTWRITEBYTECODE set), so set-up compiles
+# it and these targets write it (into the git-ignored __pycache__/ folders).
+WRITES_BYTECODE := test full personas accept contract
+$(WRITES_BYTECODE): export PYTHONDONTWRITEBYTECODE :=
 # Sharded runs (CI): `make accept SHARD=2/4 REPORT_DIR=out`, `make contract SHARD=2/4 REPORT_DIR=out`,
 # then `make merge SHARDS=out-of-every-shard OUT=merged`.
 SHARD ?=
@@ -16,9 +22,13 @@ REPORT_DIR ?=
 SHARDS ?= shards
 OUT ?= reports/merged
 
-.PHONY: setup chromium tmux test personas accept contract merge bench drift wheel clean
+.PHONY: setup bytecode chromium tmux test full personas accept contract merge bench drift wheel clean
 
-setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux
+setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux bytecode
+
+# Up to date in a fraction of a second: only what changed since is compiled again.
+bytecode: $(PY_STAMP)
+	@$(PY) -m compileall -q peerwire harness runner.py >/dev/null
 
 # setup.py maps the data folders (contracts/, scenarios/, fixtures/, .ci/) into the package: a change to
 # either file means a new editable install.
@@ -39,12 +49,17 @@ chromium:
 tmux:
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux; }
 
+# What every change needs: every fault class once, the exhaustive matrices as their covering designs.
 test: setup
+	$(PY) -m pytest $(PYTEST_ARGS) -m "not full"
+
+# Everything: make test plus the rest of every exhaustive matrix (tests marked full).
+full: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The persona matrix (67 runs of real Codex agents); see docs/acceptance.md "Personas".
+# The whole persona matrix (67 runs of real Codex agents); see docs/acceptance.md "Personas".
 personas: setup
-	$(PY) -m pytest -n 2 -m personas
+	$(PY) -m pytest $(PYTEST_ARGS) -m personas
 
 accept: setup
 	$(PY) runner.py $(if $(SHARD),--shard $(SHARD)) \

@@ -27,3 +27,7 @@ MESSAGING_NAMESPACE = tool_namespace(PEERWIRE_SERVER_NAME)
 """Where a model finds the messaging tools (``mcp__peerwire``)."""
 TOOL_NAMESPACES = tuple(tool_namespace(name) for name in SERVER_NAMES.values())
 """Every namespace in which a model may be offered the core's tools."""
+
+AWAITING_CAPABILITIES = "awaiting capabilities"
+"""The phase of a scenario run spent waiting for the capability probe's verdict before its owners attached: the
+acceptance run's wait, not the scenario's own cost, so a shard plan leaves it out of the run's duration."""

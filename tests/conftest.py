@@ -1,4 +1,5 @@
-"""Fixtures shared across test packages: the pinned protocol schema and an older Codex release; the contract suite's marker."""
+"""Fixtures shared across test packages: the pinned protocol schema and an older Codex release; the contract suite's
+marker; at most two heavy tests at a time (:mod:`tests.heavy`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from harness.codex.install import CodexInstallation, install_release, locate_cod
 from harness.codex.protocol import ProtocolSchema
 from harness.contract.schedule import MARKER_HELP
 
+from . import heavy
+
 OLDER_RELEASE = "0.120.0"
 """The older Codex the version tests install from npm: the last release without ``thread/inject_items``,
 so it has some delivery capabilities and lacks one."""
@@ -16,6 +19,17 @@ so it has some delivery capabilities and lacks one."""
 def pytest_configure(config: pytest.Config) -> None:
     # tests/contract/test_reference_suite.py collects the contract suite's own tests, markers included.
     config.addinivalue_line("markers", MARKER_HELP)
+    config.addinivalue_line("markers", heavy.MARKER)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    if item.get_closest_marker("heavy") is None:
+        yield
+        return
+    worker = int(str(getattr(item.config, "workerinput", {}).get("workerid", "gw0")).removeprefix("gw") or 0)
+    with heavy.slot(heavy.slots_folder(item.config), worker):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""The GitHub Actions workflow: valid YAML, a matrix over every shard once, and make targets that run the
+"""The GitHub Actions workflow: valid YAML, the suite's two tiers (``make test`` through ``.ci/run`` on every
+change, ``make full`` beyond pull requests), a matrix over every shard once, and make targets that run the
 sharded commands the shard-and-merge test proves (``tests/report/test_shard_merge.py``)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.patience import WAIT_S
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PATH = ROOT / ".github" / "workflows" / "acceptance.yml"
@@ -32,12 +34,33 @@ def make_commands(job: dict) -> list[str]:
     return [line.strip() for script in runs(job) for line in script.splitlines() if line.strip().startswith("make ")]
 
 
-def dry_run(command: str) -> list[list[str]]:
-    """What ``make`` would run for ``command`` (its own recipe lines, not the set-up's)."""
+def dry_run(command: str, program: str = "runner.py") -> list[list[str]]:
+    """What ``make`` would run for ``command`` (its own recipe lines that run ``program``, not the set-up's)."""
     target_args = shlex.split(command)[1:]
     out = subprocess.run(["make", "-n", "-o", "setup", *target_args], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60, check=True).stdout
-    return [shlex.split(line) for line in out.replace("\\\n", " ").splitlines() if "runner.py" in line]
+                         capture_output=True, text=True, timeout=WAIT_S, check=True).stdout
+    return [shlex.split(line) for line in out.replace("\\\n", " ").splitlines() if program in line]
+
+
+def test_every_change_runs_make_test_and_the_exhaustive_tier_runs_beyond_pull_requests(workflow):
+    jobs = workflow["jobs"]
+    assert runs(jobs["test"]) == [runs(jobs["test"])[0], ".ci/run"] and "if" not in jobs["test"]
+    assert (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()[-1] == "make test"
+    assert "make full" in make_commands(jobs["full"])
+    assert jobs["full"]["if"] == "${{ github.event_name != 'pull_request' }}"
+    triggers = workflow.get(True) or workflow["on"]
+    assert {"push", "pull_request", "schedule", "workflow_dispatch"} <= set(triggers)
+
+
+def test_make_test_leaves_out_the_full_tier_that_make_full_and_make_personas_run():
+    def selection(command: str) -> str | None:
+        (argv,) = dry_run(command, "pytest")
+        options = argv[argv.index("pytest") + 1:]
+        return options[options.index("-m") + 1] if "-m" in options else None
+
+    assert selection("make test") == "not full"
+    assert selection("make full") is None, "make full runs every tier"
+    assert selection("make personas") == "personas"
 
 
 def test_the_matrix_covers_every_shard_of_the_count_once(workflow):
@@ -65,7 +88,7 @@ def test_every_make_target_the_workflow_runs_exists():
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     workflow_text = WORKFLOW_PATH.read_text(encoding="utf-8")
     targets = set(re.findall(r"\bmake (\w+)", workflow_text))
-    assert targets == {"setup", "accept", "contract", "merge"}
+    assert targets == {"setup", "accept", "contract", "merge", "test", "full"}
     assert targets <= set(re.findall(r"^([a-z]+):", makefile, re.M))
 
 

@@ -6,7 +6,8 @@ Order of a run, each a timed phase:
              orphans) is opened; the lab starts the scripted model, the core
              app (through the job, so the app-servers and MCP servers it spawns
              are the job's too), projects each agent's CODEX_HOME and attaches
-             the owners;
+             the owners (given a capability verdict still to come, they wait for
+             it: a run it rules out ends here, :class:`~.gate.RunSkipped`);
 ``steps``    the scenario's steps drive the agents;
 ``stop``     the lab stops (app terminated, projections restored) and the job
              is closed: nothing the run started is left running;
@@ -28,13 +29,14 @@ from __future__ import annotations
 import contextlib
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.codex.install import CodexInstallation
 from harness.lab.live import CodexLab
+from harness.names import AWAITING_CAPABILITIES
 from harness.evidence.core import ExportError
 from harness.evidence.layout import MODEL_REQUESTS
 from harness.evidence.usage import usage_of
@@ -47,6 +49,7 @@ from harness.evidence.secrets import SecretScan, TokenLedger
 from . import artifacts
 from .budget import RequestBudget
 from .checks import PROVIDER_ONLY, SCRIPTED_ONLY, UNIVERSAL, Evidence, Verdict, judge
+from .gate import RunSkipped, Verdict as CapabilityVerdict, gate
 from harness.lab.driver import REFERENCE
 from .observations import Observations, RunnerView
 from .progress import Progress
@@ -162,49 +165,72 @@ class PhaseClock:
         finally:
             self.phases.append({"name": name, "s": round(time.monotonic() - began, 3)})
 
+    def carve(self, name: str, before: str, seconds: float) -> None:
+        """Count ``seconds`` of the last phase ``before`` as a phase ``name`` of its own, just ahead of it."""
+        if seconds <= 0:
+            return
+        at = max(n for n, phase in enumerate(self.phases) if phase["name"] == before)
+        self.phases[at]["s"] = round(max(0.0, self.phases[at]["s"] - seconds), 3)
+        self.phases.insert(at, {"name": name, "s": round(seconds, 3)})
+
     @property
     def wall_s(self) -> float:
         return time.monotonic() - self.began
 
 
 def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progress: Progress | None = None,
-                 handle_signals: bool = False, trial: int | None = None) -> dict[str, Any]:
+                 handle_signals: bool = False, trial: int | None = None,
+                 verdict: Callable[[], CapabilityVerdict] | None = None) -> dict[str, Any]:
     """Run ``scenario`` in ``mode`` and return its result (the report's scenario entry).
 
     ``handle_signals`` (main thread only): SIGINT/SIGTERM close the job at
     once and exit with 128 + the signal number, after the run home is kept.
+    ``verdict``: the capability probe's verdict, awaited before the owners
+    attach (:mod:`.gate`); it takes the place of ``settings.capabilities``.
+    Raises :class:`~.gate.RunSkipped` (nothing kept) when the verdict rules
+    the run out.
     """
     run = ScenarioRun(scenario, mode, settings, trial, progress or Progress(progress_label(scenario, mode)))
     clock = PhaseClock()
+    skipped: RunSkipped | None = None
     with RunHome(settings.homes_root, run_id=run.key, keep=settings.keep_home) as home:
         job = Job(f"scenario {run.key}", grace=JOB_GRACE_S, adopt_orphans=True)
-        lab = open_lab(run, home.path, job)
+        lab = open_lab(run, home.path, job, verdict)
         budget = request_budget(run, lab)
         restore = install_signal_handlers(job) if handle_signals else None
         try:
             driven = drive(run, lab, job, budget, clock)
+        except RunSkipped as ruled_out:
+            skipped = ruled_out
+            run.progress.say(f"skipped: {ruled_out}")
         finally:
             if restore is not None:
                 restore()
-        with clock.phase("collect"):
-            artifacts.collect(lab, run.destination)
-        with clock.phase("checks"):
-            judged = judge_run(run, driven, budget)
-        run.progress.say(f"checks {len(judged.verdicts) - len(judged.failed)}/{len(judged.verdicts)} passed" +
-                         ("" if judged.passed else ": failed " + ", ".join(judged.failed)))
-        if not judged.passed:
-            home.mark_failed("checks failed: " + ", ".join(judged.failed))
+        if skipped is None:
+            with clock.phase("collect"):
+                artifacts.collect(lab, run.destination)
+            with clock.phase("checks"):
+                judged = judge_run(run, driven, budget)
+            run.progress.say(f"checks {len(judged.verdicts) - len(judged.failed)}/{len(judged.verdicts)} passed" +
+                             ("" if judged.passed else ": failed " + ", ".join(judged.failed)))
+            if not judged.passed:
+                home.mark_failed("checks failed: " + ", ".join(judged.failed))
+    if skipped is not None:
+        raise skipped  # outside the run home, which a run that never delivered leaves nothing in
     return result_of(run, driven, judged, clock, home=str(home.path))
 
 
-def open_lab(run: ScenarioRun, root: Path, job: Job) -> CodexLab:
-    """The lab of the run (not started): its agents, the core's driver, the persona's script."""
+def open_lab(run: ScenarioRun, root: Path, job: Job,
+             verdict: Callable[[], CapabilityVerdict] | None = None) -> CodexLab:
+    """The lab of the run (not started): its agents, the core's driver, the persona's script, and the
+    capabilities its owners may use (with a ``verdict``, awaited before they attach)."""
     s = run.settings
     ledger = TokenLedger(s.token_ledgers, run.key) if s.token_ledgers is not None else None
     script = PersonaScript(run.scenario.script, select_personas([s.persona])[0])
+    capabilities = gate(verdict, run.scenario.needs(run.mode)) if verdict is not None else s.capabilities
     return CodexLab(root, script, run.scenario.agents, codex=s.codex, approve_tools=s.approve_tools, job=job,
                     auth_home=s.auth_home, profile=run.scenario.profile, driver=s.driver, token_ledger=ledger,
-                    capabilities=s.capabilities, trust_workspaces=s.trust_workspaces, tui=run.mode == TUI_MODE)
+                    capabilities=capabilities, trust_workspaces=s.trust_workspaces, tui=run.mode == TUI_MODE)
 
 
 def request_budget(run: ScenarioRun, lab: CodexLab) -> RequestBudget | contextlib.nullcontext[None]:
@@ -224,11 +250,16 @@ def drive(run: ScenarioRun, lab: CodexLab, job: Job, budget: Any, clock: PhaseCl
     steps: StepRunner | None = None
     failure: str | None = None
     try:
-        with clock.phase("start"):
-            start(run, lab, view)
+        try:
+            with clock.phase("start"):
+                start(run, lab, view)
+        finally:
+            clock.carve(AWAITING_CAPABILITIES, "start", lab.capabilities_awaited_s)
         with clock.phase("steps"), budget:
             steps = StepRunner(run.scenario, run.mode, lab, view, run.progress)
             steps.run()
+    except RunSkipped:
+        raise  # not a failure: nothing was delivered, nothing is judged (the teardown below still runs)
     except Exception as error:  # judged later; the run goes on to collect what it has
         failure = f"{type(error).__name__}: {error}"
         run.progress.say(f"FAILED: {failure}")

@@ -2,12 +2,13 @@
 
 The run owns one locked run home (``<runs root>/<run id>/``): each scenario
 run gets its own run home under ``scenarios/`` and writes its artifacts to
-``artifacts/<scenario>.<mode>/``. Before any scenario, a live probe
-(:mod:`harness.codex.capabilities`, its evidence in ``artifacts/capabilities/``)
-establishes which delivery capabilities the selected Codex has; a scenario
-that requires one it lacks is skipped, naming it, and the owners of the others
-may use only the proven ones. Scenario runs execute in worker processes
-(:mod:`.worker`, at most two at a time), all started through one
+``artifacts/<scenario>.<mode>/``. A live probe (:mod:`harness.codex.capabilities`,
+its evidence in ``artifacts/capabilities/``) establishes which delivery
+capabilities the selected Codex has while the first scenario runs start up:
+their owners attach only once its verdict is in (:mod:`.gate`), a scenario
+that requires a capability the probe did not enable is skipped, naming it,
+and the owners of the others may use only the proven ones. Scenario runs execute in worker processes
+(:mod:`.worker`, four at a time unless ``--workers`` says otherwise), all started through one
 :class:`~harness.process.jobs.Job` that adopts orphans, so SIGINT or SIGTERM to the
 runner ends every worker and everything they started, and nothing outlives
 the runner however it ends.
@@ -41,7 +42,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from peerwire.codex.capabilities import Capability
 
 from harness.codex.capabilities import REPORT_NAME, CapabilityReport
 from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total
@@ -58,10 +58,11 @@ from harness.shards import ShardError, load_durations, plan
 
 from . import trials
 from .execution import RunSettings
+from .gate import Verdict, VerdictBoard
 from .options import AUTH_HOME_ENV, Options, UsageError, parse
 from .preflight import preflight
 from .result import unfinished_result
-from .scenario import Scenario, discover, missing_capabilities, select
+from .scenario import Scenario, discover, select
 from .worker import settings_to_json
 
 # Workers get this long to tear their own jobs down on SIGTERM before SIGKILL.
@@ -156,28 +157,35 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
     with RunHome(options.runs_root, run_id=run_id, keep=options.keep_home) as home, \
             Job("acceptance", grace=RUN_GRACE_S, adopt_orphans=True) as job:
         restore = install_signal_handlers(job)
+        board = VerdictBoard()
+        prober = ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
         try:
             # An empty shard has nothing to run and nothing to probe for; it still reports, so a merge sees it.
-            capabilities = probe_capabilities(codex, job, home.artifacts / "capabilities", err) if runs else None
-            runnable = _runnable(runs, capabilities, err)
-            if shard is not None:
-                shard["skipped"] = [scenario.key(mode) for scenario, mode in runs if (scenario, mode) not in runnable]
-            runs = runnable
-            if not runs and shard is None:
-                home.mark_failed("no scenario can run with this Codex")
-                print(f"runner: no selected scenario can run with Codex {codex.version}; the evidence is kept in "
-                      f"{home.path}", file=err)
-                return 2
+            probing = prober.submit(_probe_and_post, codex, job, home.artifacts / "capabilities", err, board) \
+                if runs else None
             settings = RunSettings(codex=codex, homes_root=home.path / "scenarios", artifacts_root=home.artifacts,
                                    keep_home=options.keep_home, approve_tools=options.approve_tools,
                                    provider=options.provider, auth_home=options.auth_home,
                                    token_ledgers=home.path / "tokens", driver=options.driver,
-                                   capabilities=tuple(capabilities.enabled_names()) if capabilities else (),
                                    max_requests=options.max_requests, trust_workspaces=options.trust_workspaces)
-            results = _run_all(trial_runs(runs, options), settings, job, home.path / "tasks",
-                               options.workers) if runs else []
+            outcomes = _run_all(trial_runs(runs, options), settings, job, home.path / "tasks",
+                                options.workers, board) if runs else []
+            capabilities = probing.result() if probing is not None else None
         finally:
+            prober.shutdown(wait=True)
             restore()
+        results = [r for r in outcomes if "skipped" not in r]
+        skipped = list(dict.fromkeys(r["skipped"]["run"] for r in outcomes if "skipped" in r))
+        for outcome in (r for r in outcomes if "skipped" in r):
+            print(f"runner: skipped {outcome['key']}: needs capability {', '.join(outcome['skipped']['missing'])} "
+                  f"({outcome['skipped']['why']})", file=err)
+        if shard is not None:
+            shard["skipped"] = skipped
+        elif runs and not results:
+            home.mark_failed("no scenario can run with this Codex")
+            print(f"runner: no selected scenario can run with Codex {codex.version}; the evidence is kept in "
+                  f"{home.path}", file=err)
+            return 2
         failed = [r for r in results if not r["passed"]]
         if failed:
             home.mark_failed(f"{len(failed)} scenario runs failed")
@@ -213,6 +221,17 @@ def trial_runs(runs: list[tuple[Scenario, str]], options: Options) -> list[tuple
             for scenario, mode in runs if persona_applies(persona, scenario.name, scenario.profile)]
 
 
+def _probe_and_post(codex: CodexInstallation, job: Job, evidence: Path, err: TextIO,
+                    board: VerdictBoard) -> CapabilityReport | None:
+    """Probe (see :func:`probe_capabilities`) and post the verdict to every run that waits for it."""
+    report = None
+    try:
+        report = probe_capabilities(codex, job, evidence, err)
+    finally:
+        board.post(Verdict.of(report.run_summary() if report is not None else None))
+    return report
+
+
 def probe_capabilities(codex: CodexInstallation, job: Job, evidence: Path, err: TextIO) -> CapabilityReport | None:
     """Detect and probe the capabilities of ``codex`` in a process of ``job``; None when the probe broke."""
     print(f"runner: probing Codex {codex.version}: connection, attachment and input on a throwaway home", file=err)
@@ -236,29 +255,24 @@ def probe_capabilities(codex: CodexInstallation, job: Job, evidence: Path, err: 
     return report
 
 
-def _runnable(runs: list[tuple[Scenario, str]], capabilities: CapabilityReport | None,
-              err: TextIO) -> list[tuple[Scenario, str]]:
-    """The runs whose required capabilities are enabled; the others are reported as skipped, naming one."""
-    enabled = capabilities.enabled_names() if capabilities else []
-    kept = []
-    for scenario, mode in runs:
-        missing = missing_capabilities(scenario, mode, enabled)
-        if not missing:
-            kept.append((scenario, mode))
-            continue
-        why = capabilities.why_not(Capability(missing[0])) if capabilities else "the capability probe failed"
-        print(f"runner: skipped {scenario.key(mode)}: needs capability {', '.join(missing)} ({why})", file=err)
-    return kept
-
-
 def _run_all(runs: list[tuple[Scenario, str, str | None, int | None]], settings: RunSettings, job: Job, tasks: Path,
-             workers: int) -> list[dict[str, Any]]:
+             workers: int, board: VerdictBoard) -> list[dict[str, Any]]:
+    """Every run's result, or for a run its Codex cannot serve ``{"key", "skipped": {"run", "missing",
+    "why"}}``: such a run is not started once the verdict is in, and stops before its owners attach if it
+    started before."""
     tasks.mkdir(mode=0o700, exist_ok=True)
     results: dict[int, dict[str, Any]] = {}
     lock = threading.Lock()
 
     def one(index: int, scenario: Scenario, mode: str, persona: str | None, trial: int | None) -> None:
-        result = run_in_worker(scenario, mode, replace(settings, persona=persona), job, tasks, trial=trial)
+        run_settings = replace(settings, persona=persona)
+        key = scenario.key(mode, persona=persona, provider=settings.provider, trial=trial)
+        missing = board.verdict.missing(scenario.needs(mode)) if board.verdict is not None else []
+        if missing:
+            result = {"key": key, "skipped": {"run": scenario.key(mode), "missing": missing,
+                                              "why": board.verdict.why_not(missing[0])}}  # type: ignore[union-attr]
+        else:
+            result = run_in_worker(scenario, mode, run_settings, job, tasks, trial=trial, board=board)
         with lock:
             results[index] = result
 
@@ -273,12 +287,16 @@ def _run_all(runs: list[tuple[Scenario, str, str | None, int | None]], settings:
 
 
 def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job, tasks: Path, *,
-                  trial: int | None = None) -> dict[str, Any]:
-    """Run one scenario in a worker process of ``job``; a worker that dies yields a failed result."""
+                  trial: int | None = None, board: VerdictBoard | None = None) -> dict[str, Any]:
+    """Run one scenario in a worker process of ``job``; a worker that dies yields a failed result.
+
+    With a ``board``, the worker's owners wait for the capability probe's verdict, which the board writes to
+    the worker's standard input (:mod:`.gate`)."""
     key = scenario.key(mode, persona=settings.persona, provider=settings.provider, trial=trial)
     task, result_path = tasks / f"{key}.task.json", tasks / f"{key}.result.json"
     task.write_text(json.dumps({"scenario": str(scenario.path.absolute()), "mode": mode, "trial": trial,
-                                "settings": settings_to_json(settings)}), encoding="utf-8")
+                                "settings": settings_to_json(settings),
+                                "verdict": "stdin" if board is not None else None}), encoding="utf-8")
     began = time.monotonic()
     # The worker watches its end of the lifeline: if this process dies, even by
     # SIGKILL, the worker ends its scenario's job instead of carrying on alone.
@@ -286,15 +304,19 @@ def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job
     try:
         worker = job.spawn([sys.executable, "-m", "harness.acceptance.worker", str(task), str(result_path)],
                            name=f"worker {key}", env={**_worker_env(), **lifeline.env()},
-                           pass_fds=(lifeline.fd,))
+                           pass_fds=(lifeline.fd,), stdin=subprocess.PIPE if board is not None else subprocess.DEVNULL)
         lifeline.handed_over()
+        if board is not None:
+            board.hand(worker.popen.stdin)  # type: ignore[arg-type]
         status = worker.popen.wait()
     except JobClosedError:
         status = None  # the run is being torn down
     finally:
         lifeline.cut()
     if result_path.is_file():
-        return json.loads(result_path.read_text(encoding="utf-8"))
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+        return {"key": key, "skipped": {"run": scenario.key(mode), **result["skipped"]}} if "skipped" in result \
+            else result
     why = "not started: the run was stopped" if status is None else f"the worker exited with status {status}"
     return unfinished_result(name=scenario.name, mode=mode, persona=settings.persona, provider=settings.provider,
                              trial=trial, description=scenario.description, key=key, why=why,

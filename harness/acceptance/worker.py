@@ -5,7 +5,10 @@ each scenario has a process of its own to own its job, its subreaper role
 and its signal handling. ``TASK`` is a JSON file naming the scenario file,
 the mode and the :class:`~harness.acceptance.execution.RunSettings`; the
 result (the report's scenario entry) is written to ``RESULT``. Exit status:
-0 when every check passed, 1 otherwise, 128 + N on signal N.
+0 when every check passed, 1 otherwise, 128 + N on signal N. A task that says
+``"verdict": "stdin"`` reads the capability probe's verdict from standard input
+before its owners attach (:mod:`.gate`); a run the verdict rules out writes
+``{"skipped": {"missing", "why"}}`` and exits 0.
 
 A worker started by the runner watches its lifeline
 (:mod:`harness.process.lifeline`): should the runner die without tearing down,
@@ -25,6 +28,7 @@ from harness.private import write_private
 from harness.process import lifeline
 
 from .execution import RunSettings, run_scenario
+from .gate import RunSkipped, read_verdict
 from .scenario import load_scenario
 
 
@@ -64,8 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     lifeline.watch()
     task = json.loads(Path(task_path).read_text(encoding="utf-8"))
     scenario = load_scenario(task["scenario"])
-    result = run_scenario(scenario, task["mode"], settings_from_json(task["settings"]), handle_signals=True,
-                          trial=task.get("trial"))
+    verdict = read_verdict(sys.stdin.buffer) if task.get("verdict") == "stdin" else None
+    try:
+        result = run_scenario(scenario, task["mode"], settings_from_json(task["settings"]), handle_signals=True,
+                              trial=task.get("trial"), verdict=verdict)
+    except RunSkipped as skipped:
+        write_private(Path(result_path), json.dumps({"skipped": skipped.to_json()}))
+        return 0
     write_private(Path(result_path), json.dumps(result, ensure_ascii=False))
     return 0 if result["passed"] else 1
 

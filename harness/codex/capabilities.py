@@ -62,7 +62,10 @@ T = TypeVar("T")
 
 REPORT_NAME = "capabilities.json"
 PROBE_AGENT = "probe"
-STEP_TIMEOUT_S = 60.0
+STEP_TIMEOUT_S = 120.0
+"""One step of the live probe: a safety net far above what a step takes with the machine busy (an
+app-server's initialize, the slowest, took about 5 s at a load average of 12); a step that hits it fails its
+capability's check."""
 MCP_SERVER = "peerwire"
 # The probe's model: it answers only prompts carrying these markers.
 _TURN, _HOLD, _STEER = "[probe-turn]", "[probe-hold]", "[probe-steer]"
@@ -190,27 +193,41 @@ def establish(codex: CodexInstallation, evidence: Path, *,
     say = progress or (lambda _line: None)
     evidence.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="peerwire-capabilities-") as scratch:
-        assessment, offered, schema_error = detect(codex, Path(scratch))
+        report = asyncio.run(_establish(codex, evidence, Path(scratch), say))
+    (evidence / REPORT_NAME).write_text(json.dumps(report.to_json(), indent=1, ensure_ascii=False), "utf-8")
+    return report
+
+
+async def _establish(codex: CodexInstallation, evidence: Path, scratch: Path,
+                     say: Callable[[str], None]) -> CapabilityReport:
+    """Detection and the probe's start-up overlap (Codex generates its schema while the probe's model,
+    workspace and first app-server come up); no check runs before detection made it eligible."""
+    detecting = asyncio.ensure_future(asyncio.to_thread(detect, codex, scratch))
+
+    async def eligibility() -> Assessment | None:
+        assessment, _, schema_error = await detecting
         eligible = assessment.supported()
         say(f"Codex {codex.version}: eligible by version and schema: "
             f"{', '.join(c.value for c in eligible) or 'nothing'}{f' ({schema_error})' if schema_error else ''}")
-        report = CapabilityReport(codex.version, assessment, offered, schema_error)
-        if eligible:
-            report.checks, report.tool_surface = asyncio.run(_probe(codex, assessment, evidence,
-                                                                    Path(scratch) / "home"))
-            failed = [c for c in report.checks if not c.passed]
-            say(f"Codex {codex.version}: live probe: {len(report.checks) - len(failed)}/{len(report.checks)} "
-                f"checks passed" + "".join(f"; {c.name}: {c.detail}" for c in failed))
-    (evidence / REPORT_NAME).write_text(json.dumps(report.to_json(), indent=1, ensure_ascii=False), "utf-8")
-    return report
+        return assessment if eligible else None
+
+    try:
+        checks, tool_surface = await _probe(codex, eligibility(), evidence, scratch / "home")
+    finally:
+        assessment, offered, schema_error = await detecting
+    if checks:
+        failed = [c for c in checks if not c.passed]
+        say(f"Codex {codex.version}: live probe: {len(checks) - len(failed)}/{len(checks)} checks passed"
+            + "".join(f"; {c.name}: {c.detail}" for c in failed))
+    return CapabilityReport(codex.version, assessment, offered, schema_error, checks, tool_surface)
 
 
 # -- the live probe ---------------------------------------------------------------------------------
 
 
 class _Probe:
-    def __init__(self, assessment: Assessment):
-        self.assessment = assessment
+    def __init__(self, assessment: Assessment | None = None):
+        self.assessment = assessment or Assessment.unchecked()
         self.checks: list[ProbeCheck] = []
         self.tool_surface: str | None = None
 
@@ -233,9 +250,11 @@ class _Probe:
         return {k: v for k, v in fields.items() if self.assessment.accepts_field(method, k)}
 
 
-async def _probe(codex: CodexInstallation, assessment: Assessment, evidence: Path,
+async def _probe(codex: CodexInstallation, eligibility: Awaitable[Assessment | None], evidence: Path,
                  home: Path) -> tuple[list[ProbeCheck], str | None]:
-    probe = _Probe(assessment)
+    """The live checks of what ``eligibility`` (detection, awaited once the first app-server is starting)
+    makes eligible; none when it makes nothing eligible."""
+    probe = _Probe()
     codex_home = home / "codex_home"
     codex_home.mkdir(mode=0o700, parents=True)
     workspace = FixtureWorkspace.create(home / "workspace", agent=PROBE_AGENT)
@@ -254,11 +273,11 @@ async def _probe(codex: CodexInstallation, assessment: Assessment, evidence: Pat
                                            stderr_path=evidence / f"probe.g{generation}.stderr.log",
                                            timeout=STEP_TIMEOUT_S)
 
+    async def attached_tui(recorder: _Probe) -> None:
+        await _attached_tui(recorder, codex, codex_home, workspace.path, env, evidence)
+
     try:
-        await _run_probe(probe, codex, start, workspace.path, model)
-        if probe.eligible(Capability.ATTACHED_TUI) and not any(c.capability is None and not c.passed
-                                                              for c in probe.checks):
-            await _attached_tui(probe, codex, codex_home, workspace.path, env, evidence)
+        await _run_probe(probe, codex, start, workspace.path, model, eligibility, attached_tui)
     finally:
         projection.restore()
         model.stop()
@@ -266,12 +285,24 @@ async def _probe(codex: CodexInstallation, assessment: Assessment, evidence: Pat
 
 
 async def _run_probe(probe: _Probe, codex: CodexInstallation, start: Callable[[int], Any], cwd: Path,
-                     model: ScriptedModel) -> None:
+                     model: ScriptedModel, eligibility: Awaitable[Assessment | None],
+                     attached_tui: Callable[[_Probe], Awaitable[None]]) -> None:
+    starting = asyncio.ensure_future(start(1))
     try:
-        client = await start(1)
+        assessment = await eligibility
+    except BaseException:
+        await _discard(starting)
+        raise
+    try:
+        client = await starting
     except (AppServerError, OSError, TimeoutError) as error:
-        probe.record("connection", None, False, f"app-server did not complete initialize: {error}"[:500])
+        if assessment is not None:
+            probe.record("connection", None, False, f"app-server did not complete initialize: {error}"[:500])
         return
+    if assessment is None:  # nothing to prove: the app-server that started in case closes unused
+        await client.close()
+        return
+    probe.assessment = assessment
     try:
         reported = version_from_user_agent((client.initialize_result or {}).get("userAgent"))
         if not probe.record("connection", None, reported == codex.version,
@@ -286,9 +317,27 @@ async def _run_probe(probe: _Probe, codex: CodexInstallation, start: Callable[[i
         return
     finally:
         await client.close()
-    # A thread can be resumed once it has a rollout, which its first turn writes.
+    # Two more app-servers, independent of each other, so side by side: a thread can be resumed once it has
+    # a rollout, which its first turn wrote; an attached TUI's owner listens on a socket of its own (only
+    # once connection and attachment passed). Their checks are recorded in this order whichever ends first.
+    resume, tui = _Probe(probe.assessment), _Probe(probe.assessment)
+    later = []
     if probe.eligible(Capability.RESUME) and probe.eligible(Capability.IDLE_START):
-        await _resume(probe, start, thread_id)
+        later.append(_resume(resume, start, thread_id))
+    if probe.eligible(Capability.ATTACHED_TUI) and not any(c.capability is None and not c.passed
+                                                          for c in probe.checks):
+        later.append(attached_tui(tui))
+    await asyncio.gather(*later)
+    probe.checks += resume.checks + tui.checks
+
+
+async def _discard(starting: asyncio.Future) -> None:
+    """Close an app-server that was starting for a probe that will not run."""
+    try:
+        client = await starting
+    except (AppServerError, OSError, TimeoutError, asyncio.CancelledError):
+        return
+    await client.close()
 
 
 async def _attached_tui(probe: _Probe, codex: CodexInstallation, codex_home: Path, cwd: Path,

@@ -13,6 +13,12 @@ compacted body and hashing it again proves it is the request that arrived
 
 A digest is SHA-256 of the value's canonical JSON (keys sorted, no spaces,
 UTF-8); the same rule hashes whole bodies.
+
+A report keeps the values of all its scenario runs' bodies files once, in one
+run-level store, :data:`RUN_BODIES` in its ``artifacts/`` folder (the runs
+share system prompts and tool lists, and compress far better together): a
+log's values are those of its own bodies file and of the run-level store of
+the ``artifacts`` folder it sits in (:func:`values_for`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from harness.evidence import stored
 
 BODIES_SUFFIX = ".bodies.jsonl"
 """The bodies file sits beside its log: ``model-requests.jsonl`` -> ``model-requests.bodies.jsonl``."""
+RUN_BODIES = "model-bodies.jsonl"
+"""A report's run-level store of every scenario run's bodies values, each once (same lines as a bodies file)."""
+ARTIFACTS_DIR = "artifacts"
 REF = "$sha256"
 SHARED_FIELDS = ("instructions", "tools")
 HISTORY_FIELDS = ("input", "messages")
@@ -94,6 +103,19 @@ def load_bodies(path: str | os.PathLike[str]) -> dict[str, Any]:
     return values
 
 
+def values_for(log_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The stored values a log's compacted bodies may name: its own bodies file's, and those of the run-level
+    store (:data:`RUN_BODIES`) of the nearest ``artifacts`` folder above it, if it has one."""
+    path = Path(log_path).absolute()
+    values: dict[str, Any] = {}
+    run_store = next((folder / RUN_BODIES for folder in path.parents if folder.name == ARTIFACTS_DIR
+                      and stored.exists(folder / RUN_BODIES)), None)
+    if run_store is not None:
+        values.update(load_bodies(run_store))
+    values.update(load_bodies(bodies_path(path)))
+    return values
+
+
 def expand(body: Any, values: Mapping[str, Any], *, expected: str | None = None) -> Any:
     """The whole body a compacted one stands for; with ``expected`` (the record's ``body_sha256``) it must
     hash to it. Raises :class:`BodyError` naming the missing value or the mismatch."""
@@ -125,7 +147,7 @@ def read_log(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]
     against ``body_sha256``). Lines that are not JSON objects are yielded as ``None`` records so a reader
     can name them; a body that cannot be expanded raises :class:`BodyError` with its line."""
     path = Path(path)
-    values = load_bodies(bodies_path(path))
+    values = values_for(path)
     with stored.open_text(path, errors="replace") as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():

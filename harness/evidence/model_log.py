@@ -23,7 +23,7 @@ from typing import Any
 from harness.names import TOOL_NAMESPACES
 from harness.evidence import stored
 from harness.evidence import chat_requests as chat
-from harness.evidence.model_bodies import BodyError, bodies_path, expand, load_bodies
+from harness.evidence.model_bodies import BodyError, expand, values_for
 
 
 @dataclass
@@ -131,7 +131,7 @@ class ModelRequestLog:
         if not stored.exists(path):
             return cls([], [f"{path.name}: missing"] if expected else [])
         with stored.open_text(path, errors="replace") as handle:
-            return cls.parse(handle, name=path.name, values=load_bodies(bodies_path(path)))
+            return cls.parse(handle, name=path.name, values=values_for(path))
 
     @classmethod
     def parse(cls, lines: Iterable[str], *, name: str = "log",

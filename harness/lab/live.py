@@ -112,7 +112,9 @@ class CodexLab:
     model then stays down. ``attachments`` lists every owner the lab attached,
     in order (generation, thread id, pid).
     ``capabilities``: the only delivery capabilities the owners may use (what
-    a live probe proved); None leaves that to the version Codex reports.
+    a live probe proved); None leaves that to the version Codex reports; a
+    callable is a probe's verdict still to come, asked for once, before the
+    first owner attaches (what it raises ends the start).
     """
 
     def __init__(
@@ -129,7 +131,7 @@ class CodexLab:
         profile: str = profiles.MESSAGING,
         driver: type[AcceptanceDriver] | str = REFERENCE,
         token_ledger: TokenLedger | None = None,
-        capabilities: Sequence[str] | None = None,
+        capabilities: Sequence[str] | Callable[[], Sequence[str]] | None = None,
         native_tools: Sequence[str] = (),
         trust_workspaces: bool = True,
         tui: bool = False,
@@ -144,7 +146,10 @@ class CodexLab:
         # messaging: the peer contract; collab: the first agent is the root (/root) of a tree
         self.profile = profile
         self.job = job
-        self.capabilities = None if capabilities is None else list(capabilities)
+        self._capabilities_to_come = capabilities if callable(capabilities) else None
+        self.capabilities_awaited_s = 0.0
+        """How long the start waited for a capability verdict still to come."""
+        self.capabilities = None if capabilities is None or callable(capabilities) else list(capabilities)
         # Codex's own features that compete with the core's tools, left on (see harness.codex.home).
         self.native_tools = tuple(native_tools)
         # False: the untrusted start-up diagnostic (no fixture workspace trusted, no trust prompt answered).
@@ -180,7 +185,11 @@ class CodexLab:
     def start(self) -> "CodexLab":
         """Start the model and the core, then provision and attach the agents side by side: each agent's
         workspace, projection and owner (its app-server, thread and MCP servers) are independent of the
-        others'. Agents are registered first, in order (the collaboration root is the first)."""
+        others'. Agents are registered first, in order (the collaboration root is the first).
+
+        Start-up overlaps where nothing depends on the order: the fixture workspaces are made while the
+        core starts, and a capability verdict still to come is awaited only once every agent is
+        provisioned, right before the owners attach."""
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "core").mkdir(exist_ok=True)
         if self.scripted:
@@ -189,18 +198,22 @@ class CodexLab:
             assert self.auth_home is not None
             self.route = provider_route(self.auth_home)
             self.proxy = RecordingProxy(self.route.upstream, log_path=self.root / "artifacts" / MODEL_REQUESTS).start()
-        self.core.start()
-        self.started = True
-        callers = {name: self._register_agent(name) for name in self.agent_names}
-
-        def bring_up(name: str) -> None:
-            self.agents[name] = self._provision(name, callers[name])
-            if self.attach_on_start:
-                self.attach(name)
-
         with ThreadPoolExecutor(max_workers=len(self.agent_names) or 1, thread_name_prefix="agent") as pool:
-            for future in [pool.submit(bring_up, name) for name in self.agent_names]:
+            workspaces = {name: pool.submit(FixtureWorkspace.create, self.root / "agents" / name / "workspace",
+                                            agent=name) for name in self.agent_names}
+            self.core.start()
+            self.started = True
+            callers = {name: self._register_agent(name) for name in self.agent_names}
+
+            def provision(name: str) -> None:
+                self.agents[name] = self._provision(name, callers[name], workspaces[name].result())
+
+            for future in [pool.submit(provision, name) for name in self.agent_names]:
                 future.result()
+            self._await_capabilities()
+            if self.attach_on_start:
+                for future in [pool.submit(self.attach, name) for name in self.agent_names]:
+                    future.result()
         # Attachments are listed in the agents' order, whichever attached first.
         self.attachments.sort(key=lambda a: self.agent_names.index(a["agent"]) if a["agent"] in self.agent_names
                               else len(self.agent_names))
@@ -245,13 +258,12 @@ class CodexLab:
         collab_root = self.profile == profiles.COLLAB and name == self.agent_names[0]
         return self._register(name, provider="codex", collab_root=collab_root)
 
-    def _provision(self, name: str, caller: Caller) -> LabAgent:
+    def _provision(self, name: str, caller: Caller, workspace: FixtureWorkspace) -> LabAgent:
         base = self.root / "agents" / name
         codex_home = base / "codex_home"
         codex_home.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self.auth_home is not None:
             copy_authorization(self.auth_home, codex_home)
-        workspace = FixtureWorkspace.create(base / "workspace", agent=name)
         if self.scripted:
             provider = ScriptedProvider(base_url=self.model.base_url(name))
         else:
@@ -277,7 +289,17 @@ class CodexLab:
             self.token_ledger.add(name, caller.token)
         return caller
 
+    def _await_capabilities(self) -> None:
+        if self._capabilities_to_come is not None:
+            began = time.monotonic()
+            try:
+                self.capabilities = list(self._capabilities_to_come())  # what it raises ends the start, each time
+            finally:
+                self.capabilities_awaited_s += time.monotonic() - began
+            self._capabilities_to_come = None
+
     def attach(self, name: str, *, resume: bool = False) -> dict[str, Any]:
+        self._await_capabilities()
         agent = self.agents[name]
         env = {ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {}
         capabilities = {"capabilities": self.capabilities} if self.capabilities is not None else {}

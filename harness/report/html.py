@@ -34,6 +34,7 @@ from harness.model.probe import mail_forms
 
 from .excerpts import ArtifactLines, Excerpt
 from .picture import sequence_svg
+from .store import tool_list
 
 TEXT_KINDS = ("input", "answer", "reasoning")
 FOLDED_KINDS = ("context", "instructions")
@@ -364,9 +365,10 @@ def _tool_schemas(report: dict[str, Any]) -> str:
     parts = ['<section id="tool-schemas"><h2>Tool schemas</h2>',
              '<p class="note">Each distinct tool list a model was offered, whole, as the model requests carried it.</p>']
     for digest, (schema, users) in seen.items():
+        tools = tool_list(report, digest)
         parts.append(f'<details id="schema-{digest}" open><summary><code>{escape(schema["namespace"])}</code> sha256 '
-                     f'<code>{digest}</code> — {len(schema["tools"])} tools, seen by {escape("; ".join(users))}'
-                     f'</summary><pre class="json">{_text(_json(schema["tools"]))}</pre></details>')
+                     f'<code>{digest}</code> — {len(tools)} tools, seen by {escape("; ".join(users))}'
+                     f'</summary><pre class="json">{_text(_json(tools))}</pre></details>')
     if not seen:
         parts.append('<p class="muted">No model request log recorded a tool list.</p>')
     return "".join(parts) + "</section>"
@@ -411,11 +413,11 @@ def _transcript_locations(s: dict[str, Any]) -> dict[str, str]:
 def _source_link(s: dict[str, Any], ref: str) -> str:
     path, _, line = ref.rpartition(":")
     folder, _, name = path.rpartition("/")
-    # Rollout names are long and alike but for their tail; the full reference is the tooltip.
+    # Rollout names are long and alike but for their tail: the label keeps the tail and the line, the link the
+    # whole file (a browser shows it on hover), so no tooltip repeats it beside each of a report's hundreds.
     short = name if len(name) <= 24 else "…" + name[-16:]
     label = f"{folder + '/' if folder else ''}{short}:{line}"
-    return (f'<a class="source" href="{_href(s["artifacts_dir"] + stored.stored_name(path))}" title="{escape(ref)}">'
-            f'{escape(label)}</a>')
+    return f'<a class="source" href="{_href(s["artifacts_dir"] + stored.stored_name(path))}">{escape(label)}</a>'
 
 
 def _run_id(s: dict[str, Any]) -> str:

@@ -8,6 +8,8 @@ from typing import Any
 
 from harness.model.probe import mail_forms
 
+from .store import tool_list
+
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -176,7 +178,7 @@ def _tool_schemas(report: dict[str, Any]) -> list[str]:
     out = ["## Tool schemas", ""]
     for digest, (schema, users) in seen.items():
         out += [f"### `{schema['namespace']}` sha256 `{digest}`", "", "Seen by: " + "; ".join(users), "",
-                *_fenced(json.dumps(schema["tools"], indent=2, ensure_ascii=False), "json"), ""]
+                *_fenced(json.dumps(tool_list(report, digest), indent=2, ensure_ascii=False), "json"), ""]
     return out
 
 

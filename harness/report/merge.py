@@ -26,8 +26,12 @@ from typing import Any
 from harness.shards import MergeRefused, coverage, find_folders, one_per_shard, refuse_unless_forced
 
 from .artifacts import copy_artifacts, manifest
+from harness.evidence import stored
 from harness.evidence.identity import RunIdentity
+from harness.evidence.model_bodies import RUN_BODIES
 from harness.evidence.secrets import Finding, SecretScan
+from harness.names import AWAITING_CAPABILITIES
+from .store import STORE, TOOL_LISTS, gather_bodies, keep_tool_lists
 from .writer import ARTIFACTS, CAPABILITIES, COUNTING, REPORT_JSON, finish_report, load_report, staged_report
 
 
@@ -109,9 +113,18 @@ def merge_reports(folders: Sequence[Path], out: Path, *, force: bool = False, ru
                          for f in shard.report["secret_scan"]["findings"]]
             moves.clear()
         problems.extend(_missing_cases(chosen, seen))
+        # The shards' run-level stores become the merged report's.
+        copied = gather_bodies(work / ARTIFACTS, copied, also=[
+            shard.folder / ARTIFACTS / RUN_BODIES for shard in chosen if stored.exists(shard.folder / ARTIFACTS / RUN_BODIES)])
         findings += scan.redact_tree(work, copied)
         sections.sort(key=lambda s: RunIdentity.of(s).key())
         report = _merged_run(chosen, sections, problems, warnings, run_id)
+        lists: dict[str, Any] = {}
+        for shard in chosen:
+            lists.update(shard.report.get(STORE, {}).get(TOOL_LISTS, {}))
+        keep_tool_lists(sections, {TOOL_LISTS: lists})  # a shard written before the store kept its lists inline
+        named = {seen["sha256"] for section in sections for seen in section["tool_schemas"]}
+        report[STORE] = {TOOL_LISTS: {digest: tools for digest, tools in lists.items() if digest in named}}
         report["artifacts"] = [a.to_json() for a in manifest(work, copied)]
         report["excluded"] = excluded
         finish_report(work, report, scan, findings, copied)
@@ -157,9 +170,12 @@ def _move_artifacts(shard: ShardReport, section: dict[str, Any], dest: Path) -> 
 
 
 def durations(report: dict[str, Any]) -> dict[str, float]:
-    """``{run slug: wall seconds}`` of a report's scenario runs: what later splits balance by."""
-    return {s["identity"]["slug"]: float(s["wall_s"]) for s in report["scenarios"]
-            if isinstance(s.get("wall_s"), (int, float))}
+    """``{run slug: wall seconds}`` of a report's scenario runs: what later splits balance by. A run's wait
+    for the capability probe (phase :data:`~harness.names.AWAITING_CAPABILITIES`) is the shard's, not the run's:
+    left out."""
+    return {s["identity"]["slug"]: round(float(s["wall_s"]) - sum(
+                phase["s"] for phase in s.get("phases") or [] if phase.get("name") == AWAITING_CAPABILITIES), 3)
+            for s in report["scenarios"] if isinstance(s.get("wall_s"), (int, float))}
 
 
 def _moved(location: str, moves: dict[str, str], shard: str | None = None) -> str:

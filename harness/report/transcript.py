@@ -34,8 +34,9 @@ from harness.evidence.model_log import ModelRequestLog
 
 from .sequence import tool_result
 
-CONTEXT_CHARS = 600
-"""How much of a context or instructions message an entry keeps (the rest is in the rollout)."""
+CONTEXT_CHARS = 240
+"""How much of a context or instructions message an entry keeps: its first lines (a collaboration role, the
+working directory). They repeat for every agent of every scenario run; the cited rollout line has them whole."""
 _CONTEXT_TAG = re.compile(r"^\s*<([a-z_]+)>")
 
 

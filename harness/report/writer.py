@@ -10,6 +10,8 @@ Layout::
         junit.xml                       0600  (one test case per check)
         artifacts/<scenario>/...        0700 folders, 0600 files; text evidence stored as <name>.gz
                                         (harness.evidence.stored), cited by <name>
+        artifacts/model-bodies.jsonl.gz the run-level store of every scenario run's model request bodies
+                                        (.store: tool lists, prompts and inputs, each once)
 
 The report is assembled in a hidden sibling folder and renamed into place at the
 end, so a reader never sees half a report. Before the rename the secret scan
@@ -40,6 +42,7 @@ from .junit import junit_xml
 from harness.evidence.scenario import ScenarioEvidence
 
 from .scenario import scenario_section
+from .store import STORE, gather_bodies, keep_tool_lists
 from harness.evidence.secrets import Finding, SecretScan
 from harness.resources import contract_file
 
@@ -139,6 +142,7 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
         files, skipped = copy_artifacts(artifacts_root / CAPABILITIES, work / ARTIFACTS / CAPABILITIES)
         copied += files
         excluded += [f"{ARTIFACTS}/{CAPABILITIES}/{p}" for p in skipped]
+    copied = gather_bodies(work / ARTIFACTS, copied)
     findings = scan.redact_tree(work, copied)
     sections = []
     for scenario, relative in zip(scenarios_in, dirs):
@@ -166,6 +170,7 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
         },
         "counting": COUNTING,
         "scenarios": sections,
+        STORE: keep_tool_lists(sections),
         "artifacts": [a.to_json() for a in manifest(work, copied)],
         "excluded": excluded,
     }

@@ -26,10 +26,12 @@ from typing import IO, Any, ClassVar, Mapping, Sequence
 from harness.lab.driver import CoreRefused
 from harness.contract.interface import Caller
 from harness.process.jobs import Spawn
+from tests.patience import WAIT_S
 
 PEERWIRE = str(Path(sys.executable).with_name("peerwire"))
 """The reference's command line, installed beside this interpreter."""
-READY_S, STOP_S, COMMAND_GRACE_S = 20.0, 10.0, 15.0
+# Safety nets only (tests/patience.py): a healthy command answers in seconds.
+READY_S = STOP_S = COMMAND_GRACE_S = WAIT_S
 
 # The tools and the commands that call them as the caller (each takes its body on stdin).
 _TOOL_COMMANDS = {
@@ -123,16 +125,16 @@ class CliDriver:
                          "--codex", codex, *(["--resume"] if resume else []),
                          *([f"--listen={listen}"] if listen is not None else []),
                          *([f"--capabilities={','.join(capabilities)}"] if capabilities is not None else []),
-                         *[f"--env={name}={value}" for name, value in env.items()], wait_s=60)
+                         *[f"--env={name}={value}" for name, value in env.items()], wait_s=WAIT_S)
 
     def detach(self, caller: Caller) -> dict[str, Any]:
-        return self._run("agent", "detach", caller.agent_id, wait_s=30)
+        return self._run("agent", "detach", caller.agent_id, wait_s=WAIT_S)
 
     def owner(self, caller: Caller) -> dict[str, Any] | None:
         return next((o for o in self._run("agent", "owners")["owners"] if o["agent_id"] == caller.agent_id), None)
 
     def prompt(self, caller: Caller, text: str) -> str:
-        return self._run("prompt", caller.agent_id, "--stdin", stdin=text, wait_s=30)["turn_id"]
+        return self._run("prompt", caller.agent_id, "--stdin", stdin=text, wait_s=WAIT_S)["turn_id"]
 
     def await_turn(self, caller: Caller, turn_id: str, timeout_s: float) -> dict[str, Any]:
         return self._run("agent", "await-turn", caller.agent_id, turn_id, "--wait", str(timeout_s), wait_s=timeout_s)
@@ -150,7 +152,7 @@ class CliDriver:
 
     def export(self) -> dict[str, Any] | None:
         try:
-            return self._run("export", wait_s=30)
+            return self._run("export", wait_s=WAIT_S)
         except CoreRefused as refused:
             if refused.code == "home_missing":
                 return None

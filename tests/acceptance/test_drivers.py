@@ -20,6 +20,7 @@ from harness.codex.install import locate_codex
 
 from . import cli_driver
 from .cli_driver import CliDriver
+from tests.patience import WAIT_S
 
 CLI_DRIVER = "tests.acceptance.cli_driver:CliDriver"
 METHODS = sorted(name for cls in AcceptanceDriver.__mro__ if cls.__module__.startswith("harness")
@@ -63,9 +64,9 @@ def test_the_cli_driver_reports_refusals_and_a_missing_home(tmp_path):
     try:
         alice, _bob = driver.register("alice"), driver.register("bob")
         with pytest.raises(CoreRefused) as refused:
-            driver.call_tool(alice, "send_message", {"target": "nobody", "message": "hi"}, 5)
+            driver.call_tool(alice, "send_message", {"target": "nobody", "message": "hi"}, WAIT_S)
         assert refused.value.code == "unknown_target"
-        receipt = driver.call_tool(alice, "followup_task", {"target": "bob", "message": "-- a body\nthat looks odd"}, 5)
+        receipt = driver.call_tool(alice, "followup_task", {"target": "bob", "message": "-- a body\nthat looks odd"}, WAIT_S)
         mark = driver.await_change(None, 0)
         assert driver.await_change(mark, 0) == mark  # nothing committed since
         (task,) = [r for r in driver.export()["records"] if r["record_id"] == receipt["interaction_id"]]
@@ -74,7 +75,7 @@ def test_the_cli_driver_reports_refusals_and_a_missing_home(tmp_path):
         # value, never taken for an option.
         dashed = dataclasses.replace(alice, token="-" + alice.token[1:])
         with pytest.raises(CoreRefused) as refused:
-            driver.call_tool(dashed, "receive_messages", {"cursor": "-not-a-cursor"}, 5)
+            driver.call_tool(dashed, "receive_messages", {"cursor": "-not-a-cursor"}, WAIT_S)
         assert refused.value.code == "unknown_caller"
     finally:
         driver.stop()

@@ -12,7 +12,7 @@ import pytest
 import tomlkit
 
 from harness.evidence.secrets import SecretScan
-from harness.acceptance.options import AUTH_HOME_ENV, UsageError, parse
+from harness.acceptance.options import AUTH_HOME_ENV, DEFAULT_WORKERS, UsageError, parse
 from harness.acceptance.preflight import preflight
 from harness.acceptance.run import main
 from harness.codex.home import AgentSettings, PeerwireServer, Projection, copy_authorization
@@ -34,7 +34,7 @@ def test_defaults_run_everything_with_the_scripted_model() -> None:
     options = parse([], environ={})
     assert options.scenarios == () and options.mode is None and options.provider == "scripted"
     assert options.approve_tools is True and options.auth_home is None and options.keep_home is False
-    assert options.report_dir.name == "reports" and options.workers == 2
+    assert options.report_dir.name == "reports" and options.workers == DEFAULT_WORKERS
 
 
 def test_repeatable_scenarios_and_explicit_choices(tmp_path: Path) -> None:

@@ -6,6 +6,10 @@ receive, answering from injected context, replying blocked, looking agents up fi
 error); the checks judge the contract, so none of that may fail a run. The invalid personas play faults
 (claiming success without a call, answering before the reply arrived, replying twice, tasking the wrong
 agent); a suite that let one pass, or failed it for another reason only, would be blind to it.
+
+Every change runs the matrix's covering design (:mod:`.persona_design`): every persona against the
+scenarios that make the decisions it varies, and every scenario under some persona. The rest of the matrix
+is marked ``full`` and runs in ``make personas`` and ``make full``.
 """
 
 from __future__ import annotations
@@ -16,17 +20,19 @@ import pytest
 
 from harness.acceptance.execution import RunSettings, run_scenario
 from harness.acceptance.progress import Progress
-from harness.acceptance.scenario import OPT_IN_MODES, discover
+from harness.acceptance.scenario import discover
 from harness.codex.install import locate_codex
-from harness.model.personas import applies, discover_personas, load_persona, PersonaError
+from harness.model.personas import BEHAVIOURS, applies, discover_personas, load_persona, PersonaError
+
+from .persona_design import (DECISIONS, VARIES, PersonaRun, covering_design, decisions, exercises, matrix,
+                             requirements)
 
 PERSONAS = discover_personas()
 VALID = [p for p in PERSONAS if p.valid]
 INVALID = [p for p in PERSONAS if not p.valid]
 SCENARIOS = discover()
-# Opt-in modes (a watched TUI) add nothing a persona could show: the matrix runs the modes a run selects by default.
-MATRIX = [(scenario, mode, persona) for persona in PERSONAS for scenario in SCENARIOS for mode in scenario.modes
-          if mode not in OPT_IN_MODES and applies(persona, scenario.name, scenario.profile)]
+MATRIX = matrix(PERSONAS, SCENARIOS)
+DESIGN = covering_design(PERSONAS, SCENARIOS)
 
 
 def _run(scenario, mode, persona, tmp_path: Path) -> dict:
@@ -58,10 +64,48 @@ def test_a_persona_file_is_checked_against_its_schema(tmp_path: Path) -> None:
         load_persona(unnamed)
 
 
+def test_every_behaviour_declares_the_decisions_it_varies() -> None:
+    assert set(VARIES) == set(BEHAVIOURS)
+    assert {kind for kinds in VARIES.values() for kind in kinds} <= set(DECISIONS)
+
+
+def test_the_decisions_of_a_scenario_are_read_from_its_rules() -> None:
+    by_name = {s.name: s for s in SCENARIOS}
+    # lifecycle's tasks come from the runner's own tool steps: no rule assigns one, and B answers none
+    assert "assigns a task" not in decisions(by_name["lifecycle"])
+    assert "answers a delivered task" not in decisions(by_name["lifecycle"])
+    # task-reply-explicit's B replies with the tool before its final answer: no final answers an open task
+    assert "answers a delivered task" not in decisions(by_name["task-reply-explicit"])
+    assert "answers a delivered task" in decisions(by_name["task-reply-auto"])
+    assert "waits with wait_agent" not in decisions(by_name["smoke"])
+    receive_wait = next(p for p in PERSONAS if p.name == "receive-wait")
+    assert not exercises(PersonaRun(by_name["smoke"], "attached", receive_wait)), "nothing to rewrite in smoke"
+
+
+def test_the_covering_design_covers_every_persona_and_every_scenario_mode() -> None:
+    ids = [run.id for run in DESIGN]
+    assert len(ids) == len(set(ids)) and set(ids) <= {run.id for run in MATRIX}
+    assert all(exercises(run) for run in DESIGN), "a run that exercises nothing of its persona is a default run"
+    covered = {need for run in DESIGN for need in
+               [("scenario", run.scenario.key(run.mode)),
+                *(("persona", run.persona.name, kind) for kind in exercises(run))]}
+    assert covered >= requirements(PERSONAS, SCENARIOS)
+    # every persona meets every decision it varies that a scenario makes, so every persona runs ...
+    assert {run.persona.name for run in DESIGN} == {p.name for p in PERSONAS}
+    # ... and every scenario-mode of the matrix runs under a persona other than its own rules
+    assert {run.scenario.key(run.mode) for run in DESIGN} == {run.scenario.key(run.mode) for run in MATRIX}
+    assert len(DESIGN) * 3 < len(MATRIX), (len(DESIGN), len(MATRIX))
+
+
+def _case(run: PersonaRun):
+    in_design = any(run.id == chosen.id for chosen in DESIGN)
+    return pytest.param(run.scenario, run.mode, run.persona, id=run.id,
+                        marks=() if in_design else (pytest.mark.full,))
+
+
 @pytest.mark.codex
 @pytest.mark.personas
-@pytest.mark.parametrize(("scenario", "mode", "persona"), MATRIX,
-                         ids=[f"{s.key(m)}-{p.name}" for s, m, p in MATRIX])
+@pytest.mark.parametrize(("scenario", "mode", "persona"), [_case(run) for run in MATRIX])
 def test_persona_matrix(scenario, mode, persona, tmp_path: Path) -> None:
     result = _run(scenario, mode, persona, tmp_path)
     failed = {check["id"]: check["summary"] for check in result["checks"] if check["verdict"] != "pass"}

@@ -38,6 +38,7 @@ class LabThatCannotStart:
     agents: dict = {}
     attachments: list = []
     tui = None
+    capabilities_awaited_s = 0.0
 
     def __init__(self) -> None:
         self.stopped = False

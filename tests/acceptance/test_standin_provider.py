@@ -8,6 +8,11 @@ the report and its secret scan). Only the network differs: the user's provider `
 stand-in (:mod:`harness.acceptance.standin`) that plays every scenario's rules on one route, telling
 scenario and agent apart by the workspace Codex reports in each request, and keeps its own log of what it
 received: the proxies' logs must be exactly that.
+
+Every change runs the path with a covering selection: ``modes`` (an attached run, and a background run whose
+new generation resumes with the user's provider) and ``lifecycle`` (an agent that asks no model, a turn
+interrupted with a request in flight), and ``collab`` through the recording proxy. Every scenario that
+declares the provider runs in the full tier.
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ from harness.evidence.model_bodies import read_log
 from harness.evidence.model_log import ModelRequestLog
 from harness.model.server import ScriptedModel
 from harness.acceptance.standin import stand_in
+from tests.patience import RUN_S
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY_ENV = "STANDIN_PROVIDER_KEY"
 KEY = "sk-standin-0123456789abcdef0123456789abcdef"
-RUN_TIMEOUT_S = 900
+RUN_TIMEOUT_S = RUN_S
 
 
 HOP = {"host", "content-length", "connection", "transfer-encoding", "keep-alive"}
@@ -56,8 +62,9 @@ def run_against_the_standin(tmp_path: Path, *scenarios: str) -> tuple[subprocess
         (auth_home / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": KEY}), encoding="utf-8")
         before = {p.name: p.read_bytes() for p in auth_home.iterdir()}
         env = {**os.environ, AUTH_HOME_ENV: str(auth_home), KEY_ENV: KEY}
-        run = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--provider", "openai",
-                              *[arg for name in scenarios for arg in ("--scenario", name)],
+        # Two scenario runs at a time: the test's load stays about one more test worker's.
+        run = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--provider", "openai", "--workers", "2",
+                              *[f"--scenario={name}" for name in scenarios],
                               "--runs-root", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "reports")],
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-4000:]
@@ -100,6 +107,7 @@ def assert_the_proxies_logged_what_the_standin_received(tmp_path: Path, report_d
 
 
 @pytest.mark.codex
+@pytest.mark.heavy
 def test_collab_passes_through_the_recording_proxy_and_its_log_is_what_the_provider_received(tmp_path: Path) -> None:
     """The collaboration scenario with a real provider: its probe reads the recording proxy's log, which holds
     exactly the requests the provider received."""
@@ -112,15 +120,21 @@ def test_collab_passes_through_the_recording_proxy_and_its_log_is_what_the_provi
     assert_the_proxies_logged_what_the_standin_received(tmp_path, report_dir, report)
 
 
+OPENAI = [s.name for s in discover() if "openai" in s.providers]
+COVERING = ["modes", "lifecycle"]
+
+
 @pytest.mark.codex
 @pytest.mark.slow
-def test_every_openai_scenario_passes_through_the_real_provider_path(tmp_path: Path) -> None:
-    scenarios = [s.name for s in discover() if "openai" in s.providers]
-    assert len(scenarios) >= 6
-    _, report_dir, report = run_against_the_standin(tmp_path)
+@pytest.mark.heavy
+@pytest.mark.parametrize("scenarios", [pytest.param(COVERING, id="covering"),
+                                       pytest.param(OPENAI, id="every", marks=pytest.mark.full)])
+def test_openai_scenarios_pass_through_the_real_provider_path(scenarios: list[str], tmp_path: Path) -> None:
+    assert len(OPENAI) >= 6 and set(COVERING) <= set(OPENAI)
+    _, report_dir, report = run_against_the_standin(tmp_path, *scenarios)
     assert report["run"]["provider"] == "openai" and report["run"]["passed"]
     assert sorted(s["name"] for s in report["scenarios"]) == sorted(
-        s.name for s in discover() for m in s.modes if "openai" in s.providers and m not in OPT_IN_MODES)
+        s.name for s in discover() for m in s.modes if s.name in scenarios and m not in OPT_IN_MODES)
     for scenario in report["scenarios"]:
         assert scenario["identity"]["provider"] == "openai"
         assert scenario["usage"]["totals"]["model_requests"] > 0

@@ -20,13 +20,14 @@ from pathlib import Path
 
 import psutil
 import pytest
+from tests.patience import RUN_S, WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "smoke.toml"
-RUN_TIMEOUT_S = 120.0
-READY_TIMEOUT_S = 60.0
+RUN_TIMEOUT_S = RUN_S
+READY_TIMEOUT_S = WAIT_S  # the probe and two agents' start-up come first
 
-pytestmark = [pytest.mark.codex, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
+pytestmark = [pytest.mark.codex, pytest.mark.heavy, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
 
 
 def start_runner(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:

@@ -18,6 +18,7 @@ from harness.lab.inprocess import inprocess_adapter
 from harness.lab.reference import ReferenceLab
 from peerwire import envelope
 from peerwire.contract import definition_validator
+from tests.patience import WAIT_S
 
 pytestmark = pytest.mark.codex
 
@@ -265,8 +266,9 @@ def test_owner_death_mid_turn_makes_the_task_uncertain_and_it_is_never_replayed(
     client = lab.as_agent("A")
     cursor = None
     for _ in range(20):  # each receive blocks on the mailbox; a bound on the number of batches
-        page = client.call("receive_messages", {"timeout_ms": 10_000, **({"cursor": cursor} if cursor else {})},
-                           wait_s=10)
+        # The longest wait the contract allows: on a busy machine the notice may take a while.
+        page = client.call("receive_messages", {"timeout_ms": 60_000, **({"cursor": cursor} if cursor else {})},
+                           wait_s=WAIT_S)
         cursor = page["cursor"]
         notice = next((r for r in page["records"] if r["kind"] == "notice"), None)
         if notice or page["timed_out"]:

@@ -20,8 +20,9 @@ from harness.codex.fixtures import FIXTURE_DIR
 from harness.lab.recorded.replay import ReplayTransport
 from peerwire.codex.adapter import CodexProvider
 from peerwire.store import Store
+from tests.patience import WAIT_S
 
-TIMEOUT_S = 10
+TIMEOUT_S = WAIT_S
 
 
 class Core:

@@ -30,10 +30,11 @@ from peerwire.codex import (
     ServerRequest,
     text_input,
 )
+from tests.patience import GLANCE_S, WAIT_S
 
 pytestmark = pytest.mark.anyio
 
-WAIT = 20.0
+WAIT = WAIT_S
 
 
 @pytest.fixture
@@ -191,7 +192,7 @@ async def test_notifications_are_kept_in_order_and_can_be_awaited_later(
         completed = await client.wait_for_notification("turn/completed", since=mark, timeout=WAIT)
         started_ = await client.wait_for_notification("turn/started", since=mark, timeout=WAIT)
         with pytest.raises(TimeoutError):
-            await client.wait_for_notification("turn/started", since=completed.index, timeout=0.05)
+            await client.wait_for_notification("turn/started", since=completed.index, timeout=GLANCE_S)
 
     assert [n.method for n in client.received[mark:]] == ["turn/started", "item/completed", "turn/completed"]
     assert started_.index < completed.index
@@ -241,7 +242,7 @@ async def test_close_terminates_a_server_that_ignores_eof(stand_in: list[str], t
         codex=stand_in, codex_home=tmp_path, cwd=tmp_path, env={**os.environ, "STAND_IN_IGNORES_EOF": "1"}
     )
 
-    returncode = await client.close(timeout=0.2)
+    returncode = await client.close(timeout=0.2)  # the bound under test: EOF ignored, then SIGTERM
 
     assert returncode == -signal.SIGTERM
     assert client.exited is not None

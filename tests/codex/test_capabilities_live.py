@@ -21,10 +21,9 @@ from harness.lab.recorded import routes
 from peerwire.codex.capabilities import DECLARATIONS, Capability
 from peerwire.errors import Code, PeerwireError
 from tests.conftest import OLDER_RELEASE
+from tests.patience import WAIT_S
 
 pytestmark = pytest.mark.codex
-
-WAIT_S = 60.0
 
 
 def sent_methods(transcript: Path) -> list[str]:
@@ -108,6 +107,7 @@ def test_capabilities_not_enabled_by_the_probe_are_refused_as_unsupported(tmp_pa
         assert len(bindings) == 1 and bindings[0]["turn_id"] != turn_id
 
 
+@pytest.mark.heavy
 def test_the_runner_skips_a_scenario_naming_the_capability_the_codex_lacks(older_codex, tmp_path: Path,
                                                                             capsys) -> None:
     import io
@@ -125,6 +125,7 @@ def test_the_runner_skips_a_scenario_naming_the_capability_the_codex_lacks(older
     assert len(kept) == 1, "the probe's evidence is kept"
 
 
+@pytest.mark.heavy
 def test_the_run_report_names_the_capabilities_and_keeps_the_probe_evidence(tmp_path: Path) -> None:
     import io
 

@@ -12,6 +12,7 @@ import pytest
 from harness.lab.recorded import routes
 from harness.lab.reference import ReferenceLab
 from peerwire.home import HOME_ENV, SESSION_ENV
+from tests.patience import WAIT_S
 
 pytestmark = pytest.mark.codex
 
@@ -22,7 +23,7 @@ def peerwire(lab: ReferenceLab, *args: str, token: str | None = None) -> dict:
     if token:
         env[SESSION_ENV] = token
     done = subprocess.run([sys.executable, "-m", "peerwire", *args, "--json"], env=env, capture_output=True,
-                          text=True, timeout=90)
+                          text=True, timeout=WAIT_S)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
 

@@ -23,6 +23,7 @@ from harness.evidence.model_log import ModelRequestLog
 from harness.model.probe import ProbeExpectation, collab_probe, route_requests
 from peerwire.collab_fork import ROLE_HEADER
 from tests.core.conftest import wait_until
+from tests.patience import WAIT_S
 
 pytestmark = pytest.mark.codex
 
@@ -50,7 +51,7 @@ def exchange(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     prompt, expect = expectation()
     with ReferenceLab(tmp_path, SCENARIO, agents=("root",), profile="collab") as lab:
         turn = lab.prompt("root", prompt)
-        status = lab.await_turn("root", turn, 60)["status"]
+        status = lab.await_turn("root", turn, WAIT_S)["status"]
         agents = {a["path"]: a for a in lab.control().call("agents")["agents"] if a.get("path")}
         owners = {o["name"]: o for o in lab.control().call("owners")["owners"]}
         log = ModelRequestLog.load(tmp_path / "artifacts" / "model-requests.jsonl")
@@ -151,8 +152,8 @@ def test_interrupting_a_child_ends_exactly_its_turn_and_it_takes_a_later_task(tm
     script = script_from_document(_interrupt_script(), source="collab-interrupt")
     with ReferenceLab(tmp_path, script, agents=("root",), profile="collab") as lab:
         root_turn = lab.prompt("root", "Start a slow helper and check on it.")
-        lab.model.wait_for_hold("slow", timeout=60)
-        lab.model.wait_for_hold("deep", timeout=60)
+        lab.model.wait_for_hold("slow", timeout=WAIT_S)
+        lab.model.wait_for_hold("deep", timeout=WAIT_S)
         owners = {o["name"]: o for o in lab.control().call("owners")["owners"]}
         slow_turn, deep_turn = owners["/root/slow"]["active_turn"], owners["/root/slow/deep"]["active_turn"]
         assert slow_turn and deep_turn
@@ -160,7 +161,7 @@ def test_interrupting_a_child_ends_exactly_its_turn_and_it_takes_a_later_task(tm
         result = ControlClient(lab.home, lab.agents["root"].token).call(
             "collab.interrupt_agent", {"target": "/root/slow"})
         assert result == {"previous_status": "active"}
-        assert lab.await_turn("root", root_turn, 60)["status"] == "completed"
+        assert lab.await_turn("root", root_turn, WAIT_S)["status"] == "completed"
         owners = {o["name"]: o for o in lab.control().call("owners")["owners"]}
         turns = {t["turn_id"]: t["status"] for t in owners["/root/slow"]["completed_turns"]}
         # exactly the child's turn ended interrupted; the grandchild's turn is still running
@@ -235,8 +236,8 @@ def test_finished_and_failed_children_notify_an_idle_parent_without_a_turn(tmp_p
     script = script_from_document(_notify_script(), source="collab-notify")
     with ReferenceLab(tmp_path, script, agents=("root",), profile="collab") as lab:
         first = lab.prompt("root", "[spawn-ok] start a helper")
-        assert lab.await_turn("root", first, 60)["status"] == "completed"
-        lab.model.wait_for_hold("ok", timeout=60)
+        assert lab.await_turn("root", first, WAIT_S)["status"] == "completed"
+        lab.model.wait_for_hold("ok", timeout=WAIT_S)
         root_thread = _owner(lab, "root")["thread_id"]
         lab.model.release("ok")
         ok_turn = _owner(lab, "/root/ok")
@@ -244,16 +245,16 @@ def test_finished_and_failed_children_notify_an_idle_parent_without_a_turn(tmp_p
         done = _await_child_turn(lab, "/root/ok")
         assert done["status"] == "completed"
         final_ok = "Message Type: FINAL_ANSWER\nTask name: /root\nSender: /root/ok\nPayload:\nok finished"
-        wait_until(lambda: final_ok in _injected(lab, root_thread), 60, "the FINAL_ANSWER injected into /root")
+        wait_until(lambda: final_ok in _injected(lab, root_thread), WAIT_S, "the FINAL_ANSWER injected into /root")
         root = _owner(lab, "root")
         # notified, not woken: the parent's only turn is the one the prompt started
         assert root["active_turn"] is None and [t["turn_id"] for t in root["completed_turns"]] == [first]
         second = lab.prompt("root", "[spawn-crash] start another")
-        assert lab.await_turn("root", second, 60)["status"] == "completed"
+        assert lab.await_turn("root", second, WAIT_S)["status"] == "completed"
         crash = _await_child_turn(lab, "/root/crash")
         assert crash["status"] == "failed"
         failed = wait_until(lambda: [t for t in _injected(lab, root_thread) if "Sender: /root/crash\nPayload:\n" in t],
-                            60, "the failed child's answer")
+                            WAIT_S, "the failed child's answer")
         assert len(failed) == 1 and failed[0].startswith("Message Type: FINAL_ANSWER\nTask name: /root\n")
         assert "/root/crash's turn" in failed[0] and "failed" in failed[0]
         root = _owner(lab, "root")
@@ -263,7 +264,7 @@ def test_finished_and_failed_children_notify_an_idle_parent_without_a_turn(tmp_p
         assert notices == [("agent_message", "/root/ok", "/root"), ("agent_message", "/root/crash", "/root")]
         # both notices are in the parent's conversation: its next model request carries them
         third = lab.prompt("root", "[recall] what did your helpers say?")
-        assert lab.await_turn("root", third, 60)["status"] == "completed"
+        assert lab.await_turn("root", third, WAIT_S)["status"] == "completed"
         assert ok_turn["thread_id"] != root_thread
         # by now a turn the notices had started would show: the root ran exactly the turns its prompts opened
         assert [t["turn_id"] for t in _owner(lab, "root")["completed_turns"]] == [first, second, third]
@@ -280,7 +281,7 @@ def _await_child_turn(lab: ReferenceLab, name: str) -> dict[str, Any]:
     turn_id = _wait_for_turn(lab, name)
     agent_id = {a["path"]: a for a in lab.control().call("agents")["agents"] if a.get("path")}[name]["agent_id"]
     return lab.control().call("await_turn", {"agent_id": agent_id, "turn_id": turn_id, "timeout_ms": 60_000},
-                              wait_s=60)
+                              wait_s=WAIT_S)
 
 
 def _wait_for_turn(lab: ReferenceLab, name: str) -> str:
@@ -290,7 +291,7 @@ def _wait_for_turn(lab: ReferenceLab, name: str) -> str:
         if owner is None:
             return None
         return owner["active_turn"] or next((t["turn_id"] for t in owner["completed_turns"]), None)
-    return wait_until(turn, 60, f"{name}'s first turn")
+    return wait_until(turn, WAIT_S, f"{name}'s first turn")
 
 
 def _user_input_script() -> dict[str, Any]:
@@ -316,14 +317,14 @@ def test_user_input_ends_a_wait_while_a_busy_child_does_not(tmp_path: Path):
     script = script_from_document(_user_input_script(), source="collab-user-input")
     with ReferenceLab(tmp_path, script, agents=("root",), profile="collab") as lab:
         turn = lab.prompt("root", "[spawn-slow] start a helper and wait")
-        lab.model.wait_for_hold("slow", timeout=60)
+        lab.model.wait_for_hold("slow", timeout=WAIT_S)
         root_id = lab.agents["root"].caller.agent_id
         # the root's model is in wait_agent: the app counts its wait once it has read and blocked
-        wait_until(lambda: lab.control().call("status")["waiting"].get(root_id), 60, "the root's blocked wait")
+        wait_until(lambda: lab.control().call("status")["waiting"].get(root_id), WAIT_S, "the root's blocked wait")
         steered = lab.control().call("prompt", {"agent_id": root_id, "text": "[interject] how is it going?"},
-                                     wait_s=30)
+                                     wait_s=WAIT_S)
         assert steered["steered"] is True and steered["turn_id"] == turn
-        assert lab.await_turn("root", turn, 60)["status"] == "completed"
+        assert lab.await_turn("root", turn, WAIT_S)["status"] == "completed"
         assert _owner(lab, "/root/slow")["active_turn"], "the child is still working"
         lab.model.release("slow")
         log = ModelRequestLog.load(tmp_path / "artifacts" / "model-requests.jsonl")
@@ -365,13 +366,13 @@ def _forked(tmp_path: Path, fork_turns: str) -> dict[str, Any]:
                           'args = ["-m", "peerwire", "mcp", "serve"]\n', "utf-8")
         lab.attach("root")
         first = lab.prompt("root", "[t1] who is there?")
-        assert lab.await_turn("root", first, 60)["status"] == "completed"
+        assert lab.await_turn("root", first, WAIT_S)["status"] == "completed"
         # The home's defaults change under the running root: a child that took them, not its parent's, shows it.
         text = config.read_text("utf-8")
         config.write_text(re.sub(r'(?m)^model_reasoning_effort = .*$', 'model_reasoning_effort = "high"', text)
                           .replace('model = "', 'model = "changed-', 1), "utf-8")
         second = lab.prompt("root", "[t2] note, then get help")
-        assert lab.await_turn("root", second, 60)["status"] == "completed"
+        assert lab.await_turn("root", second, WAIT_S)["status"] == "completed"
         assert _await_child_turn(lab, "/root/helper")["status"] == "completed"
         root_rollout = Path(_owner(lab, "root")["rollout"])
         records = [json.loads(line) for line in root_rollout.read_text("utf-8").splitlines()]

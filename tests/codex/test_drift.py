@@ -24,9 +24,10 @@ from harness.lab.recorded import routes
 from harness.codex.fixtures import FIXTURE_DIR, load
 from peerwire.codex.surface import SURFACE
 from tests.conftest import OLDER_RELEASE
+from tests.patience import RUN_S
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 900
+RUN_TIMEOUT_S = RUN_S
 
 
 def run_drift(*args: str) -> subprocess.CompletedProcess[str]:
@@ -58,6 +59,7 @@ def test_a_version_that_is_not_exact_is_a_usage_error(version: str) -> None:
 
 
 @pytest.mark.codex
+@pytest.mark.heavy
 def test_drift_against_an_older_release_end_to_end(older_codex, tmp_path: Path) -> None:
     result = run_drift("--codex-version", OLDER_RELEASE, "--report-dir", str(tmp_path),
                        "--route", "idle_start", "--route", "inject", "--route", "explicit_reply")
@@ -98,6 +100,7 @@ def test_drift_against_an_older_release_end_to_end(older_codex, tmp_path: Path) 
 
 
 @pytest.mark.codex
+@pytest.mark.heavy
 def test_the_smoke_step_runs_the_scenario_with_the_examined_codex(tmp_path: Path) -> None:
     pinned = locate_codex()
     capabilities = establish(pinned, tmp_path / "capabilities")

@@ -15,6 +15,7 @@ import pytest
 from peerwire.codex.app_server import AppServerError
 from peerwire.codex.readiness import listed_ready
 from peerwire.errors import Code, PeerwireError
+from tests.patience import WAIT_S
 
 
 class Listing:
@@ -36,7 +37,7 @@ def listed(*entries: tuple[str, str | None]) -> dict[str, Any]:
 
 
 def ready(session: Listing, names: list[str]) -> list[str]:
-    return asyncio.run(listed_ready(session, "th-1", names, timeout=5))  # type: ignore[arg-type]
+    return asyncio.run(listed_ready(session, "th-1", names, timeout=WAIT_S))  # type: ignore[arg-type]
 
 
 def test_only_servers_listed_connected_count_as_ready() -> None:

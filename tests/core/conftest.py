@@ -13,6 +13,7 @@ from harness.contract.interface import Caller
 from harness.contract.reference import ReferenceProvisioner
 from peerwire.control import ControlClient
 from peerwire.home import HOME_ENV, SESSION_ENV
+from tests.patience import WAIT_S
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def core(tmp_path: Path):
 
 
 def cli(core: ReferenceProvisioner, *args: str, caller: Caller | None = None, stdin: str | None = None,
-        timeout: float = 30) -> subprocess.CompletedProcess:
+        timeout: float = WAIT_S) -> subprocess.CompletedProcess:
     """Run ``peerwire ARGS --json`` as ``caller`` against ``core``."""
     env = {**os.environ, HOME_ENV: str(core.home.path)}
     env.pop(SESSION_ENV, None)

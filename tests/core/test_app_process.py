@@ -19,6 +19,7 @@ from peerwire.errors import Code, PeerwireError
 from peerwire.home import HOME_ENV, SESSION_ENV
 
 from .conftest import call, cli, cli_json, wait_until
+from tests.patience import WAIT_S
 
 
 def test_home_is_private_and_locked(core):
@@ -27,7 +28,7 @@ def test_home_is_private_and_locked(core):
     assert (home.socket.stat().st_mode & 0o777) == 0o600
     assert json.loads(home.lock.read_text())["pid"] == core.app.process.pid
     second = subprocess.run([sys.executable, "-m", "peerwire", "app", "--home", str(home.path)],
-                            capture_output=True, text=True, timeout=30)
+                            capture_output=True, text=True, timeout=WAIT_S)
     assert second.returncode != 0
     assert f"pid {core.app.process.pid}" in second.stderr
     # the running app is untouched by the refused second one
@@ -38,7 +39,7 @@ def test_home_is_private_and_locked(core):
 def test_stop_signal_releases_lock_and_socket(core, sig):
     app = core.app
     app.process.send_signal(sig)
-    assert app.process.wait(timeout=20) == 0
+    assert app.process.wait(timeout=WAIT_S) == 0
     app.terminate()
     assert not core.home.socket.exists()
     assert core.home.lock.read_text() == ""
@@ -62,13 +63,13 @@ def test_kill_9_after_receipt_loses_nothing(core):
 def test_waiter_in_one_process_is_woken_by_a_send_from_another(core):
     a, b = core.register("a"), core.register("b")
     env = {**os.environ, HOME_ENV: str(core.home.path), SESSION_ENV: b.token}
-    waiter = subprocess.Popen([sys.executable, "-m", "peerwire", "message", "wait", "--timeout-ms", "30000",
+    waiter = subprocess.Popen([sys.executable, "-m", "peerwire", "message", "wait", "--timeout-ms", "60000",
                                "--json"], env=env, stdout=subprocess.PIPE, text=True)
     try:
         status = ControlClient(core.home)
-        wait_until(lambda: status.call("status")["waiting"].get(b.agent_id), 20, "the waiter to subscribe")
+        wait_until(lambda: status.call("status")["waiting"].get(b.agent_id), WAIT_S, "the waiter to subscribe")
         cli_json(core, "send", "--to", "b", "--body", "wake up", caller=a)
-        out, _ = waiter.communicate(timeout=20)
+        out, _ = waiter.communicate(timeout=WAIT_S)
     finally:
         waiter.kill()
     result = json.loads(out)
@@ -81,11 +82,11 @@ def test_waiter_in_one_process_is_woken_by_a_send_from_another(core):
 def test_receive_with_timeout_returns_what_arrives(core):
     a, b = core.register("a"), core.register("b")
     with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(call, core, b, "receive_messages", {"timeout_ms": 20000}, 20)
-        wait_until(lambda: ControlClient(core.home).call("status")["waiting"].get(b.agent_id), 20,
+        pending = pool.submit(call, core, b, "receive_messages", {"timeout_ms": 60_000}, WAIT_S)
+        wait_until(lambda: ControlClient(core.home).call("status")["waiting"].get(b.agent_id), WAIT_S,
                    "the receive to wait")
         call(core, a, "send_message", {"target": "b", "message": "arrived"})
-        page = pending.result(timeout=20)
+        page = pending.result(timeout=WAIT_S)
     assert [r["body"] for r in page["records"]] == ["arrived"]
     assert page["timed_out"] is False and page["wake_reason"] == "mailbox_activity"
 
@@ -96,7 +97,7 @@ def test_empty_wait_times_out_and_cancels_nothing(core):
     receipt = call(core, a, "followup_task", {"target": "b", "message": "keep me"})
     page = call(core, b, "receive_messages")
     call(core, b, "receive_messages", {"ack_cursor": page["cursor"]})
-    result = call(core, b, "wait_agent", {"timeout_ms": 50}, wait_s=1)
+    result = call(core, b, "wait_agent", {"timeout_ms": 50}, wait_s=WAIT_S)
     assert result == {"woke": False, "timed_out": True, "wake_reason": "timeout", "pending": 0}
     assert ControlClient(core.home).call("trace", {"id": receipt["request_id"]})["interactions"][0]["state"] == "claimed"
 
@@ -126,7 +127,7 @@ def test_two_sessions_of_a_recipient_race_and_each_task_has_one_claim(core):
                                stdout=subprocess.PIPE, text=True) for _ in range(2)]
     sent = [call(core, a, "followup_task", {"target": "b", "message": f"task {i}"})["request_id"]
             for i in range(tasks)]
-    outs = [json.loads(p.communicate(timeout=60)[0]) for p in racers]
+    outs = [json.loads(p.communicate(timeout=WAIT_S)[0]) for p in racers]
     assert all(p.returncode == 0 for p in racers)
     # Whatever neither racer acknowledged is still offered, under the same claim, to the next read.
     rest = call(core, b, "receive_messages", {"limit": 100})["claims"]
@@ -147,14 +148,14 @@ def test_a_control_client_that_gives_up_mid_call_cancels_nothing(core):
         with core.home.socket_address() as address:
             sock.connect(address)
         sock.sendall(encode(request))
-    page = call(core, b, "receive_messages", {"timeout_ms": 5000}, wait_s=5)
+    page = call(core, b, "receive_messages", {"timeout_ms": 60_000}, wait_s=WAIT_S)
     (task,) = [r for r in page["records"] if r["kind"] == "task"]
     assert task["body"] == "finish it although I left" and page["new_work"] == [task["request_id"]]
     stages = [s["stage"] for s in ControlClient(core.home).call("trace", {"id": task["request_id"]})
               ["interactions"][0]["stages"]]
     assert stages[:2] == ["entered", "admitted"] and not any("cancel" in s for s in stages), stages
     call(core, b, "reply", {"request_id": task["request_id"], "status": "done", "message": "done anyway"})
-    answer = call(core, a, "receive_messages", {"timeout_ms": 5000}, wait_s=5)
+    answer = call(core, a, "receive_messages", {"timeout_ms": 60_000}, wait_s=WAIT_S)
     assert [(r["kind"], r["request_id"], r["body"]) for r in answer["records"]] == [
         ("reply", task["request_id"], "done anyway")]
 
@@ -180,15 +181,15 @@ def test_await_change_wakes_on_the_next_commit_only(core):
     a, b = core.register("a"), core.register("b")
     admin = ControlClient(core.home)
     mark = admin.call("await_change", {"mark": None, "timeout_ms": 0})["mark"]
-    quiet = admin.call("await_change", {"mark": mark, "timeout_ms": 50}, wait_s=1)
+    quiet = admin.call("await_change", {"mark": mark, "timeout_ms": 50}, wait_s=WAIT_S)
     assert quiet == {"mark": mark, "timed_out": True}  # nothing committed, nothing reported
     with ThreadPoolExecutor(1) as pool:
-        waiting = pool.submit(admin.call, "await_change", {"mark": mark, "timeout_ms": 20_000}, wait_s=20)
+        waiting = pool.submit(admin.call, "await_change", {"mark": mark, "timeout_ms": 60_000}, wait_s=WAIT_S)
         call(core, a, "send_message", {"target": "b", "message": "a change"})
-        woke = waiting.result(timeout=20)
+        woke = waiting.result(timeout=WAIT_S)
     assert woke["timed_out"] is False and woke["mark"] != mark
     # a mark that differs from the store's (e.g. from before a restart) returns at once
-    assert admin.call("await_change", {"mark": -1, "timeout_ms": 20_000}, wait_s=20)["timed_out"] is False
+    assert admin.call("await_change", {"mark": -1, "timeout_ms": 20_000}, wait_s=WAIT_S)["timed_out"] is False
 
 
 def test_cli_send_strict_and_target(core):

@@ -26,9 +26,10 @@ from peerwire.errors import EXIT_STATUS, Code
 from peerwire.home import HOME_ENV, SESSION_ENV, Home
 from peerwire.limits import STORE_PATH_MAX_BYTES
 from peerwire.store import Store
+from tests.patience import WAIT_S
 
 PEERWIRE = [sys.executable, "-m", "peerwire"]
-TIMEOUT_S = 60
+TIMEOUT_S = WAIT_S
 
 
 def run(argv: list, *, env: dict | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from tests.patience import RUN_S, WAIT_S
 
 ROWS = ("durable sends/s, one MCP session", "aggregate durable sends/s, 8 MCP sessions", "wake latency p50",
         "wake latency p95", "wake latency p99", "warm list_agents round trip p50",
@@ -15,10 +16,10 @@ ROWS = ("durable sends/s, one MCP session", "aggregate durable sends/s, 8 MCP se
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # a few seconds of work, but it starts a dozen processes: on a busy machine, minutes
+@pytest.mark.heavy
 def test_quick_bench_reports_every_row_beside_its_baseline():
     done = subprocess.run([sys.executable, "-m", "peerwire.bench", "--quick", "--json"], capture_output=True,
-                          text=True, timeout=540)
+                          text=True, timeout=RUN_S)  # seconds of work, a dozen processes: minutes when busy
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     rows = {r["measure"]: r for r in report["rows"]}
@@ -35,6 +36,6 @@ def test_quick_bench_reports_every_row_beside_its_baseline():
 
 def test_the_core_benchmark_imports_nothing_from_the_harness():
     probe = "import sys, peerwire.bench, peerwire.bench.measures; print(sorted(m for m in sys.modules if m.split('.')[0] == 'harness'))"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=WAIT_S)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -18,8 +18,8 @@ from peerwire.control import ControlClient, encode
 from peerwire.store import Store
 
 from .conftest import call, cli_json, wait_until
+from tests.patience import WAIT_S
 
-WAIT_S = 20
 
 
 def claims_of(core, request_id: str) -> list[str]:

@@ -22,8 +22,9 @@ from harness.contract.manifest import requirement
 from peerwire.codex.adapter import CodexProvider
 from peerwire.codex.app_server import AppServerExited, JsonRpcError
 from peerwire.store import Store
+from tests.patience import WAIT_S
 
-TIMEOUT_S = 10
+TIMEOUT_S = WAIT_S
 
 
 class ScriptedAppServer:

@@ -24,6 +24,7 @@ from peerwire.contract import COLLAB_ORDER
 from peerwire.control import ControlClient
 from peerwire.home import HOME_ENV, SESSION_ENV
 from peerwire.store import Store
+from tests.patience import WAIT_S
 
 SERVE = [sys.executable, "-m", "peerwire", "mcp", "serve", "--profile", "collab"]
 
@@ -43,7 +44,7 @@ def _calls(core, token, calls: list[tuple[str, dict]], *, thread: str | None = N
     lines += [{"jsonrpc": "2.0", "id": i + 2, "method": "tools/call", "params": {"name": n, "arguments": a, **meta}}
               for i, (n, a) in enumerate(calls)]
     data = b"".join(json.dumps(l).encode() + b"\n" for l in lines)
-    done = subprocess.run(SERVE, input=data, env=env, capture_output=True, timeout=60)
+    done = subprocess.run(SERVE, input=data, env=env, capture_output=True, timeout=WAIT_S)
     by_id = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
     return [by_id[i + 2]["result"] for i in range(len(calls))]
 
@@ -72,7 +73,7 @@ def _grown_tree(core, token: str, children: dict[str, dict]) -> None:
 @requirement("collab:tools:list")
 def test_tools_listed_are_the_collab_profile():
     done = subprocess.run(SERVE, input=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n', capture_output=True,
-                          timeout=60, env={k: v for k, v in os.environ.items() if k != HOME_ENV})
+                          timeout=WAIT_S, env={k: v for k, v in os.environ.items() if k != HOME_ENV})
     tools = json.loads(done.stdout)["result"]["tools"]
     assert [t["name"] for t in tools] == list(COLLAB_ORDER) == [
         "spawn_agent", "send_message", "followup_task", "wait_agent", "list_agents", "interrupt_agent"]
@@ -354,7 +355,7 @@ def test_child_turn_limit_interrupts_exactly_the_running_turn():
         collab.CHILD_TURN_LIMIT_S = limit
         try:
             provider._limit_turn(owner, "t1")
-            await asyncio.wait_for(fired.wait(), 5)
+            await asyncio.wait_for(fired.wait(), WAIT_S)
         finally:
             collab.CHILD_TURN_LIMIT_S = old
 
@@ -442,7 +443,7 @@ class _Tree:
         import asyncio
 
         wait = asyncio.ensure_future(self.ops.wait_agent(self.root, {"timeout_ms": 60_000}, {}))
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(WAIT_S):
             while not self.hub.waiting().get(self.root.agent_id):
                 assert not wait.done(), wait.result()
                 await asyncio.sleep(0.001)
@@ -458,7 +459,7 @@ def test_user_input_ends_a_wait_naming_it_without_its_text(tmp_path):
     async def run():
         wait = await tree.blocked_wait()
         tree.delivery.user_input(tree.root)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(WAIT_S):
             alone = await wait
         # user input and mail together: the message names both
         wait = await tree.blocked_wait()
@@ -466,7 +467,7 @@ def test_user_input_ends_a_wait_naming_it_without_its_text(tmp_path):
         tree.store.admit_information(child, tree.root, "from a")
         tree.delivery.user_input(tree.root)
         tree.hub.notify(tree.root.agent_id)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(WAIT_S):
             both = await wait
         return alone, both
 
@@ -492,12 +493,12 @@ def test_free_capacity_never_completes_a_wait(tmp_path):
         # a worker stops working (as the adapter records a turn that ended with nothing to report): room for one
         tree.store.update_agent(workers[0].agent_id, status="idle")
         spawned = await tree.ops.spawn_agent(tree.root, {"task_name": "extra", "message": "go"}, {})
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(WAIT_S):
             while not tree.hub.waiting().get(tree.root.agent_id):  # blocked still (or again, after a re-read)
                 await asyncio.sleep(0.001)
         assert not wait.done(), f"free capacity completed the wait: {wait.result()}"
         tree.delivery.user_input(tree.root)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(WAIT_S):
             return refused, spawned, await wait
 
     try:

@@ -24,8 +24,9 @@ from peerwire.home import Home
 from peerwire.limits import CONTROL_FD_RESERVE, MAX_CONNECTIONS_PER_CALLER, MAX_WAITERS_PER_CALLER
 
 from .conftest import wait_until
+from tests.patience import WAIT_S
 
-ANSWER_S = 20.0
+ANSWER_S = WAIT_S
 
 
 def _limited_app(tmp_path: Path, nofile: int) -> AppProcess:

@@ -11,6 +11,7 @@ from peerwire.control import ControlClient
 from peerwire.errors import Code, PeerwireError
 
 from .conftest import cli_json
+from tests.patience import WAIT_S
 
 # Codes no tool call of the manual-provider core can produce, and where they are tested.
 ELSEWHERE = {
@@ -70,11 +71,11 @@ def test_each_code_is_reached(core, tmp_path):
         _code(lambda: tree.call("collab.spawn_agent", {"task_name": "w4", "message": "one too many"})),
     }
     locked = subprocess.run([sys.executable, "-m", "peerwire", "app", "--home", str(core.home.path)],
-                            capture_output=True, text=True, timeout=30)
+                            capture_output=True, text=True, timeout=WAIT_S)
     assert locked.returncode == 3 and "owned by a running app" in locked.stderr
     reached.add(Code.HOME_LOCKED)
     missing = subprocess.run([sys.executable, "-m", "peerwire", "agent", "list", "--json"],
-                             capture_output=True, text=True, timeout=30,
+                             capture_output=True, text=True, timeout=WAIT_S,
                              env={"PATH": "/usr/bin:/bin"})
     assert missing.returncode == 1
     reached.add(Code(cli_error(missing.stdout)))

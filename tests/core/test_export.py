@@ -28,6 +28,7 @@ from peerwire.schema import MIGRATIONS
 from peerwire.store import Store
 
 from .conftest import call, cli
+from tests.patience import WAIT_S
 
 EXPORT_ONLY = ("state", "tool_receipt", "updated_at", "received_at")
 
@@ -194,7 +195,7 @@ def test_the_export_op_and_the_cli_give_the_same_document_running_and_stopped(co
 
 def test_the_cli_names_a_missing_home(tmp_path):
     done = subprocess.run([sys.executable, "-m", "peerwire", "export", "--home", str(tmp_path / "nowhere"), "--json"],
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=WAIT_S)
     assert done.returncode == 1
     assert json.loads(done.stdout)["error"]["code"] == "home_missing"
     assert not (tmp_path / "nowhere").exists()  # reading never creates a home

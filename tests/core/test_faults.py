@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from tests.patience import RUN_S
 
 ROUNDS = 3
 
@@ -17,7 +18,7 @@ ROUNDS = 3
 def test_a_short_campaign_loses_nothing_and_duplicates_nothing(tmp_path):
     done = subprocess.run([sys.executable, "-m", "peerwire.faults", "--rounds", str(ROUNDS), "--seconds", "30",
                            "--disk-full", "1", "--local", "none", "--dir", str(tmp_path), "--json"],
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=RUN_S)
     tally = json.loads(done.stdout)
     assert done.returncode == 0, (tally, done.stderr[-2000:])
     assert tally["crashes"] == tally["rounds"] >= 1 and tally["receipts"] > 0

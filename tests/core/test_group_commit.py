@@ -20,8 +20,9 @@ import pytest
 from peerwire.control import ControlClient
 from peerwire.errors import Code, PeerwireError
 from peerwire.store import Store
+from tests.patience import WAIT_S
 
-BOUND_S = 20
+BOUND_S = WAIT_S
 
 
 async def until(predicate) -> None:
@@ -150,7 +151,7 @@ def test_kill_9_during_concurrent_sends_loses_no_receipted_record(core):
     for thread in threads:
         thread.start()
     try:
-        assert enough.wait(120), f"only {len(receipts)} receipts"
+        assert enough.wait(BOUND_S), f"only {len(receipts)} receipts"
         grouped = ControlClient(core.home).call("status")["group_commit"]
         core.app.process.send_signal(signal.SIGKILL)
         core.app.process.wait()

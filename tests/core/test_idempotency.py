@@ -20,8 +20,8 @@ from peerwire.control import ControlClient, encode
 from peerwire.home import HOME_ENV, SESSION_ENV
 
 from .conftest import call, cli, cli_json, wait_until
+from tests.patience import WAIT_S
 
-WAIT_S = 20
 
 
 class Mcp:

@@ -14,6 +14,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from peerwire import contract
 from peerwire.home import HOME_ENV, SESSION_ENV
+from tests.patience import WAIT_S
 
 SERVE = [sys.executable, "-m", "peerwire", "mcp", "serve"]
 
@@ -30,7 +31,7 @@ def _env(core=None, caller=None) -> dict[str, str]:
 async def _sdk_session_calls(env: dict[str, str], calls: list[tuple[str, dict]]):
     params = StdioServerParameters(command=SERVE[0], args=SERVE[1:], env=env)
     out = []
-    with anyio.fail_after(60):
+    with anyio.fail_after(WAIT_S):
         async with stdio_client(params) as streams:
             async with ClientSession(*streams) as session:
                 init = await session.initialize()
@@ -86,14 +87,14 @@ def test_codex_call_metadata_becomes_the_tool_receipt(core):
     (response,) = _raw(lines, _env(core, a))
     receipt = response["result"]["structuredContent"]
     trace = subprocess.run([*SERVE[:3], "trace", receipt["interaction_id"], "--json"], env=_env(core),
-                           capture_output=True, text=True, timeout=30)
+                           capture_output=True, text=True, timeout=WAIT_S)
     stored = json.loads(trace.stdout)["interactions"][0]["tool_receipt"]
     assert stored == {"via": "mcp", "call_id": "call_9", **turn}
 
 
 def _raw(messages: list, env: dict[str, str], extra_lines: list[bytes] = ()) -> list[dict]:
     data = b"".join(json.dumps(m).encode() + b"\n" for m in messages) + b"".join(extra_lines)
-    done = subprocess.run(SERVE, input=data, env=env, capture_output=True, timeout=60)
+    done = subprocess.run(SERVE, input=data, env=env, capture_output=True, timeout=WAIT_S)
     assert done.returncode == 0, done.stderr.decode()
     return [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -141,7 +142,7 @@ async def _auto_mode_calls(env: dict[str, str], calls: list[tuple[str, dict]]):
     from mcp import Client
 
     params = StdioServerParameters(command=SERVE[0], args=SERVE[1:], env=env)
-    with anyio.fail_after(60):
+    with anyio.fail_after(WAIT_S):
         async with Client(params) as client:
             tools = await client.list_tools()
             return client.protocol_version, tools, [await client.call_tool(name, args) for name, args in calls]
@@ -180,7 +181,7 @@ class _Session:
     def close(self) -> int:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
-        status = self.proc.wait(timeout=30)
+        status = self.proc.wait(timeout=WAIT_S)
         self.proc.stdout.close()
         return status
 
@@ -189,7 +190,6 @@ def _code(result: dict) -> str | None:
     return result["structuredContent"]["error"]["code"] if result.get("isError") else None
 
 
-@pytest.mark.timeout(120)
 def test_one_session_survives_an_app_restart(core):
     a, _ = core.register("a"), core.register("b")
     session = _Session(_env(core, a))

@@ -18,6 +18,7 @@ from peerwire.codex.app_server import JsonRpcError
 from peerwire.lifecycle import Stage
 
 from .test_claims import Core, ScriptedAppServer, _pair
+from tests.patience import WAIT_S
 
 
 class InjectOutcome(ScriptedAppServer):
@@ -46,7 +47,7 @@ def test_a_handoff_is_recorded_as_what_it_proved(tmp_path: Path, outcome, stage,
         await core.attach()
         receipt = core.store.admit_information(core.agent("A"), core.agent("B"), "for your thread")
         result = await asyncio.wait_for(core.codex.deliver(core.agent("B"), core.store.interaction(
-            receipt["interaction_id"])), 10)
+            receipt["interaction_id"])), WAIT_S)
         trace = core.store.trace(receipt["interaction_id"])["interactions"][0]
         await core.close()
         return trace["stages"], trace, result

@@ -12,6 +12,7 @@ from peerwire.errors import PeerwireError
 from peerwire.home import HOME_ENV, SESSION_ENV
 
 from .conftest import call, cli, cli_json
+from tests.patience import WAIT_S
 
 
 def refused(fn) -> PeerwireError:
@@ -39,7 +40,7 @@ def test_a_rejected_request_is_traced_entered_then_rejected_with_the_reason(core
     assert trace["interactions"] == [], "nothing was admitted"
     env = {**os.environ, HOME_ENV: str(core.home.path), SESSION_ENV: a.token}
     text = subprocess.run([sys.executable, "-m", "peerwire", "send", "--to", "nobody", "--body", "again"], env=env,
-                          capture_output=True, text=True, timeout=60).stderr
+                          capture_output=True, text=True, timeout=WAIT_S).stderr
     assert text.startswith("peerwire: unknown_target: ") and "(peerwire trace en_" in text, text
 
 

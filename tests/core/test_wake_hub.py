@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from peerwire.hub import PROVIDER_CONTEXT_AVAILABLE, WakeHub
+from tests.patience import WAIT_S
 
 
 def test_a_subscription_counts_as_waiting_only_while_it_blocks():
@@ -20,14 +21,14 @@ def test_a_subscription_counts_as_waiting_only_while_it_blocks():
         with hub.subscribe("b") as sub:
             assert hub.subscribed() == {"b": 1}
             assert hub.waiting() == {}  # subscribed, still reading: not waiting
-            waiter = asyncio.ensure_future(sub.wait(5))
+            waiter = asyncio.ensure_future(sub.wait(WAIT_S))
             for _ in range(100):
                 if hub.waiting():
                     break
                 await asyncio.sleep(0)
             assert hub.waiting() == {"b": 1}
             assert hub.notify("b", PROVIDER_CONTEXT_AVAILABLE) == 1
-            assert await asyncio.wait_for(waiter, 5) is True
+            assert await asyncio.wait_for(waiter, WAIT_S) is True
             assert sub.reason == PROVIDER_CONTEXT_AVAILABLE
             assert hub.waiting() == {} and hub.subscribed() == {"b": 1}
         assert hub.subscribed() == {} and hub.waiting() == {}
@@ -39,7 +40,7 @@ def test_a_wait_that_times_out_stops_counting():
     async def scenario():
         hub = WakeHub()
         with hub.subscribe("b") as sub:
-            assert await sub.wait(0.01) is False
+            assert await sub.wait(0.01) is False  # the bound under test
             assert hub.waiting() == {} and hub.subscribed() == {"b": 1}
 
     asyncio.run(scenario())

@@ -21,6 +21,7 @@ from harness.codex.home import (
     recover_interrupted,
     render_config,
 )
+from tests.patience import WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGING_TOOLS = ("send_message", "followup_task", "receive_messages", "reply")
@@ -226,7 +227,7 @@ def test_an_interrupted_projection_is_recovered_by_the_next_one(tmp_path: Path) 
     died = subprocess.run(
         [sys.executable, "-c", DIE_MID_RUN, str(codex_home), str(tmp_path / "workspace")],
         cwd=ROOT,
-        timeout=30,
+        timeout=WAIT_S,
     )
     assert died.returncode == -9
     assert "stale-home" in config_path.read_text(encoding="utf-8")
@@ -375,7 +376,7 @@ def test_recovery_after_a_crash_also_keeps_the_users_edits(tmp_path: Path) -> No
     config_path.write_text(USER_CONFIG, encoding="utf-8")
     (tmp_path / "workspace").mkdir()
     died = subprocess.run([sys.executable, "-c", DIE_MID_RUN, str(codex_home), str(tmp_path / "workspace")],
-                          cwd=ROOT, timeout=30)
+                          cwd=ROOT, timeout=WAIT_S)
     assert died.returncode == -9
     _edit(config_path, "notifications = true", "notifications = false")
 

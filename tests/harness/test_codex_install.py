@@ -28,6 +28,7 @@ from harness.codex.install import (
     pinned_version,
 )
 from harness.npm import NODE_MODULES_ENV, pin
+from tests.patience import WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -233,7 +234,7 @@ def test_children_find_the_selected_codex_first_on_path(tmp_path: Path) -> None:
     assert base["PATH"].split(os.pathsep)[0] == str(shadowing.parent)  # base untouched
     assert installation.bin_dir == selected.parent
     # A child resolving `codex` by name gets the selected one.
-    result = subprocess.run(["sh", "-c", "codex --version"], env=env, capture_output=True, text=True, timeout=30)
+    result = subprocess.run(["sh", "-c", "codex --version"], env=env, capture_output=True, text=True, timeout=WAIT_S)
     assert result.stdout == "codex-cli 7.0.0\n"
 
 
@@ -261,7 +262,7 @@ def test_a_child_started_elsewhere_runs_the_pinned_codex_by_name(tmp_path: Path)
     assert shutil.which("codex", path=env["PATH"]) == str(installation.executable)
     result = subprocess.run(
         ["codex", "--version"] if sys.platform != "win32" else [str(installation.executable), "--version"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=WAIT_S,
     )
     assert result.returncode == 0, result.stderr
     assert parse_codex_version(result.stdout) == pinned_version()

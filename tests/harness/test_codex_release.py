@@ -19,6 +19,7 @@ import pytest
 from harness.codex.install import (CACHE_ENV, CodexInstallError, CodexReleaseError, cache_root, install_release,
                                    pinned_executable)
 from tests.conftest import OLDER_RELEASE
+from tests.patience import RUN_S
 
 needs_npm = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
 
@@ -114,7 +115,7 @@ def test_concurrent_installs_of_one_release_install_it_once(older_codex, tmp_pat
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=600)
+        thread.join(timeout=RUN_S)
     assert len(found) == 2 and found[0] == found[1]
     assert sum("installing" in line for line in said) == 1 and sum("cached" in line for line in said) == 1
     assert leftovers(cache) == [OLDER_RELEASE]

@@ -13,9 +13,10 @@ import pytest
 from harness.process.lifeline import ENV, Lifeline, watch
 
 from .child_output import read_line
+from tests.patience import WAIT_S
 
 OWNER = Path(__file__).parent / "programs" / "lifeline_owner.py"
-TIMEOUT_S = 20.0
+TIMEOUT_S = WAIT_S
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX pipes and signals")
 

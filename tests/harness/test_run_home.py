@@ -23,9 +23,10 @@ from harness.process.run_home import (
     new_run_id,
     sweep_stale,
 )
+from tests.patience import WAIT_S
 
 HOLDER = Path(__file__).parent / "programs" / "hold_run_home.py"
-START_TIMEOUT = 20.0
+START_TIMEOUT = WAIT_S
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes and ownership")
 windows_only = pytest.mark.skipif(

@@ -19,9 +19,10 @@ import pytest
 from harness.evidence.model_bodies import BodyError, bodies_path, digest, read_log
 from harness.model.rules import ScenarioError, load_script, read_input, script_from_document
 from harness.model.server import UNEXPECTED_ERROR_CODE, ScriptedModel
+from tests.patience import WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
-WAIT = 10.0
+WAIT = WAIT_S
 
 RULES = """
 [scenario]

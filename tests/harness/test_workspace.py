@@ -10,12 +10,13 @@ import pytest
 
 from harness.process.run_home import RunHome
 from harness.codex.workspace import FixtureWorkspace, WorkspaceError, git_environment
+from tests.patience import WAIT_S
 
 
 def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["git", *args], cwd=cwd, env=env if env is not None else git_environment(),
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=WAIT_S,
     )
 
 

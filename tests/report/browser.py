@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.process.jobs import Job
+from tests.patience import WAIT_S
 
 # Flags that keep a headless browser from reaching anything on its own (updates,
 # sync, field trials, QUIC) and from needing a GPU or a sandbox it cannot have as root.
@@ -33,7 +34,7 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
          "--remote-debugging-pipe")
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = WAIT_S
 _TRAMPOLINE = """import fcntl, os, sys
 high = [fcntl.fcntl(int(fd), fcntl.F_DUPFD, 10) for fd in sys.argv[1:3]]
 for target, fd in zip((3, 4), high):
@@ -168,7 +169,7 @@ class Browser:
     def __exit__(self, *exc: object) -> None:
         try:
             if not self._closed.is_set():
-                self.send("Browser.close", timeout_s=5)
+                self.send("Browser.close", timeout_s=WAIT_S)
         except BrowserError:
             pass
         finally:
@@ -177,9 +178,9 @@ class Browser:
                 self._to_browser = None
             self._job.close()
             for process in self._job.processes:
-                process.popen.wait(timeout=5)  # collect the exit status the teardown may not have seen
+                process.popen.wait(timeout=WAIT_S)  # collect the exit status the teardown may not have seen
             if self._reader is not None:
-                self._reader.join(timeout=5)
+                self._reader.join(timeout=WAIT_S)
 
     def new_page(self) -> Page:
         """A new blank tab with network, page, log and runtime events enabled."""

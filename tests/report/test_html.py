@@ -12,6 +12,7 @@ import pytest
 
 from harness.report import SecretScan, load_report, write_report
 from harness.report.html import render
+from harness.report.store import tool_list
 from tests.evidence.exchange import (ANSWER, CALL_TASK, PROMPT_A, REPLY_ID, ROLLOUT_B, TASK_BODY, TASK_ID,
                                      run_description, task_exchange)
 
@@ -104,7 +105,7 @@ def test_the_page_shows_checks_evidence_bodies_transcripts_and_schemas(folder):
     # The whole tool schema, not a hash.
     for seen in scenario["tool_schemas"]:
         assert f'id="schema-{seen["sha256"]}"' in page
-        assert json.dumps(seen["tools"], indent=2, ensure_ascii=False) in text
+        assert json.dumps(tool_list(report, seen["sha256"]), indent=2, ensure_ascii=False) in text
     for artifact in report["artifacts"]:
         assert artifact["sha256"] in page
     for cited in (TASK_ID, REPLY_ID):  # the check's records link to their message cards

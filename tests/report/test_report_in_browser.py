@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from .browser import Browser, Page
+from tests.patience import RUN_S, WAIT_S
 
-pytestmark = [pytest.mark.codex, pytest.mark.browser]
+pytestmark = [pytest.mark.codex, pytest.mark.browser, pytest.mark.heavy]
 
 RUNNER = Path(__file__).resolve().parents[2] / "runner.py"
 SCENARIOS = ("smoke", "lifecycle")  # a model's own tool call, and the runner's tool steps (unbound records)
@@ -35,7 +36,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
             "--junit", str(out / "acceptance.xml")]
     for name in SCENARIOS:
         argv += ["--scenario", name]
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_S)
     assert run.returncode == 0, run.stderr[-4000:]
     (folder,) = (out / "reports").iterdir()
     return folder, out / "acceptance.xml"
@@ -52,7 +53,7 @@ def test_report_html_renders_offline_with_diagrams_checks_and_transcripts(real_r
     url = (folder / "report.html").resolve().as_uri()
     with Browser(tmp_path / "profile") as browser:
         page = browser.new_page()
-        page.navigate(url, timeout_s=60)
+        page.navigate(url, timeout_s=WAIT_S)
         # Every sequence is a picture the browser laid out: an SVG with one drawn group per step, and width.
         pictures = page.evaluate("Array.from(document.querySelectorAll('svg.sequence')).map(s => "
                                  "[s.querySelectorAll('g.msg, g.note').length, s.getBoundingClientRect().width])")
@@ -98,7 +99,7 @@ def test_report_html_renders_offline_with_diagrams_checks_and_transcripts(real_r
             "<body", '<img src="http://127.0.0.1:9/pixel.png"><body', 1), encoding="utf-8")
         page.requests.clear()
         page.messages.clear()
-        page.navigate(leaky.resolve().as_uri(), timeout_s=60)
+        page.navigate(leaky.resolve().as_uri(), timeout_s=WAIT_S)
         assert offsite(page, leaky.resolve().as_uri()) == ["http://127.0.0.1:9/pixel.png"]
         assert any("Content Security Policy" in m for m in page.messages)
 

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 
 from harness.report import ReportError, SecretScan, load_report, report_schema, write_report
+from harness.report.store import tool_list
 from tests.evidence.exchange import (A_ID, ANSWER, BINDING_ID, CALL_TASK, FINAL_A, PROMPT_A, REPLY_ID, REQUEST_ID,
                                      ROLLOUT_A, ROLLOUT_B, TASK_BODY, TASK_ID, TURN_A, TURN_B, run_description,
                                      task_exchange)
@@ -88,7 +89,8 @@ def test_scenario_section_carries_inputs_outputs_models_and_bindings(tmp_path, a
     (schema_a, schema_b) = sorted(scenario["tool_schemas"], key=lambda s: s["agent"])
     assert schema_a["namespace"] == "mcp__peerwire" and schema_a["tool_names"] == ["followup_task"]
     assert schema_a["requests"] == [0, 2, 3] and schema_b["requests"] == [1]
-    assert schema_a["tools"][0]["parameters"]["properties"]["target"] == {"type": "string"}
+    assert schema_a["sha256"] in report["store"]["tool_lists"], "kept once, in the run-level store"
+    assert tool_list(report, schema_a["sha256"])[0]["parameters"]["properties"]["target"] == {"type": "string"}
     assert [r["interaction_id"] for r in scenario["records"]] == [TASK_ID, REPLY_ID]
     assert scenario["problems"] == []
 
