@@ -15,14 +15,13 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
 
 from .acp.adapter import AcpProvider
 from .codex.adapter import CodexProvider
 from . import contract
 from .control_server import ControlServer, RepeatedFailures
 from .delivery import Delivery
-from .errors import EXIT_STATUS, Code, PeerwireError
+from .errors import EXIT_STATUS, PeerwireError
 from .home import Home, HomeLock, unusable
 from .home_files import open_private
 from .hub import WakeHub

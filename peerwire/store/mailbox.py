@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from .. import cursor as cursors
 from ..errors import Code, PeerwireError
-from ..lifecycle import CLAIM_EVENTS, INFORMATION, LIFECYCLES, NOTICE, REPLY, TASK, Claimant, Event, Kind, Stage
+from ..lifecycle import CLAIM_EVENTS, LIFECYCLES, NOTICE, REPLY, TASK, Claimant, Event, Kind, Stage
 from ..registry import SYSTEM_SENDER, AgentRow
 from . import calls
 from .calls import Call, Entry

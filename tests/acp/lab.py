@@ -9,7 +9,6 @@ as an operator (or the acceptance lab) attaches it.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time

@@ -434,7 +434,7 @@ def test_fork_turns_one_inherits_only_the_latest_user_turn(tmp_path: Path):
 
 # -- encrypted_function_args: what reaches the core -------------------------------------------------------------
 
-ENCRYPTED_EVIDENCE = project_root() / "fixtures" / "collab" / "encrypted-function-args.mcp.json"
+ENCRYPTED_EVIDENCE = Path(__file__).resolve().parents[2] / "fixtures" / "collab" / "encrypted-function-args.mcp.json"
 """What the pinned Codex did with a collaboration call's ``encrypted_function_args`` (absent, empty, populated):
 the field of each model call in the rollout, the ``tools/call`` Codex sent the MCP server for it, and the call as
 the next model request replayed it. Written by the live test with ``PEERWIRE_REFRESH_FIXTURES=1``."""

@@ -532,9 +532,10 @@ def test_the_pinned_codex_passes_no_encrypted_function_args_to_the_core():
     """Why ``collab:encrypted-args:forms`` is deferred: recorded from the pinned Codex (the live test in
     tests/codex/test_collab_live.py checks it again), each form stays in the rollout, but the MCP tools/call the
     core receives carries the arguments and Codex's _meta only, and the next model request drops the field."""
-    from harness.codex.install import pinned_version, project_root
+    from harness.codex.install import pinned_version
 
-    evidence = json.loads((project_root() / "fixtures/collab/encrypted-function-args.mcp.json").read_text("utf-8"))
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures"
+    evidence = json.loads((fixtures / "collab/encrypted-function-args.mcp.json").read_text("utf-8"))
     assert evidence["codex_version"] == pinned_version()
     assert set(evidence["forms"]) == {"absent", "empty", "populated"}
     assert evidence["forms"]["populated"]["rollout_function_call"]["encrypted_function_args"] == ["message"]
@@ -572,7 +573,6 @@ def test_encrypted_function_args_absent_empty_and_populated():
 ])
 @requirement("collab:mail:agent-message")
 def test_mail_to_a_tree_agent_takes_the_form_its_codex_version_offers(tmp_path, version, record_call, form):
-    from peerwire.codex.adapter import CodexProvider, Owner
     from peerwire.codex.capabilities import evaluate
 
     item, got = _mail(tmp_path, evaluate(version), None if record_call is None else _recorded_calls()[record_call])

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from harness.report import SecretScan, load_report, write_report
-from harness.report.html import render
 from harness.report.store import tool_list
 from tests.evidence.exchange import (ANSWER, CALL_TASK, PROMPT_A, REPLY_ID, ROLLOUT_B, TASK_BODY, TASK_ID,
                                      run_description, task_exchange)

@@ -17,7 +17,6 @@ from concurrent.futures import wait
 
 import pytest
 
-from harness.contract.endpoints import CLIENT_INFO
 from harness.contract.fixtures import call_s
 from harness.contract.manifest import manifest, requirement
 from harness.contract.wire import (
