@@ -27,6 +27,7 @@ from harness import npm
 from harness.acceptance.options import parser as accept_parser
 from harness.cli import COMMANDS
 from harness.contract.cli import build_parser as contract_parser
+from tests.patience import WAIT_S
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTIONS = {"contract": ROOT / "action.yml", "accept": ROOT / "accept" / "action.yml"}
@@ -95,7 +96,7 @@ def test_every_script_is_valid_bash(action) -> None:
     _, document = action
     for s in steps(document):
         if "run" in s:
-            done = subprocess.run(["bash", "-n"], input=s["run"], capture_output=True, text=True, timeout=30)
+            done = subprocess.run(["bash", "-n"], input=s["run"], capture_output=True, text=True, timeout=WAIT_S)
             assert done.returncode == 0, f"{s.get('name')}: {done.stderr}"
 
 
@@ -127,7 +128,7 @@ def recorder(path: Path, log: Path, status: int = 0, run_code: bool = False) -> 
 
 def run_step(script: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*BASH, "-c", script], env={"PATH": os.environ["PATH"], **env}, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=WAIT_S)
 
 
 def outputs(path: Path) -> dict[str, str]:
@@ -215,7 +216,7 @@ def test_the_install_step_installs_the_extra_the_callers_packages_and_the_pins(t
            "RUNNER_TEMP": str(runner_temp), "GITHUB_OUTPUT": str(github_output),
            "PATH": f"{stand_ins}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([*BASH, "-c", install["run"]], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=WAIT_S)
     assert done.returncode == 0, done.stderr
     extra = install["env"]["PEERWIRE_EXTRA"]
     pins = [f"@openai/codex@{codex_version}"] if codex_version else [npm.spec(p) for p in npm.GROUPS[extra]]

@@ -34,6 +34,7 @@ import pytest
 
 from harness.npm import NODE_MODULES_ENV
 from peerwire.contract import TOOL_ORDER
+from tests.patience import RUN_S, TEST_S, WAIT_S
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_MODULES = ROOT / "node_modules"
@@ -137,7 +138,7 @@ def wheelhouse() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "peerwire" / "installed-test"
     return cached(cache / key, lambda staging: run(
         [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(staging), *requirements],
-        what="download the wheelhouse", timeout=600))
+        what="download the wheelhouse", timeout=RUN_S))
 
 
 def build_python(house: Path) -> Path:
@@ -145,9 +146,9 @@ def build_python(house: Path) -> Path:
     build_requires = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]["requires"]
 
     def make(staging: Path) -> None:
-        run([sys.executable, "-m", "venv", "--without-pip", str(staging)], what="create the build env", timeout=120)
+        run([sys.executable, "-m", "venv", "--without-pip", str(staging)], what="create the build env", timeout=WAIT_S)
         run([sys.executable, "-m", "pip", "--python", str(staging / "bin" / "python"), "install", "--quiet",
-             "--no-index", "--find-links", str(house), *build_requires], what="install the build env", timeout=300)
+             "--no-index", "--find-links", str(house), *build_requires], what="install the build env", timeout=RUN_S)
 
     return cached(house.with_name(f"{house.name}.build"), make) / "bin" / "python"
 
@@ -178,7 +179,7 @@ def build_wheel(tmp_path: Path, house: Path) -> Path:
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SHIPPED, "*.egg-info"))
     dist = tmp_path / "dist"
     run([str(build_python(house)), "-c", "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])",
-         str(dist)], what="build the wheel", timeout=300, cwd=source)
+         str(dist)], what="build the wheel", timeout=RUN_S, cwd=source)
     (wheel,) = dist.glob("peerwire-*.whl")
     return wheel
 
@@ -198,13 +199,13 @@ def checkout_files(folder: Path) -> set[str]:
 def install(tmp_path: Path, wheel: Path, house: Path) -> Path:
     """A fresh virtualenv outside the checkout with the wheel and its extras, offline; its bin folder."""
     venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", "--without-pip", str(venv)], what="create the virtualenv", timeout=120)
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)], what="create the virtualenv", timeout=WAIT_S)
     python = venv / "bin" / "python"
     # Not compiled ahead: each process compiles what it imports, a fraction of the dependencies.
     run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile", "--no-index",
-         "--find-links", str(house), f"{wheel}[{','.join(EXTRAS)}]"], what="install the wheel", timeout=300)
+         "--find-links", str(house), f"{wheel}[{','.join(EXTRAS)}]"], what="install the wheel", timeout=RUN_S)
     site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                    what="find site-packages", timeout=60).stdout.strip())
+                    what="find site-packages", timeout=WAIT_S).stdout.strip())
     (site / "peerwire_source_guard.py").write_text(GUARD, encoding="utf-8")
     (site / "peerwire_source_guard.pth").write_text("import peerwire_source_guard\n", encoding="utf-8")
     return venv / "bin"
@@ -232,13 +233,13 @@ def list_tools(peerwire: Path, cwd: Path, env: dict[str, str]) -> list[str]:
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
     done = subprocess.run([str(peerwire), "mcp", "serve"], input="".join(json.dumps(r) + "\n" for r in requests),
-                          capture_output=True, text=True, timeout=60, cwd=cwd, env=env)
+                          capture_output=True, text=True, timeout=WAIT_S, cwd=cwd, env=env)
     answers = {a.get("id"): a for a in map(json.loads, done.stdout.splitlines())}
     assert 2 in answers and "result" in answers[2], f"no tools/list result: {done.stdout}\n{done.stderr}"
     return [tool["name"] for tool in answers[2]["result"]["tools"]]
 
 
-@pytest.mark.timeout(1200)  # the first run downloads the wheelhouse; later runs take a minute or two
+@pytest.mark.timeout(TEST_S)  # the first run downloads the wheelhouse; later runs take a minute or two
 def test_the_wheel_alone_serves_runs_the_suite_and_a_scenario_from_an_empty_folder(tmp_path: Path) -> None:
     house = wheelhouse()
     wheel = build_wheel(tmp_path, house)
@@ -254,13 +255,13 @@ def test_the_wheel_alone_serves_runs_the_suite_and_a_scenario_from_an_empty_fold
     work.mkdir()
     # The guard sees a read of the checkout (else an empty log would prove nothing); then it starts afresh.
     run([str(bin_dir / "python"), "-c", f"open({str(ROOT / 'pyproject.toml')!r}).close()"],
-        what="the guard's own check", timeout=60, cwd=work, env=env)
+        what="the guard's own check", timeout=WAIT_S, cwd=work, env=env)
     assert f"open {ROOT.resolve() / 'pyproject.toml'}" in log.read_text(encoding="utf-8")
     log.write_text("", encoding="utf-8")
 
     paths = json.loads(run([str(bin_dir / "python"), "-c", "import sys, json, harness, peerwire, peerwire_data.contracts;"
                             "print(json.dumps([*sys.path, harness.__file__, peerwire.__file__]))"],
-                           what="import the packages", timeout=60, cwd=work, env=env).stdout)
+                           what="import the packages", timeout=WAIT_S, cwd=work, env=env).stdout)
     assert all(bin_dir.parent in Path(p).parents for p in paths[-2:]), paths
 
     assert list_tools(bin_dir / "peerwire", work, env) == list(TOOL_ORDER)
@@ -268,7 +269,7 @@ def test_the_wheel_alone_serves_runs_the_suite_and_a_scenario_from_an_empty_fold
     run([str(bin_dir / "peerwire-harness"), "contract", "-n", "0", "--report-dir", "out/contract",
          "--requirement", "wire:ping", "--requirement", "send:receipt:admitted",
          "--requirement", "interop:typescript-sdk:every-tool"],
-        what="the contract suite against the installed reference", timeout=300, cwd=work, env=env)
+        what="the contract suite against the installed reference", timeout=RUN_S, cwd=work, env=env)
     compliance = json.loads((work / "out" / "contract" / "compliance.json").read_text("utf-8"))
     results = {r["id"]: r["result"] for r in compliance["requirements"]}
     assert [results[r] for r in ("wire:ping", "send:receipt:admitted", "interop:typescript-sdk:every-tool")] == [
@@ -277,7 +278,7 @@ def test_the_wheel_alone_serves_runs_the_suite_and_a_scenario_from_an_empty_fold
 
     run([str(bin_dir / "peerwire-harness"), "accept", "--scenario", "smoke", "--codex", str(CODEX),
          "--workers", "1", "--report-dir", "out/accept", "--runs-root", str(tmp_path / "runs")],
-        what="the smoke scenario", timeout=400, cwd=work, env=env)
+        what="the smoke scenario", timeout=RUN_S, cwd=work, env=env)
     (report,) = (work / "out" / "accept").glob("*/report.json")
     assert all(s["passed"] for s in json.loads(report.read_text("utf-8"))["scenarios"])
 

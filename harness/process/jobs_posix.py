@@ -31,6 +31,8 @@ from typing import Any
 
 import psutil
 
+from peerwire.resources import data_folder
+
 # How often teardown re-checks what is still alive. Short, because the common
 # case is children that exit at once on SIGTERM.
 _POLL_INTERVAL = 0.02
@@ -44,7 +46,8 @@ ISOLATION: dict[str, Any] = {"start_new_session": True}
 """How a child starts: the leader of a session and process group of its own."""
 
 
-REAPER = Path(__file__).with_name("reaper.py")
+REAPER = data_folder("harness.process") / "reaper.py"
+"""The reaper runs as a script (``python -I -S``: no site, no project imports), from the installed package."""
 
 
 class Reaper:

@@ -69,7 +69,7 @@ def _is_reaper(pid: int) -> bool:
     """Another job's reaper (the owner may hold several jobs): it has its own groups to end, and is left alone."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return os.fsencode(__file__) in cmdline.read().split(b"\0")
+            return os.fsencode(sys.argv[0]) in cmdline.read().split(b"\0")  # the reaper runs as a script
     except OSError:
         return False
 

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import psutil
 
+from harness.resources import packages_root
+
 READY_S = 30.0
 """How long the tree may take to start (interpreters, the app's store) on a loaded machine."""
 ORPHAN_BOUND_S = 20.0
@@ -112,7 +114,7 @@ def kill_runner_and_count(workdir: Path, bound_s: float = ORPHAN_BOUND_S) -> dic
     ``last_ended_s`` how long the last of the others took to end.
     """
     pids_file = workdir / "tree.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(packages_root()),
                                                                      os.environ.get("PYTHONPATH")]))}
     runner_process = subprocess.Popen([sys.executable, "-m", "harness.process.tree_probe", "runner", "--home",
                                        str(workdir / "home"), "--pids-file", str(pids_file)],

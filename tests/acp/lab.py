@@ -23,10 +23,10 @@ from harness.process.app import AppProcess
 from peerwire.acp.opencode import OpenCodeHome, prepare_home
 from peerwire.control import ControlClient
 from peerwire.home import Home
+from tests.patience import WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENCODE = ROOT / "node_modules" / ".bin" / "opencode"
-WAIT_S = 240.0
 """Bound of every wait (OpenCode starts in seconds, a turn in less; a loaded machine takes longer)."""
 
 
@@ -67,10 +67,10 @@ class AcpLab:
         return self.attached
 
     def detach(self) -> dict[str, Any]:
-        return self.admin.call("detach_acp", {"agent_id": self.ids["B"]}, wait_s=30)
+        return self.admin.call("detach_acp", {"agent_id": self.ids["B"]}, wait_s=WAIT_S)
 
     def prompt(self, text: str) -> dict[str, Any]:
-        return self.admin.call("prompt", {"agent_id": self.ids["B"], "text": text}, wait_s=30)
+        return self.admin.call("prompt", {"agent_id": self.ids["B"], "text": text}, wait_s=WAIT_S)
 
     def await_turn(self, turn_id: str) -> dict[str, Any]:
         return self.admin.call("await_turn", {"agent_id": self.ids["B"], "turn_id": turn_id,
@@ -82,7 +82,7 @@ class AcpLab:
 
     # -- A, the requester ------------------------------------------------------------------
 
-    def tool(self, caller: str, tool: str, args: dict[str, Any], wait_s: float = 5.0) -> dict[str, Any]:
+    def tool(self, caller: str, tool: str, args: dict[str, Any], wait_s: float = WAIT_S) -> dict[str, Any]:
         return ControlClient(self.home, self.tokens[caller]).call(tool, args, wait_s=wait_s)
 
     def task(self, text: str) -> str:

@@ -23,8 +23,9 @@ from peerwire.jsonrpc import Notification
 from peerwire.stdio_peer import JsonRpcError
 
 from tests.acp.recording import load
+from tests.patience import WAIT_S
 
-SEND_TIMEOUT_S = 10.0
+SEND_TIMEOUT_S = WAIT_S
 """How long the player waits for the adapter to send what was recorded next."""
 
 Hook = Callable[[dict[str, Any]], Awaitable[None]]

@@ -19,8 +19,9 @@ from peerwire.contract import document_validator
 from tests.acp import routes
 from tests.acp.lab import WAIT_S, AcpLab, opencode_or_skip, sent, updates
 from tests.acp.recording import record
+from tests.patience import TEST_S, WAIT_S
 
-pytestmark = [pytest.mark.opencode, pytest.mark.timeout(900)]  # a safety net: a loaded machine starts OpenCode slowly
+pytestmark = [pytest.mark.opencode, pytest.mark.timeout(TEST_S)]
 
 
 @pytest.fixture
@@ -150,7 +151,7 @@ def test_an_interrupt_cancels_the_turn(lab: AcpLab):
     rid = lab.task("Please take your time with this long task.")
     lab.model.wait_for_hold(routes.HOLD, timeout=WAIT_S)
     turn = lab.owner()["active_turn"]
-    out = lab.tool("A", "interrupt_agent", {"target": "B"}, wait_s=30)
+    out = lab.tool("A", "interrupt_agent", {"target": "B"}, wait_s=WAIT_S)
     assert (out["previous_status"], out["turn_id"], out["via"]) == ("active", turn, "session/cancel")
     reply = lab.reply_to(rid)
     assert (reply["status"], reply["code"], reply["sender"]["name"]) == ("blocked", "turn_cancelled", "peerwire")

@@ -20,8 +20,9 @@ from peerwire.store import Store
 from tests.acp import routes
 from tests.acp.recording import FIXTURE_DIR, load
 from tests.acp.replay import ReplayTransport
+from tests.patience import WAIT_S
 
-TIMEOUT_S = 10
+TIMEOUT_S = WAIT_S
 AUTO_TASK = "Please work out which release codename comes after Juniper."
 
 

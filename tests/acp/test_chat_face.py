@@ -14,6 +14,7 @@ from harness.evidence import chat_requests as chat
 from harness.evidence.model_log import ModelRequestLog
 from harness.model.rules import script_from_document
 from harness.model.server import ScriptedModel
+from tests.patience import WAIT_S
 
 RULES = tomllib.loads(r'''
 [[rules.B]]
@@ -63,7 +64,7 @@ def post(url: str, body: dict, headers: dict | None = None) -> tuple[int, list[d
     request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json",
                                                                       **(headers or {})})
     try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
+        with urllib.request.urlopen(request, timeout=WAIT_S) as answer:
             events = [json.loads(line[6:]) for line in answer.read().decode().splitlines()
                       if line.startswith("data: ") and line != "data: [DONE]"]
             return answer.status, events

@@ -50,6 +50,7 @@ def test_the_transcript_keeps_no_mcp_credential():
 
 AGENT = r'''
 import json, sys
+from tests.patience import WAIT_S
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("method") == "initialize":
@@ -66,8 +67,8 @@ def test_a_live_session_redacts_its_file_and_answers_the_agent(tmp_path: Path):
         client = await AcpClient.start(command=[sys.executable, "-c", AGENT], cwd=tmp_path,
                                        env={"PEERWIRE_UNSET_ME": None}, transcript_path=tmp_path / "t.jsonl")
         server = stdio_mcp_server("peerwire", [sys.executable], {"PEERWIRE_SESSION_ID": "s3cret"})
-        result = await client.session_new(str(tmp_path), [server], timeout=10)
-        async with asyncio.timeout(10):
+        result = await client.session_new(str(tmp_path), [server], timeout=WAIT_S)
+        async with asyncio.timeout(WAIT_S):
             while not client.server_requests:
                 await asyncio.sleep(0.01)
         await client.close()

@@ -478,7 +478,7 @@ def _encrypted_args_evidence(tmp_path: Path) -> dict[str, Any]:
     script = script_from_document(_encrypted_args_script(), source="collab-encrypted-args")
     with CodexLab(tmp_path, script, agents=("root",), profile="collab", driver=_TeeDriver) as lab:
         turn = lab.prompt("root", "Send me the three forms.")
-        assert lab.await_turn("root", turn, 60)["status"] == "completed"
+        assert lab.await_turn("root", turn, WAIT_S)["status"] == "completed"
         rollouts = lab.rollouts("root")
         version = lab.codex.version
     model_calls = [json.loads(line)["payload"] for path in rollouts for line in path.read_text("utf-8").splitlines()

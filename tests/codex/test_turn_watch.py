@@ -29,8 +29,9 @@ from peerwire.operations import Operations
 from peerwire.providers import ManualProvider
 from peerwire.store import Store
 from tests.core.test_claims import ScriptedAppServer
+from tests.patience import WAIT_S
 
-TIMEOUT_S = 10
+TIMEOUT_S = WAIT_S
 
 
 class NotifyingAppServer(ScriptedAppServer):
@@ -43,7 +44,7 @@ class NotifyingAppServer(ScriptedAppServer):
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         async with self._arrival:
-            self.received.append(Notification(len(self.received), method, params))
+            self.received.append(Notification(method, params, index=len(self.received)))
             self._arrival.notify_all()
 
     async def notifications(self, *, since: int = 0):
@@ -122,7 +123,7 @@ class App:
 
 
 def run(coro) -> None:
-    asyncio.run(asyncio.wait_for(coro, 60))
+    asyncio.run(asyncio.wait_for(coro, WAIT_S))
 
 
 @requirement("delivery:turn-outcome:unknown-status")

@@ -21,14 +21,15 @@ import time
 import psutil
 
 from peerwire.home import HOME_ENV, SESSION_ENV
+from tests.patience import WAIT_S
 
 REQUESTS = 20_000
-RSS_BOUND_MB = 40
+RSS_BOUND_MB = 40  # the bound under test
 """How much the server's RSS may grow under the flood: the unread answers' bound (1 MiB), the calls in flight,
 the pipes' and the interpreter's own slack. Without backpressure 20,000 unread tools/list reach 500 MB."""
-STALL_S = 1.5
+STALL_S = 1.5  # the bound under test
 """The writer has stalled (the server stopped reading) when it made no progress for this long."""
-BOUND_S = 120.0
+BOUND_S = WAIT_S
 
 
 def _rss_mb(process: psutil.Process) -> float:
@@ -91,7 +92,7 @@ def _flood(argv: list[str], env: dict[str, str], requests: list[bytes]) -> dict:
         return {"baseline": baseline, "peak": peak, "stalled_at": stalled_at, "answers": answers}
     finally:
         server.kill()
-        server.wait(10)
+        server.wait(WAIT_S)
         for pipe in (server.stdin, server.stdout):
             try:
                 pipe.close()

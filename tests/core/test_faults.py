@@ -35,7 +35,7 @@ def test_the_local_surface_checks_find_nothing(tmp_path):
     """A few seconds of the local surface's faults: a held lock, a damaged WAL, a small unread flood."""
     done = subprocess.run([sys.executable, "-m", "peerwire.faults", "--rounds", "0", "--local", "lock,wal,flood",
                            "--flood", "3000", "--dir", str(tmp_path), "--json"],
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=RUN_S)
     tally = json.loads(done.stdout)
     assert done.returncode == 0 and tally["clean"], (tally, done.stderr[-2000:])
     local = tally["local"]

@@ -26,8 +26,9 @@ from peerwire.control import ControlChannel, ControlClient, encode
 from peerwire.errors import Code, PeerwireError
 from peerwire.home import HOME_ENV, SESSION_ENV
 from peerwire.limits import MAX_BODY_BYTES, MAX_LINE_BYTES
+from tests.patience import WAIT_S
 
-ANSWER_S = 30.0
+ANSWER_S = WAIT_S
 
 
 def _padded(message: dict, size: int, where: list[str]) -> bytes:

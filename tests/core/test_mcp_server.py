@@ -234,7 +234,7 @@ def test_the_app_refuses_a_control_line_with_an_out_of_range_number_and_keeps_th
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with core.home.socket_address() as address:
         sock.connect(address)
-    sock.settimeout(30)
+    sock.settimeout(WAIT_S)
     reader = sock.makefile("rb")
     try:
         sock.sendall(b'{"id": 1, "op": "tool", "tool": "receive_messages", "args": {"limit": 1e400}, "token": "'

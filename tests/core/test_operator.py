@@ -23,6 +23,7 @@ from harness.contract.manifest import requirement
 from peerwire.control import ControlClient, encode
 from peerwire.home import HOME_ENV, SESSION_ENV
 from peerwire.operations import OPERATOR_OPS
+from tests.patience import WAIT_S
 
 ARGS = {
     "status": {}, "register_agent": {"name": "bob"}, "agents": {}, "set_agent": {"agent_id": "x", "enabled": False},
@@ -35,7 +36,7 @@ def _raw(core, request: dict) -> dict:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         with core.home.socket_address() as address:
             sock.connect(address)
-        sock.settimeout(30)
+        sock.settimeout(WAIT_S)
         sock.sendall(encode(request))
         with sock.makefile("rb") as reader:
             return json.loads(reader.readline())
@@ -95,7 +96,7 @@ def test_the_operators_cli_reads_the_credential_from_the_home_and_an_agents_clie
     env = {**os.environ, HOME_ENV: str(core.home.path)}
     env.pop(SESSION_ENV, None)
     done = subprocess.run([sys.executable, "-m", "peerwire", "export", "--json"], env=env, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=WAIT_S)
     assert done.returncode == 0, done.stderr
     with pytest.raises(Exception) as refused:
         ControlClient(core.home, agent.token).call("export")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
+from tests.patience import WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,7 +93,7 @@ def test_a_missing_module_of_our_own_is_a_bug_not_an_extra(recorder, missing) ->
 
 def test_runner_py_is_the_same_dispatcher() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--help"], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+                          timeout=WAIT_S, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: python runner.py COMMAND")
     assert all(f"  {command} " in done.stdout for command in cli.COMMANDS)

@@ -108,12 +108,13 @@ import os, sys
 sys.path.insert(0, {os.fspath(Path(__file__).resolve().parents[2])!r})
 from pathlib import Path
 from harness.codex.home import LAUNCH, REGISTRATION, AgentSettings, PeerwireServer, Projection, ScriptedProvider
+from tests.patience import WAIT_S
 agent = AgentSettings(workspace={os.fspath(tmp_path)!r}, peerwire=PeerwireServer(command="stale", env={{}}),
                       provider=ScriptedProvider(base_url="http://127.0.0.1:9/v1"))
 Projection({os.fspath(codex_home)!r}, agent, parts=(REGISTRATION,)).apply()
 Projection({os.fspath(codex_home)!r}, agent, parts=(LAUNCH,)).apply()
 """  # a process that dies holding both projections
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=WAIT_S)
     assert {"config.toml.peerwire-launch-projection", "config.toml.peerwire-projection"} <= {
         p.name for p in codex_home.iterdir()}
     assert recover_interrupted(codex_home) is True
@@ -127,7 +128,7 @@ def test_the_launcher_runs_codex_with_its_arguments_then_the_settings(tmp_path: 
     fake.chmod(0o700)
     launcher = write_launcher(tmp_path / "codex-launch", fake, ["-c", 'model="m"', "-c", 'projects={"/a.b" = {x = 1}}'])
     out = subprocess.run([str(launcher), "app-server", "--listen", "unix:///s"], capture_output=True, text=True,
-                         check=True, timeout=60).stdout
+                         check=True, timeout=WAIT_S).stdout
     assert json.loads(out) == ["app-server", "--listen", "unix:///s", "-c", 'model="m"', "-c",
                                'projects={"/a.b" = {x = 1}}']
 

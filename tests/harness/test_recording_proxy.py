@@ -19,10 +19,11 @@ import pytest
 from harness.evidence.model_bodies import bodies_path, read_log
 from harness.evidence.model_log import ModelRequestLog
 from harness.model.proxy import ProxyError, RecordingProxy
+from tests.patience import WAIT_S
 
 KEY = "sk-upstream-secret-0123456789abcdef"
 ACCOUNT = "acct-9f8e7d6c5b4a"
-BOUND_S = 20.0
+BOUND_S = WAIT_S
 """Every wait in these tests; a safety net against a hang, never the verdict."""
 
 

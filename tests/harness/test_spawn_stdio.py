@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from harness.process.jobs import Job, spawn_through
+from tests.patience import WAIT_S
 
 ECHO = [sys.executable, "-c", "import sys; [print(line.strip().upper(), flush=True) for line in sys.stdin]"]
 
@@ -18,7 +19,7 @@ def test_a_stdio_child_spoken_to_line_by_line_belongs_to_the_job(tmp_path):
             child.stdin.flush()
             assert child.stdout.readline() == b"TURN/START\n"
             quiet = spawn(ECHO, {}, stderr)  # the default: the null device, which ends at once
-            assert quiet.stdout.read() == b"" and quiet.wait(10) == 0
+            assert quiet.stdout.read() == b"" and quiet.wait(WAIT_S) == 0
         assert [p.popen for p in job.processes] == [child, quiet]
     assert job.teardown.clean and child.poll() is not None
     child.stdin.close()

@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
             server.stdin.flush()
     server.stdin.close()
     code = server.wait()
-    relay.join(5)
+    relay.join()  # the server has exited: its stdout ends, and so does the relay
     return code
 
 
