@@ -26,7 +26,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import psutil

@@ -12,6 +12,7 @@ import pytest
 from peerwire.acp.client import REDACTED, AcpClient, decline_agent_request, redact_credentials, stdio_mcp_server
 from peerwire.jsonrpc import Request
 from peerwire.stdio_peer import JsonRpcError
+from tests.patience import WAIT_S
 
 
 def run(coro):
@@ -50,7 +51,6 @@ def test_the_transcript_keeps_no_mcp_credential():
 
 AGENT = r'''
 import json, sys
-from tests.patience import WAIT_S
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("method") == "initialize":

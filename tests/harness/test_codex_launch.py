@@ -16,6 +16,7 @@ from harness.codex.home import (LAUNCH, REGISTRATION, AgentSettings, PeerwireSer
                                 ScriptedProvider, recover_interrupted, render_config)
 from harness.codex.launch import (API_BASE_URL, CHATGPT_BASE_URL, RouteError, cli_overrides, provider_route,
                                   write_launcher)
+from tests.patience import WAIT_S
 
 
 def settings(tmp_path: Path, **overrides: Any) -> AgentSettings:
@@ -108,7 +109,6 @@ import os, sys
 sys.path.insert(0, {os.fspath(Path(__file__).resolve().parents[2])!r})
 from pathlib import Path
 from harness.codex.home import LAUNCH, REGISTRATION, AgentSettings, PeerwireServer, Projection, ScriptedProvider
-from tests.patience import WAIT_S
 agent = AgentSettings(workspace={os.fspath(tmp_path)!r}, peerwire=PeerwireServer(command="stale", env={{}}),
                       provider=ScriptedProvider(base_url="http://127.0.0.1:9/v1"))
 Projection({os.fspath(codex_home)!r}, agent, parts=(REGISTRATION,)).apply()
