@@ -153,7 +153,7 @@ def test_an_interrupt_cancels_the_turn(lab: AcpLab):
     out = lab.tool("A", "interrupt_agent", {"target": "B"}, wait_s=30)
     assert (out["previous_status"], out["turn_id"], out["via"]) == ("active", turn, "session/cancel")
     reply = lab.reply_to(rid)
-    assert (reply["status"], reply["code"], reply["sender"]["name"]) == ("blocked", "turn_cancelled", "peerwire")
+    assert (reply["status"], reply["code"], reply["sender"]["name"]) == ("blocked", "turn_interrupted", "peerwire")
     lines = lab.transcript()
     (cancel,) = sent(lines, "session/cancel")
     assert cancel["params"] == {"sessionId": lab.attached["session_id"]} and "id" not in cancel

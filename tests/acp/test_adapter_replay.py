@@ -161,7 +161,7 @@ async def test_cancel(core_for):
     out = await core.acp.interrupt(core.agent)
     assert out["via"] == "session/cancel"
     reply = await core.reply_to(rid)
-    assert (reply["status"], reply["code"], reply["sender"]["name"]) == ("blocked", "turn_cancelled", "peerwire")
+    assert (reply["status"], reply["code"], reply["sender"]["name"]) == ("blocked", "turn_interrupted", "peerwire")
     # Held by the model, the turn showed nothing before it was cancelled: the answer itself admitted it.
     assert core.stages(rid)["provider_accepted"]["acknowledged_by"] == "prompt_answer"
     await core.idle()
