@@ -189,9 +189,9 @@ def _agents(values: Sequence[str], acp_values: Sequence[str],
             acp_agents[name] = command
         pairs = []
         for value in values or ["codex,codex"]:
-            kinds, _, narrowed = value.partition("@")
+            kinds, at, narrowed = value.partition("@")
             a, b = parse_pair(kinds, acp_agents)
-            if narrowed and not all(narrowed.split("+")):
+            if at and not all(narrowed.split("+")):
                 raise KindError(f"--agents {value!r}: name scenarios after @, joined by +")
             if OPENCODE in (a.kind, b.kind) and provider != "scripted":
                 raise KindError(f"--agents {value}: opencode runs on the scripted model; with provider {provider}, "

@@ -225,6 +225,8 @@ def _check(check: Mapping[str, Any], loaded: ScenarioEvidence, lines: ArtifactLi
            "evidence_problems": _evidence_problems(evidence, loaded, lines)}
     if check.get("content") is not None:
         out["content"] = dict(check["content"])
+    if check.get("skipped") is not None:
+        out["skipped"] = dict(check["skipped"])
     return out
 
 

@@ -202,10 +202,14 @@ def _bound_to_prompt(obs: Observations, task: Mapping[str, Any], recipient: str,
     the bound turn, its session the bound thread, and the evidence binds the canonical request to the agent's
     session and (once it showed the turn running) its first message id."""
     request_id = task["request_id"]
-    accepted = obs.evidence(task["record_id"], Stage.PROVIDER_ACCEPTED)
+    # The agent's first update binds the prompt; its tool calls reach the core on another channel, so an explicit
+    # reply may land first: the prompt is bound all the same, after the reply (and owes no automatic result).
+    accepted = obs.evidence(task["record_id"], Stage.PROVIDER_ACCEPTED) + \
+        obs.evidence(task["record_id"], Stage.PROVIDER_ACCEPTED_AFTER_REPLY)
     require(len(accepted) == 1 and accepted[0]["detail"].get("via") == ACP_PROMPT,
             f"provider_accepted evidence {[row['detail'] for row in accepted]} does not say {ACP_PROMPT}")
     detail = accepted[0]["detail"]
+    after_reply = accepted[0]["stage"] == Stage.PROVIDER_ACCEPTED_AFTER_REPLY
     require(detail.get("path") == "idle_prompt", f"the task took path {detail.get('path')}, not idle_prompt")
     prompts = [line for line in obs.acp_transcript(recipient) if line.dir == "sent" and line.method == ACP_PROMPT
                and _prompt_carries(obs, line, task)]
@@ -231,7 +235,8 @@ def _bound_to_prompt(obs: Observations, task: Mapping[str, Any], recipient: str,
             f"{turn_id} in session {binding['thread_id']} of generation {binding['generation']}, opened by "
             f"{ACP_PROMPT} with its envelope and literal text as blocks"
             + (f"; the agent's first message {message}" if message else "")
-            + f" (acknowledged by {detail.get('acknowledged_by')})")
+            + f" (acknowledged by {detail.get('acknowledged_by')})"
+            + ("; bound after the agent's explicit reply reached the core" if after_reply else ""))
 
 
 def delivered_at_most_once(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:

@@ -126,8 +126,10 @@ def binding_state(obs: Observations, params: Mapping[str, Any], ev: Evidence) ->
     state = bindings[0]["state"]
     wanted = _allowed(params["state"], ())
     require(state in wanted, f"binding {bindings[0]['binding_id']} is {state}, not {' or '.join(wanted)}")
-    # The evidence of reaching that state: a row of a stage whose event leads into it.
-    stages = sorted(BINDING.stages_into(state))
+    # The evidence of reaching that state: a row of a stage whose event leads into it. A binding made after the
+    # recipient's explicit reply is suppressed from birth: its acceptance after the reply says so.
+    stages = sorted(BINDING.stages_into(state) | ({Stage.PROVIDER_ACCEPTED_AFTER_REPLY} if state == "suppressed"
+                                                   else set()))
     rows = [row for stage in stages for row in obs.evidence(task["record_id"], stage)]
     stage = " or ".join(stages)
     require(rows, f"no {stage} evidence row for {task['request_id']}")
