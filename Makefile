@@ -22,7 +22,7 @@ REPORT_DIR ?=
 SHARDS ?= shards
 OUT ?= reports/merged
 
-.PHONY: setup bytecode chromium tmux test full personas accept contract merge bench drift wheel clean
+.PHONY: setup bytecode chromium tmux test full personas accept accept-pairs contract merge bench drift wheel clean
 
 setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux bytecode
 
@@ -61,9 +61,20 @@ full: setup
 personas: setup
 	$(PY) -m pytest $(PYTEST_ARGS) -m personas
 
+# Every scenario with two Codex agents, plus one mixed pair (Codex asks OpenCode, the cheapest scenario that
+# crosses kinds); `make accept-pairs` runs every scenario that makes sense for them as each other pair.
+ACCEPT_AGENTS := --agents codex,codex --agents codex,opencode@task-reply-auto
+PAIRS_AGENTS := --agents codex,opencode --agents opencode,codex --agents opencode,opencode
+
 accept: setup
-	$(PY) runner.py $(if $(SHARD),--shard $(SHARD)) \
+	$(PY) runner.py $(ACCEPT_AGENTS) $(if $(SHARD),--shard $(SHARD)) \
 		$(if $(REPORT_DIR),--report-dir $(REPORT_DIR)/acceptance --junit $(REPORT_DIR)/acceptance-junit.xml)
+
+# The mixed pairs' tier (docs/acceptance.md "Agent kinds and pairs"): Codex→OpenCode, OpenCode→Codex and
+# OpenCode→OpenCode of every scenario that declares both kinds; its own report, beside make accept's.
+accept-pairs: setup
+	$(PY) runner.py $(PAIRS_AGENTS) $(if $(SHARD),--shard $(SHARD)) \
+		$(if $(REPORT_DIR),--report-dir $(REPORT_DIR)/pairs --junit $(REPORT_DIR)/pairs-junit.xml)
 
 contract: setup
 	$(PY) runner.py contract $(if $(SHARD),--shard $(SHARD)) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)/contract)

@@ -87,17 +87,33 @@ def test_every_shard_uploads_what_the_merge_job_downloads_and_merges(workflow):
 def test_every_make_target_the_workflow_runs_exists():
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     workflow_text = WORKFLOW_PATH.read_text(encoding="utf-8")
-    targets = set(re.findall(r"\bmake (\w+)", workflow_text))
-    assert targets == {"setup", "accept", "contract", "merge", "test", "full"}
-    assert targets <= set(re.findall(r"^([a-z]+):", makefile, re.M))
+    targets = set(re.findall(r"\bmake ([\w-]+)", workflow_text))
+    assert targets == {"setup", "accept", "accept-pairs", "contract", "merge", "test", "full"}
+    assert targets <= set(re.findall(r"^([a-z-]+):", makefile, re.M))
 
 
 def test_the_make_targets_run_the_sharded_commands():
     accept = dry_run("make accept SHARD=2/4 REPORT_DIR=out")
-    assert accept == [[".venv/bin/python", "runner.py", "--shard", "2/4", "--report-dir", "out/acceptance",
-                       "--junit", "out/acceptance-junit.xml"]]
+    assert accept == [[".venv/bin/python", "runner.py", *ACCEPT_AGENTS, "--shard", "2/4", "--report-dir",
+                       "out/acceptance", "--junit", "out/acceptance-junit.xml"]]
     contract = dry_run("make contract SHARD=2/4 REPORT_DIR=out")
     assert contract == [[".venv/bin/python", "runner.py", "contract", "--shard", "2/4", "--report-dir", "out/contract"]]
     assert dry_run("make merge SHARDS=shards OUT=merged") == [
         [".venv/bin/python", "runner.py", "report", "merge", "shards", "--out", "merged"]]
-    assert dry_run("make accept") == [[".venv/bin/python", "runner.py"]], "unsharded by default"
+    assert dry_run("make accept") == [[".venv/bin/python", "runner.py", *ACCEPT_AGENTS]], "unsharded by default"
+
+
+ACCEPT_AGENTS = ["--agents", "codex,codex", "--agents", "codex,opencode@task-reply-auto"]
+"""make accept: every scenario with two Codex agents, and one mixed pair."""
+
+
+def test_the_mixed_pairs_run_in_a_job_of_their_own_with_a_report_of_their_own(workflow):
+    pairs = workflow["jobs"]["pairs"]
+    assert "make accept-pairs REPORT_DIR=out" in make_commands(pairs)
+    assert dry_run("make accept-pairs REPORT_DIR=out") == [[
+        ".venv/bin/python", "runner.py", "--agents", "codex,opencode", "--agents", "opencode,codex",
+        "--agents", "opencode,opencode", "--report-dir", "out/pairs", "--junit", "out/pairs-junit.xml"]]
+    # Not a shard: the merge job merges the shards' reports only (pairs has no shard plan of theirs).
+    assert workflow["jobs"]["merge"]["needs"] == "shard"
+    upload = next(s for s in pairs["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    assert upload["with"]["path"].rstrip("/") == "out" and not upload["with"]["name"].startswith("shard-")

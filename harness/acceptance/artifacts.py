@@ -3,8 +3,8 @@
 ``<artifacts root>/<scenario>.<mode>/`` (directories 0700, files 0600) holds the
 files :mod:`harness.evidence.layout` names: the core's export and its own files
 (through its driver), the model request log and its stored bodies (the scripted model's, or the recording
-proxy's in front of a real provider), the attached TUIs' screens, and each agent's rollouts from
-its ``CODEX_HOME/sessions``. Only these files are copied: nothing else from an agent's CODEX_HOME (its
+proxy's in front of a real provider), the attached TUIs' screens, each Codex agent's rollouts from
+its ``CODEX_HOME/sessions``, and each OpenCode agent's own log (its ACP transcripts are the core's files). Only these files are copied: nothing else from an agent's CODEX_HOME (its
 ``auth.json`` above all) can reach the folder. With a real provider,
 the run's checks additionally scan every artifact for the values of
 the authorized home's credential file (:meth:`~harness.evidence.secrets.SecretScan.holders`).
@@ -16,6 +16,7 @@ import json
 import shutil
 from pathlib import Path
 
+from harness.lab import acp_agents
 from harness.lab.live import CodexLab
 from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TUI_DIR, pane_name, screen_name
 from harness.evidence.model_bodies import bodies_path
@@ -42,6 +43,9 @@ def collect(lab: CodexLab, destination: Path) -> Path:
     for name, agent in lab.agents.items():
         for kept in (screen_name(name), pane_name(name)):
             copy_private(lab.root / "artifacts" / TUI_DIR / kept, destination / TUI_DIR / kept)
+        if isinstance(agent, acp_agents.AcpLabAgent):
+            acp_agents.collect(agent, destination)
+            continue
         for rollout in sorted((agent.codex_home / "sessions").rglob("rollout-*.jsonl")):
             copy_private(rollout, destination / ROLLOUTS_DIR / name / rollout.name)
     return destination

@@ -29,12 +29,13 @@ from __future__ import annotations
 import contextlib
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.codex.install import CodexInstallation
+from harness.lab.kinds import kinds_of, pair_name, spec
 from harness.lab.live import CodexLab
 from harness.names import AWAITING_CAPABILITIES
 from harness.evidence.core import ExportError
@@ -90,6 +91,8 @@ class RunSettings:
     trust_workspaces: bool = True
     """False for the untrusted start-up diagnostic (``--untrusted-workspace``): no fixture workspace is
     trusted, and nothing answers a trust prompt."""
+    acp_agents: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The ACP agents ``--acp-agent NAME=COMMAND`` named: name -> command (a pair's ``acp:NAME``)."""
 
 
 def progress_label(scenario: Scenario, mode: str) -> str:
@@ -143,11 +146,16 @@ class Judged:
 
     @property
     def passed(self) -> bool:
-        return all(verdict.passed for verdict in self.verdicts)
+        """No verdict failed, and one passed at least (a skip is neither)."""
+        return any(verdict.passed for verdict in self.verdicts) and not self.failed
 
     @property
     def failed(self) -> list[str]:
-        return [verdict.id for verdict in self.verdicts if not verdict.passed]
+        return [verdict.id for verdict in self.verdicts if verdict.failed]
+
+    @property
+    def skipped(self) -> list[str]:
+        return [verdict.id for verdict in self.verdicts if verdict.skipped is not None]
 
 
 class PhaseClock:
@@ -211,8 +219,11 @@ def run_scenario(scenario: Scenario, mode: str, settings: RunSettings, *, progre
                 artifacts.collect(lab, run.destination)
             with clock.phase("checks"):
                 judged = judge_run(run, driven, budget)
-            run.progress.say(f"checks {len(judged.verdicts) - len(judged.failed)}/{len(judged.verdicts)} passed" +
-                             ("" if judged.passed else ": failed " + ", ".join(judged.failed)))
+            passed = sum(verdict.passed for verdict in judged.verdicts)
+            run.progress.say(f"checks {passed}/{len(judged.verdicts)} passed" +
+                             (f", {len(judged.skipped)} skipped ({', '.join(judged.skipped)})" if judged.skipped
+                              else "") +
+                             ("" if not judged.failed else ": failed " + ", ".join(judged.failed)))
             if not judged.passed:
                 home.mark_failed("checks failed: " + ", ".join(judged.failed))
     if skipped is not None:
@@ -228,9 +239,11 @@ def open_lab(run: ScenarioRun, root: Path, job: Job,
     ledger = TokenLedger(s.token_ledgers, run.key) if s.token_ledgers is not None else None
     script = PersonaScript(run.scenario.script, select_personas([s.persona])[0])
     capabilities = gate(verdict, run.scenario.needs(run.mode)) if verdict is not None else s.capabilities
+    kinds = kinds_of(run.scenario.agents, [spec(kind, s.acp_agents) for kind in run.scenario.pair])
     return CodexLab(root, script, run.scenario.agents, codex=s.codex, approve_tools=s.approve_tools, job=job,
                     auth_home=s.auth_home, profile=run.scenario.profile, driver=s.driver, token_ledger=ledger,
-                    capabilities=capabilities, trust_workspaces=s.trust_workspaces, tui=run.mode == TUI_MODE)
+                    capabilities=capabilities, trust_workspaces=s.trust_workspaces, tui=run.mode == TUI_MODE,
+                    kinds=kinds)
 
 
 def request_budget(run: ScenarioRun, lab: CodexLab) -> RequestBudget | contextlib.nullcontext[None]:
@@ -246,7 +259,8 @@ def drive(run: ScenarioRun, lab: CodexLab, job: Job, budget: Any, clock: PhaseCl
     """The phases ``start``, ``steps`` and ``stop``. A step that fails, or a lab that does not start, ends
     the driving but not the run: the failure is kept for ``steps-completed`` and the lab and job are stopped
     either way. Interrupts (KeyboardInterrupt, SystemExit) propagate after the teardown."""
-    view = RunnerView(mode=run.mode, scripted=run.scripted)
+    view = RunnerView(mode=run.mode, scripted=run.scripted,
+                      kinds={name: agent.kind for name, agent in getattr(lab, "kinds", {}).items()})
     steps: StepRunner | None = None
     failure: str | None = None
     try:
@@ -275,7 +289,8 @@ def drive(run: ScenarioRun, lab: CodexLab, job: Job, budget: Any, clock: PhaseCl
 def start(run: ScenarioRun, lab: CodexLab, view: RunnerView) -> None:
     """Start the lab (the scripted model, the core, each agent's owner), register the scenario's peers, and
     note in ``view`` who is who and which owners attached."""
-    run.progress.say(f"starting {len(run.scenario.agents)} Codex agents ({run.mode} mode)")
+    kinds = ", ".join(f"{name} {kind}" for name, kind in view.kinds.items())
+    run.progress.say(f"starting {len(run.scenario.agents)} agents ({kinds or 'Codex'}; {run.mode} mode)")
     lab.start()
     for peer in run.scenario.peers:
         lab.register(peer.name, aliases=peer.aliases)
@@ -325,7 +340,8 @@ def result_of(run: ScenarioRun, driven: Driven, judged: Judged, clock: PhaseCloc
     names = [*run.scenario.agents, *_children(observations)]
     return scenario_result(
         name=run.scenario.name, mode=run.mode, persona=run.settings.persona, provider=run.settings.provider,
-        trial=run.trial, description=run.scenario.description, key=run.key, verdicts=judged.verdicts,
+        trial=run.trial, pair=pair_name(run.scenario.pair), description=run.scenario.description, key=run.key,
+        verdicts=judged.verdicts,
         wall_s=clock.wall_s, phases=clock.phases, agents=_agents(driven.view, run.scenario, observations),
         prompts=driven.prompts, tool_calls=driven.tool_calls,
         outputs={} if observations is None else {
@@ -356,7 +372,7 @@ def _agents(view: RunnerView, scenario: Scenario, observations: Observations | N
     out = {}
     for name in scenario.agents:
         mine = [a for a in view.attachments if a["agent"] == name]
-        out[name] = {"agent_id": view.agents.get(name),
+        out[name] = {"agent_id": view.agents.get(name), "kind": view.kinds.get(name, "codex"),
                      "thread_ids": list(dict.fromkeys(a["thread_id"] for a in mine)),
                      "generations": [a["generation"] for a in mine]}
     for name in _children(observations):

@@ -1,13 +1,21 @@
 """A finished scenario run's evidence, as the checks judge it.
 
 The evidence itself is read by :class:`~harness.evidence.scenario.ScenarioEvidence`,
-the same reader the report uses: the core's export, the app-server transcripts,
-the rollouts, the model request log and the TUI screens. :class:`Observations`
+the same reader the report uses: the core's export, the app-server and ACP
+transcripts, the rollouts, the model request log and the TUI screens. :class:`Observations`
 adds what the runner itself saw (:class:`RunnerView`: the turn ids of its
 prompts, the receipts of its tool steps and the owners it attached) and the
 questions the checks ask of both. An agent's rollout is the lines of its own
 threads: a collaboration child is a thread of its root's app-server, so its
 rollout file lies in the root's folder but belongs to the child.
+
+Agents are of a kind (``view.kinds``, :mod:`peerwire.agent_kinds`). An ACP
+agent (OpenCode) leaves no rollout: its history is its ACP transcript, read as
+rollout lines (:mod:`harness.evidence.acp_history`), so :meth:`Observations.rollout`,
+:meth:`~Observations.tool_calls` and :meth:`~Observations.final_messages` answer
+for either kind. A check that needs what an agent's kind lacks (a capability or
+a trace) asks :meth:`Observations.require`, which raises :class:`Skipped`
+naming it: the verdict is a skip, never a pass.
 """
 
 from __future__ import annotations
@@ -18,21 +26,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peerwire.agent_kinds import AgentKind, agent_kind
+
 from harness.names import TOOL_NAMESPACES
+from harness.evidence.acp_history import AcpHistory, AcpLine, AcpTurn
 from harness.evidence.core import ExportError
 from harness.evidence.layout import ROLLOUTS_DIR, TUI_DIR, pane_name, screen_name
 from harness.evidence.model_log import ModelRequest
-from harness.evidence.responses import json_objects
+from harness.evidence.responses import item_text, json_objects
 from harness.evidence.rollouts import RolloutIndex, RolloutLine
 from harness.evidence.scenario import ScenarioEvidence, ScreenLine, TranscriptLine
 from harness.model.probe import ProbeObservation
 
-__all__ = ["EvidenceMissing", "Observations", "RunnerView", "ScreenLine", "TranscriptLine", "output_json",
+__all__ = ["EvidenceMissing", "Observations", "RunnerView", "ScreenLine", "Skipped", "TranscriptLine", "output_json",
            "select_record"]
+
+_CLOCK_SLACK_S = 0.05
+"""Two processes stamp the model log and an ACP transcript: allow this much between their clocks' readings."""
 
 
 class EvidenceMissing(LookupError):
     """A check asked for something the run did not record (a label, a record, a file)."""
+
+
+class Skipped(Exception):
+    """A check cannot be judged for an agent whose kind lacks ``capability`` (a feature or a trace): its
+    verdict is a skip naming them, never a pass."""
+
+    def __init__(self, agent: str, kind: str, capability: str, why: str):
+        self.agent, self.kind, self.capability, self.why = agent, kind, capability, why
+        super().__init__(f"{agent} is {kind}, which lacks {capability}: {why}")
 
 
 @dataclass
@@ -49,6 +72,8 @@ class RunnerView:
     """Every owner attached, in order: {agent, generation, thread_id, pid, resume}."""
     mode: str = "attached"
     scripted: bool = True
+    kinds: dict[str, str] = field(default_factory=dict)
+    """Agent name -> its kind (``codex``, ``opencode``, ``acp:NAME``); an agent not named is Codex."""
 
 
 class Observations:
@@ -100,6 +125,22 @@ class Observations:
             if known == agent_id:
                 return name
         return "peerwire" if agent_id is None else agent_id
+
+    # -- kinds and capabilities ------------------------------------------------
+
+    def kind(self, agent: str) -> AgentKind:
+        """The kind of ``agent`` (Codex unless the runner started it as another)."""
+        return agent_kind(self.view.kinds.get(agent, "codex"))
+
+    def is_acp(self, agent: str) -> bool:
+        """Whether ``agent`` is driven through the ACP adapter (its history is its ACP transcript)."""
+        return self.kind(agent).provider == "acp"
+
+    def require(self, agent: str, capability: str) -> None:
+        """Raise :class:`Skipped` unless ``agent``'s kind has ``capability`` (a feature or a trace)."""
+        kind = self.kind(agent)
+        if not kind.can(capability):
+            raise Skipped(agent, kind.name, capability, kind.cell(capability).how)
 
     def record(self, record_id: str) -> dict[str, Any]:
         found = self.core.record(record_id)
@@ -195,7 +236,10 @@ class Observations:
 
     def rollout(self, agent: str) -> list[RolloutLine]:
         """The agent's rollout lines, file by file in name (creation) order: those of its threads
-        (see :meth:`threads`), or, when no thread of it is known, those of its folder."""
+        (see :meth:`threads`), or, when no thread of it is known, those of its folder. An ACP agent's are its
+        history's (:meth:`history`)."""
+        if self.is_acp(agent):
+            return list(self.history(agent).lines)
         threads = set(self.threads(agent))
         if threads:
             return [line for line in self.rollouts.lines() if line.thread_id in threads]
@@ -204,6 +248,9 @@ class Observations:
 
     def tool_calls(self, agent: str, tool: str) -> Iterator[tuple[RolloutLine, RolloutLine | None]]:
         """The agent's calls of a peerwire tool with their outputs: (function_call, function_call_output)."""
+        if self.is_acp(agent):
+            yield from self.history(agent).tool_calls(tool)
+            return
         index = self.rollouts
         mine = {line.at for line in self.rollout(agent)}
         for call in index.tool_calls(name=tool):
@@ -217,15 +264,74 @@ class Observations:
                 and line.payload_type == "message" and line.payload.get("role") == "assistant"
                 and line.payload.get("phase") == "final_answer"]
 
+    # -- ACP histories -------------------------------------------------------------------
+
+    def history(self, agent: str) -> AcpHistory:
+        """An ACP agent's history: its ACP transcript read as turns, messages and tool calls."""
+        return self.source.acp_history(agent)
+
+    def acp_transcript(self, agent: str) -> list[TranscriptLine]:
+        """Every generation's ACP transcript of ``agent``, in generation order."""
+        return self.source.acp_transcript(agent)
+
+    def turn_outcomes(self, agent: str) -> list[tuple[str, str, TranscriptLine]]:
+        """(turn id, how it ended: completed / interrupted / failed, the line that says so) of each of the
+        agent's ended turns: ``turn/completed`` of a Codex owner, the answer to an ACP prompt."""
+        if self.is_acp(agent):
+            return [(turn.turn_id, turn.status, turn.answer) for turn in self.history(agent).turns
+                    if turn.answer is not None]
+        return [((line.params.get("turn") or {}).get("id"), (line.params.get("turn") or {}).get("status"), line)
+                for line in self.transcript(agent) if line.method == "turn/completed"]
+
+    def interrupts(self, agent: str) -> list[tuple[str | None, TranscriptLine]]:
+        """(the turn it ended, the request) of each interrupt the adapter sent the agent: ``turn/interrupt``
+        names its turn; an ACP ``session/cancel`` ends the prompt running when it was sent."""
+        if self.is_acp(agent):
+            history = self.history(agent)
+            return [(getattr(history.turn_at(line), "turn_id", None), line) for line in history.cancels]
+        return [(line.params.get("turnId"), line) for line in self.transcript(agent)
+                if line.dir == "sent" and line.method == "turn/interrupt"]
+
     # -- the model request log ---------------------------------------------------------
 
     def exchanges(self, agent: str) -> list[ModelRequest]:
         """The requests on the agent's model route (a collaboration tree shares its root's route)."""
         return [exchange for exchange in self.model_exchanges if exchange.agent == agent]
 
+    def turn_exchanges(self, agent: str, turn_id: str) -> list[ModelRequest]:
+        """The agent's model requests of one turn: those Codex stamped with it, or for an ACP agent those of
+        its session that arrived while that prompt ran (ACP runs one prompt at a time per session)."""
+        if not self.is_acp(agent):
+            return [exchange for exchange in self.exchanges(agent) if exchange.turn_id == turn_id]
+        turn = self.history(agent).turn(turn_id)
+        if turn is None:
+            return []
+        return [exchange for exchange in self.exchanges(agent) if _within(exchange, turn)]
+
+    def producer(self, agent: str, final: RolloutLine) -> ModelRequest | None:
+        """The model request whose answer was the final message ``final``: the one that emitted its item (Codex),
+        or the last request of its ACP turn, answered before the message arrived, that emitted its text."""
+        if not isinstance(final, AcpLine):
+            return next((exchange for exchange in self.exchanges(agent)
+                         if any(item.get("id") == final.payload.get("id") for item in exchange.items)), None)
+        text = final.text()
+        found = [exchange for exchange in self.turn_exchanges(agent, final.running_turn_id or "")
+                 if any(item.get("type") == "message" and item_text(item) == text for item in exchange.items)
+                 and (final.wall is None or exchange.answered_at is None
+                      or exchange.answered_at <= final.wall + _CLOCK_SLACK_S)]
+        return found[-1] if found else None
+
     def thread_exchanges(self, thread_id: str) -> list[ModelRequest]:
         """The requests Codex sent for one thread."""
         return [exchange for exchange in self.model_exchanges if exchange.thread_id == thread_id]
+
+
+def _within(exchange: ModelRequest, turn: AcpTurn) -> bool:
+    if exchange.session_id != turn.session_id or exchange.received_at is None or turn.started_at is None:
+        return False
+    if exchange.received_at < turn.started_at - _CLOCK_SLACK_S:
+        return False
+    return turn.ended_at is None or exchange.received_at <= turn.ended_at + _CLOCK_SLACK_S
 
 
 def select_record(rows: list[dict[str, Any]], selector: str | Mapping[str, Any], view: RunnerView) -> dict[str, Any]:

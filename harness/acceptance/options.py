@@ -11,14 +11,15 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.process.run_home import default_runs_root
 from harness.shards import DEFAULT_DURATIONS, Shard, ShardError
 
 from harness.lab.driver import REFERENCE, load_driver
-from .scenario import MODES, PROVIDERS, SCENARIOS_DIR
+from harness.lab.kinds import OPENCODE, KindError, parse_acp_agent, parse_pair
+from .scenario import MODES, PROVIDERS, SCENARIOS_DIR, PairChoice
 
 AUTH_HOME_ENV = "PEERWIRE_CODEX_AUTH_HOME"
 MAX_WORKERS = 8
@@ -56,6 +57,10 @@ class Options:
     """The scripted model's personas to run every scenario under; ``None``: the scenario's own rules."""
     trust_workspaces: bool = True
     """False: the untrusted start-up diagnostic (``--untrusted-workspace``)."""
+    pairs: tuple[PairChoice, ...] = (PairChoice(),)
+    """``--agents``: the pairs of agent kinds every selected scenario runs as (default: two Codex agents)."""
+    acp_agents: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """``--acp-agent NAME=COMMAND``: the ACP agents a pair may name as ``acp:NAME``."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -106,6 +111,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-requests", type=_positive, metavar="N",
                    help="stop a scenario run cleanly once any agent made N model requests (its rollouts count "
                         "them); the run fails the max-requests check naming the cap")
+    p.add_argument("--agents", action="append", default=[], metavar="A,B[@SCENARIO+...]",
+                   help="the kinds of agents A and B, in that order: codex, opencode (the pinned OpenCode on the "
+                        "scripted model), or acp:NAME (an --acp-agent); default codex,codex. Repeatable: every "
+                        "selected scenario that makes sense for a pair ([scenario] kinds) runs as each pair; "
+                        "@SCENARIO+... narrows a pair to those scenarios or groups, e.g. codex,opencode@task-reply-auto")
+    p.add_argument("--acp-agent", action="append", default=[], metavar="NAME=COMMAND",
+                   help="an ACP agent you installed, run as acp:NAME in --agents: COMMAND starts it speaking ACP on "
+                        "stdio (split as a shell would; no shell runs it), with your environment, so it talks to the "
+                        "provider you configured for it; the checks that need its model requests are skipped by name")
     p.add_argument("--persona", action="append", default=[], metavar="NAME",
                    help="run under this persona of the scripted model (scenarios/personas/; repeatable; "
                         "'all' for every one)")
@@ -145,6 +159,7 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
         raise UsageError(str(error)) from None
     if args.untrusted_workspace and len(args.scenario) != 1:
         raise UsageError("--untrusted-workspace is a diagnostic of one scenario: give exactly one --scenario NAME")
+    acp_agents, pairs = _agents(args.agents, args.acp_agent, args.provider)
     auth_home = None
     if args.provider != "scripted" and environ.get(AUTH_HOME_ENV):
         auth_home = Path(environ[AUTH_HOME_ENV]).expanduser().absolute()
@@ -161,4 +176,33 @@ def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Opti
         trials=args.trials, min_pass_rate=args.min_pass_rate, max_requests=args.max_requests,
         personas=tuple(args.persona) or (None,),
         trust_workspaces=not args.untrusted_workspace,
+        pairs=pairs, acp_agents=acp_agents,
     )
+
+
+def _agents(values: Sequence[str], acp_values: Sequence[str],
+            provider: str) -> tuple[dict[str, tuple[str, ...]], tuple[PairChoice, ...]]:
+    """``--acp-agent`` and ``--agents`` parsed: the named ACP agents, and each pair with its scenarios."""
+    acp_agents: dict[str, tuple[str, ...]] = {}
+    try:
+        for value in acp_values:
+            name, command = parse_acp_agent(value)
+            if name in acp_agents:
+                raise KindError(f"--acp-agent {name} is given twice")
+            acp_agents[name] = command
+        pairs = []
+        for value in values or ["codex,codex"]:
+            kinds, at, narrowed = value.partition("@")
+            a, b = parse_pair(kinds, acp_agents)
+            if at and not all(narrowed.split("+")):
+                raise KindError(f"--agents {value!r}: name scenarios after @, joined by +")
+            if OPENCODE in (a.kind, b.kind) and provider != "scripted":
+                raise KindError(f"--agents {value}: opencode runs on the scripted model; with provider {provider}, "
+                                f"run your own ACP agent with --acp-agent NAME=COMMAND and acp:NAME")
+            pairs.append(PairChoice((a.kind, b.kind), tuple(narrowed.split("+")) if narrowed else ()))
+    except KindError as error:
+        raise UsageError(str(error)) from None
+    unused = sorted(set(acp_agents) - {kind[len("acp:"):] for choice in pairs for kind in choice.pair})
+    if unused:
+        raise UsageError(f"--acp-agent {', '.join(unused)}: no --agents pair runs it (name it as acp:NAME)")
+    return acp_agents, tuple(pairs)

@@ -42,6 +42,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
+from peerwire.agent_kinds import table as capability_table
 
 from harness.codex.capabilities import REPORT_NAME, CapabilityReport
 from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total
@@ -74,7 +75,7 @@ def main(argv: Sequence[str], *, stderr: TextIO | None = None) -> int:
     try:
         options = parse(argv)
         selection = select(discover(options.scenarios_dir), names=options.scenarios, mode=options.mode,
-                           provider=options.provider)
+                           provider=options.provider, pairs=options.pairs)
         personas = tuple(None if p is None else p.name for p in select_personas(options.personas))
         options = replace(options, personas=personas)
     except (UsageError, ScenarioError, ValueError) as error:
@@ -167,7 +168,8 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
                                    keep_home=options.keep_home, approve_tools=options.approve_tools,
                                    provider=options.provider, auth_home=options.auth_home,
                                    token_ledgers=home.path / "tokens", driver=options.driver,
-                                   max_requests=options.max_requests, trust_workspaces=options.trust_workspaces)
+                                   max_requests=options.max_requests, trust_workspaces=options.trust_workspaces,
+                                   acp_agents=dict(options.acp_agents))
             outcomes = _run_all(trial_runs(runs, options), settings, job, home.path / "tasks",
                                 options.workers, board) if runs else []
             capabilities = probing.result() if probing is not None else None
@@ -195,6 +197,7 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
                "workspace_trust": "projected" if options.trust_workspaces else "off (untrusted start-up diagnostic)",
                "codex_capabilities": capabilities.run_summary() if capabilities else None,
                "suite": suite_identity(options.scenarios_dir), "shard": shard,
+               "agent_kinds": capability_table(kind for choice in options.pairs for kind in choice.pair),
                "usage": {"label": USAGE_LABEL, "totals": usage_total({str(i): r.get("usage", {}).get("totals", {})
                                                                       for i, r in enumerate(results)}),
                          "max_requests": options.max_requests},
@@ -295,7 +298,7 @@ def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job
     key = scenario.key(mode, persona=settings.persona, provider=settings.provider, trial=trial)
     task, result_path = tasks / f"{key}.task.json", tasks / f"{key}.result.json"
     task.write_text(json.dumps({"scenario": str(scenario.path.absolute()), "mode": mode, "trial": trial,
-                                "settings": settings_to_json(settings),
+                                "pair": list(scenario.pair), "settings": settings_to_json(settings),
                                 "verdict": "stdin" if board is not None else None}), encoding="utf-8")
     began = time.monotonic()
     # The worker watches its end of the lifeline: if this process dies, even by
@@ -319,6 +322,7 @@ def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job
             else result
     why = "not started: the run was stopped" if status is None else f"the worker exited with status {status}"
     return unfinished_result(name=scenario.name, mode=mode, persona=settings.persona, provider=settings.provider,
+                             pair=",".join(scenario.pair),
                              trial=trial, description=scenario.description, key=key, why=why,
                              wall_s=time.monotonic() - began)
 
@@ -374,10 +378,13 @@ def _summary(results: list[dict[str, Any]], wall_s: float, report: Path, report_
     for result in results:
         checks = result["checks"]
         passed = sum(check["verdict"] == "pass" for check in checks)
+        skipped = sum(check["verdict"] == "skip" for check in checks)
         print(f"  {'PASS' if result['passed'] else 'FAIL'}  {result['name']:<22} {result['mode']:<10} "
-              f"{result['wall_s']:6.1f}s  checks {passed}/{len(checks)}", file=err)
+              f"{result['wall_s']:6.1f}s  checks {passed}/{len(checks)}"
+              + (f" ({skipped} skipped)" if skipped else "") + (f"  {result['pair']}" if result.get("pair") else ""),
+              file=err)
         for check in checks:
-            if check["verdict"] != "pass":
+            if check["verdict"] == "fail":
                 print(f"        {check['id']}: {check['summary']}", file=err)
         if result.get("probe"):
             probe = result["probe"]

@@ -5,15 +5,19 @@ A scenario file holds two readers' tables. The scripted model reads
 validated against ``contracts/scenario.schema.json``:
 
 * ``[scenario]`` — name, description, and optionally ``group`` (variants),
-  ``agents`` (the Codex agents), ``modes`` and ``providers`` it runs with, the
-  Codex delivery capabilities it ``requires``, and the ``profile`` of the
+  ``agents`` (the agents), ``modes`` and ``providers`` it runs with, the
+  Codex delivery capabilities it ``requires``, the ``profile`` of the
   agents' MCP server (``messaging``, or ``collab``: the first agent is the
-  root ``/root`` of a collaboration tree);
+  root ``/root`` of a collaboration tree), and the ``kinds`` of agents it makes
+  sense for (``codex``, ``acp``: the provider adapters; default Codex only),
+  which decide the pairs it runs as (``runner.py --agents``);
 * ``[prompts]`` — per agent, the exact human prompts, consumed in order;
 * ``[[peers]]`` — agents registered without a Codex owner;
 * ``[probe]`` — (``collab`` only) the collaboration probe's expected texts
   (:mod:`harness.model.probe`); the run's result then carries the probe summary;
-* ``[[steps]]`` — what the runner does, in order (:mod:`.steps`);
+* ``[[steps]]`` — what the runner does, in order (:mod:`.steps`); a step with
+  ``needs = { B = "inject" }`` runs only when B's kind has that capability
+  (:mod:`peerwire.agent_kinds`), one with ``lacks`` only when it has not;
 * ``[[checks]]`` — the verdicts over the collected evidence (:mod:`.checks`).
 
 Loading fails with :class:`~harness.model.rules.ScenarioError` for anything
@@ -28,14 +32,17 @@ import functools
 import json
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 
 from peerwire import profiles
+from peerwire.agent_kinds import agent_kind
 from peerwire.codex.capabilities import Capability
+
+from harness.lab.kinds import DEFAULT_PAIR, pair_name
 
 from harness.model.probe import ProbeExpectation
 from harness.model.rules import ModelScript, ScenarioError, script_from_document
@@ -54,6 +61,8 @@ TUI_MODE = "attached_tui"
 OPT_IN_MODES = (TUI_MODE,)
 """Modes a scenario runs in only when asked for (``--mode``): a watched TUI adds a terminal per agent."""
 PROVIDERS = ("scripted", "openai")
+KINDS = ("codex", "acp")
+"""The provider adapters a scenario's agents may be driven by (``[scenario] kinds``)."""
 
 
 @dataclass(frozen=True)
@@ -64,9 +73,20 @@ class Step:
     do: str
     params: Mapping[str, Any]
     mode: str | None = None
+    needs: Mapping[str, str] = field(default_factory=dict)
+    """Agent -> a capability its kind must have for the step to run (``needs = { B = "inject" }``)."""
+    lacks: Mapping[str, str] = field(default_factory=dict)
+    """Agent -> a capability its kind must lack for the step to run: the other path of a declared limit."""
 
     def applies(self, mode: str) -> bool:
         return self.mode in (None, mode)
+
+    def fits(self, kinds: Mapping[str, str]) -> bool:
+        """Whether the step runs for agents of ``kinds`` (agent -> kind name; an agent not named is Codex)."""
+        def can(agent: str, capability: str) -> bool:
+            return agent_kind(kinds.get(agent, "codex")).can(capability)
+        return (all(can(agent, cap) for agent, cap in self.needs.items())
+                and not any(can(agent, cap) for agent, cap in self.lacks.items()))
 
     def describe(self) -> str:
         keys = ("agent", "turn", "hold", "tool", "rule")
@@ -103,6 +123,10 @@ class Scenario:
     beyond those its steps and checks imply; :meth:`needs` has both."""
     scripted_only: str | None = None
     """Why a real provider cannot run the scenario (None: it declares the openai provider)."""
+    kinds: tuple[str, ...] = ("codex",)
+    """The provider adapters its agents may be driven by (:data:`KINDS`)."""
+    pair: tuple[str, str] = DEFAULT_PAIR
+    """The kinds it runs as this time (A's, B's): a selection sets it (:func:`select`)."""
 
     def selected_by(self, names: Sequence[str]) -> bool:
         """Whether ``--scenario`` values ``names`` select this scenario (its name or its group)."""
@@ -116,8 +140,23 @@ class Scenario:
     def key(self, mode: str, *, persona: str | None = None, provider: str | None = None,
             trial: int | None = None) -> str:
         """The scenario run's artifacts folder and home name: its identity's slug (``name.mode``, then the
-        persona, a provider other than the scripted model and a trial after the first)."""
-        return RunIdentity(self.name, mode, persona, provider, trial).slug()
+        persona, a provider other than the scripted model, a trial after the first, and a pair other than
+        two Codex agents)."""
+        return RunIdentity(self.name, mode, persona, provider, trial, pair_name(self.pair)).slug()
+
+    def why_not_as(self, pair: Sequence[str], mode: str | None, provider: str) -> str | None:
+        """Why the scenario cannot run as ``pair`` (A's kind, B's), or None when it can."""
+        if tuple(pair) == DEFAULT_PAIR:
+            return None
+        where = f"{self.name} as {pair_name(pair)}"
+        adapters = {agent_kind(kind).provider for kind in pair}
+        if not adapters <= set(self.kinds):
+            return f"{where}: its agents can be {' or '.join(self.kinds)} only ([scenario] kinds)"
+        if mode == TUI_MODE:
+            return f"{where}: mode {TUI_MODE} attaches Codex TUIs only"
+        if "opencode" in pair and provider != "scripted":
+            return f"{where}: opencode runs on the scripted model (a real provider's agent is --acp-agent's)"
+        return None
 
 
 def load_scenario(path: str | Path, *, known_checks: Sequence[str] | None = None) -> Scenario:
@@ -146,8 +185,9 @@ def scenario_from_document(document: Mapping[str, Any], *, path: Path = Path("<s
     header = document["scenario"]
     agents = tuple(header.get("agents") or script.agents)
     prompts = {agent: tuple(texts) for agent, texts in (document.get("prompts") or {}).items()}
-    steps = tuple(Step(index, spec["do"], {k: v for k, v in spec.items() if k not in ("do", "mode")},
-                       spec.get("mode")) for index, spec in enumerate(document["steps"]))
+    steps = tuple(Step(index, spec["do"], {k: v for k, v in spec.items() if k not in ("do", "mode", "needs", "lacks")},
+                       spec.get("mode"), dict(spec.get("needs") or {}), dict(spec.get("lacks") or {}))
+                  for index, spec in enumerate(document["steps"]))
     checks = tuple(CheckSpec(spec["id"], spec["check"],
                              {k: v for k, v in spec.items() if k not in ("id", "check", "mode")}, spec.get("mode"))
                    for spec in document["checks"])
@@ -160,6 +200,7 @@ def scenario_from_document(document: Mapping[str, Any], *, path: Path = Path("<s
         probe=ProbeExpectation.from_table(document["probe"]) if "probe" in document else None,
         requires=tuple(header.get("requires", ())),
         scripted_only=header.get("scripted_only"),
+        kinds=tuple(header.get("kinds", ("codex",))),
     )
     problems = _consistency(scenario, known_checks)
     if problems:
@@ -221,6 +262,9 @@ def _consistency(scenario: Scenario, known_checks: Sequence[str] | None) -> list
             hold = step.params.get("hold")
             if hold is not None and hold not in scenario.script.holds:
                 problems.append(f"{where}: no rule defines hold {hold!r}")
+            for agent in (*step.needs, *step.lacks):
+                if agent not in agents:
+                    problems.append(f"{where}: needs/lacks name {agent!r}, which this scenario does not start")
     for spec in scenario.checks:
         if spec.check not in known_checks:
             problems.append(f"checks.{spec.id}: unknown check {spec.check!r} (known: {', '.join(sorted(known_checks))})")
@@ -279,21 +323,67 @@ def _schema() -> dict[str, Any]:
 
 @dataclass
 class Selection:
-    """Which scenario runs a run performs: (scenario, mode) pairs in order."""
+    """Which scenario runs a run performs: (scenario, mode) in order, each scenario as the pair it runs as
+    (:attr:`Scenario.pair`)."""
 
     runs: list[tuple[Scenario, str]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
 
-def select(scenarios: Sequence[Scenario], *, names: Sequence[str] = (), mode: str | None = None,
-           provider: str = "scripted") -> Selection:
-    """The runs for ``--scenario`` ``names`` (empty: all), ``--mode`` and ``--provider``.
+@dataclass(frozen=True)
+class PairChoice:
+    """One ``--agents`` value: the pair (A's kind, B's), and the scenarios it is for (empty: every one)."""
 
-    A scenario runs once per mode it declares but the :data:`OPT_IN_MODES`, or only in ``mode`` when given.
-    Raises ValueError for a name that selects nothing, and for an explicitly
-    named scenario that cannot run with ``mode`` or ``provider``; scenarios
-    merely not named are skipped with a reason instead.
+    pair: tuple[str, str] = DEFAULT_PAIR
+    scenarios: tuple[str, ...] = ()
+
+
+def select(scenarios: Sequence[Scenario], *, names: Sequence[str] = (), mode: str | None = None,
+           provider: str = "scripted", pairs: Sequence[PairChoice] = (PairChoice(),)) -> Selection:
+    """The runs for ``--scenario`` ``names`` (empty: all), ``--mode``, ``--provider`` and ``--agents``
+    (``pairs``, in order; a pair's own scenario names narrow it further).
+
+    A scenario runs once per mode it declares but the :data:`OPT_IN_MODES`, or only in ``mode`` when given,
+    as every pair that selects it. Raises ValueError for a name that selects nothing, and for an explicitly
+    named scenario that cannot run with ``mode``, ``provider`` or the pair; scenarios merely not named are
+    skipped with a reason instead.
     """
+    unknown = [name for name in names if not any(s.selected_by([name]) for s in scenarios)]
+    if unknown:
+        known = sorted({s.name for s in scenarios} | {s.group for s in scenarios if s.group})
+        raise ValueError(f"no scenario named {', '.join(unknown)} (known: {', '.join(known)})")
+    selection = Selection()
+    seen: set[tuple[str, str, tuple[str, ...]]] = set()
+    for choice in pairs:
+        unknown = [name for name in choice.scenarios if not any(s.selected_by([name]) for s in scenarios)]
+        if unknown:
+            raise ValueError(f"--agents {pair_name(choice.pair)}: no scenario named {', '.join(unknown)}")
+        candidates = [s.name for s in scenarios if (not names or s.selected_by(names))
+                      and (not choice.scenarios or s.selected_by(choice.scenarios))]
+        if (names or choice.scenarios) and not candidates:
+            continue  # the pair's scenarios are not among those --scenario names
+        one = _select(scenarios, names=candidates if choice.scenarios else names, mode=mode, provider=provider)
+        explicit = {s.name for s in scenarios if s.selected_by([*names, *choice.scenarios])}
+        for scenario, scenario_mode in one.runs:
+            if scenario.name not in candidates:
+                continue
+            why = scenario.why_not_as(choice.pair, scenario_mode, provider)
+            if why is not None:
+                if scenario.name in explicit and (names or choice.scenarios):
+                    raise ValueError(why)
+                if why not in selection.skipped:
+                    selection.skipped.append(why)
+                continue
+            identity = (scenario.name, scenario_mode, tuple(choice.pair))
+            if identity not in seen:
+                seen.add(identity)
+                selection.runs.append((replace(scenario, pair=tuple(choice.pair)), scenario_mode))  # type: ignore[arg-type]
+        selection.skipped += [why for why in one.skipped if why not in selection.skipped]
+    return selection
+
+
+def _select(scenarios: Sequence[Scenario], *, names: Sequence[str], mode: str | None, provider: str) -> Selection:
+    """:func:`select` for one pair, before the pair is considered."""
     unknown = [name for name in names if not any(s.selected_by([name]) for s in scenarios)]
     if unknown:
         known = sorted({s.name for s in scenarios} | {s.group for s in scenarios if s.group})

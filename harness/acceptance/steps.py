@@ -47,8 +47,15 @@ class StepRunner:
         }
 
     def run(self) -> None:
-        """Run every step that applies to the mode, in order; the first failure stops the run."""
+        """Run every step that applies to the mode and fits the agents' kinds (``needs``, ``lacks``), in order;
+        the first failure stops the run."""
+        kinds = {name: agent.kind for name, agent in getattr(self.lab, "kinds", {}).items()}
         for step in self.scenario.steps:
+            if step.applies(self.mode) and not step.fits(kinds):
+                self.progress.say(f"{step.describe()} not run: it is for agents that "
+                                  + " and ".join([*(f"{a} can {c}" for a, c in step.needs.items()),
+                                                  *(f"{a} cannot {c}" for a, c in step.lacks.items())]))
+                continue
             if step.applies(self.mode):
                 try:
                     self._actions[step.do](step)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ def settings_to_json(settings: RunSettings) -> dict[str, Any]:
         "capabilities": None if settings.capabilities is None else list(settings.capabilities),
         "persona": settings.persona, "max_requests": settings.max_requests,
         "trust_workspaces": settings.trust_workspaces,
+        "acp_agents": {name: list(command) for name, command in settings.acp_agents.items()},
     }
 
 
@@ -59,6 +61,7 @@ def settings_from_json(data: dict[str, Any]) -> RunSettings:
         capabilities=None if data.get("capabilities") is None else tuple(data["capabilities"]),
         persona=data.get("persona"), max_requests=data.get("max_requests"),
         trust_workspaces=data.get("trust_workspaces", True),
+        acp_agents={name: tuple(command) for name, command in (data.get("acp_agents") or {}).items()},
     )
 
 
@@ -68,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     lifeline.watch()
     task = json.loads(Path(task_path).read_text(encoding="utf-8"))
     scenario = load_scenario(task["scenario"])
+    if task.get("pair"):
+        scenario = replace(scenario, pair=tuple(task["pair"]))  # the pair the selection ran it as
     verdict = read_verdict(sys.stdin.buffer) if task.get("verdict") == "stdin" else None
     try:
         result = run_scenario(scenario, task["mode"], settings_from_json(task["settings"]), handle_signals=True,

@@ -7,6 +7,8 @@ as a report stores them, gzip-compressed: :mod:`.stored` reads either):
   requests, claims, bindings, agents), read through :class:`~.core.CoreEvidence`;
 * ``appserver/<agent>.g<n>.appserver.jsonl`` — each owner generation's
   JSON-RPC transcript (``dir`` sent/received, ``message``);
+* ``acp/<agent>.g<n>.acp.jsonl`` — an ACP agent's: each generation's ACP
+  transcript, read as the agent's history too (:mod:`.acp_history`);
 * ``rollouts/<agent>/*.jsonl`` — the agents' Codex rollouts, indexed by
   :class:`~.rollouts.RolloutIndex`;
 * ``model-requests.jsonl`` — every request the agents sent their model (the
@@ -30,28 +32,14 @@ from typing import Any
 
 from . import stored
 from .core import CoreEvidence, ExportError, violations
-from .layout import (APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT, TUI_DIR, pane_name,
-                     screen_name)
+from .acp_history import AcpHistory
+from .layout import (ACP_DIR, ACP_TRANSCRIPT, APPSERVER_DIR, EXPORT_FILE, MODEL_REQUESTS, ROLLOUTS_DIR, TRANSCRIPT,
+                     TUI_DIR, pane_name, screen_name)
 from .model_log import ModelRequestLog
 from .rollouts import RolloutIndex
+from .transcript_lines import TranscriptLine, read_transcripts
 
-
-@dataclass(frozen=True)
-class TranscriptLine:
-    """One message of an owner's app-server transcript, with its reference."""
-
-    ref: str
-    generation: int
-    dir: str  # sent | received
-    message: dict[str, Any]
-
-    @property
-    def method(self) -> str | None:
-        return self.message.get("method")
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return self.message.get("params") or {}
+__all__ = ["ScenarioEvidence", "ScreenLine", "TranscriptLine"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +65,8 @@ class ScenarioEvidence:
     """Thread id -> the agent whose Codex home held its rollout (where exactly one did)."""
     problems: list[str]
     _transcripts: dict[str, list[TranscriptLine]] = field(default_factory=dict, repr=False)
+    _acp: dict[str, list[TranscriptLine]] = field(default_factory=dict, repr=False)
+    _histories: dict[str, AcpHistory] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, root: Path, *, model_log: bool = True, strict: bool = False) -> "ScenarioEvidence":
@@ -102,8 +92,8 @@ class ScenarioEvidence:
             problems.extend(f"{EXPORT_FILE}: {problem}" for problem in violations(core.document))
         rollout_files = sorted(p for p in (root / ROLLOUTS_DIR).rglob("*")
                                if p.is_file() and stored.cited_name(p.name).endswith(".jsonl"))
-        if not rollout_files:
-            problems.append(f"{ROLLOUTS_DIR}/: no rollout files")
+        if not rollout_files and not (root / ACP_DIR).is_dir():
+            problems.append(f"{ROLLOUTS_DIR}/: no rollout files")  # an ACP agent leaves its transcript instead
         index = RolloutIndex.load(rollout_files, root=root)
         problems.extend(index.problems)
         thread_agents: dict[str, str] = {}
@@ -121,21 +111,27 @@ class ScenarioEvidence:
     def transcript(self, agent: str) -> list[TranscriptLine]:
         """Every generation's app-server transcript of ``agent``, in generation order (none: empty)."""
         if agent not in self._transcripts:
-            # Names are matched, never globbed (a collaboration child's path has '/').
-            folder = self.root / APPSERVER_DIR
-            found = sorted((int(m["generation"]), folder / m.group(0)) for m in
-                           (TRANSCRIPT.fullmatch(stored.cited_name(p.name))
-                            for p in (folder.iterdir() if folder.is_dir() else ()))
-                           if m and m["agent"] == agent)
-            lines: list[TranscriptLine] = []
-            for generation, path in found:
-                with stored.open_text(path) as text:
-                    for number, raw in enumerate(text.read().splitlines(), start=1):
-                        entry = json.loads(raw)
-                        lines.append(TranscriptLine(f"{APPSERVER_DIR}/{path.name}:{number}", generation,
-                                                    entry["dir"], entry["message"]))
-            self._transcripts[agent] = lines
+            self._transcripts[agent] = read_transcripts(self.root, APPSERVER_DIR, TRANSCRIPT, agent)
         return self._transcripts[agent]
+
+    def acp_transcript(self, agent: str) -> list[TranscriptLine]:
+        """Every generation's ACP transcript of ``agent`` (an ACP agent), in generation order (none: empty)."""
+        if agent not in self._acp:
+            self._acp[agent] = read_transcripts(self.root, ACP_DIR, ACP_TRANSCRIPT, agent)
+        return self._acp[agent]
+
+    def acp_history(self, agent: str) -> AcpHistory:
+        """``agent``'s ACP transcript read as its history (empty for an agent without one)."""
+        if agent not in self._histories:
+            self._histories[agent] = AcpHistory(self.acp_transcript(agent))
+        return self._histories[agent]
+
+    def acp_agents(self) -> list[str]:
+        """The agents that left an ACP transcript, by name."""
+        folder = self.root / ACP_DIR
+        names = {m["agent"] for m in (ACP_TRANSCRIPT.fullmatch(stored.cited_name(p.name))
+                                      for p in (folder.iterdir() if folder.is_dir() else ())) if m}
+        return sorted(names)
 
     def screen(self, agent: str) -> list[ScreenLine] | None:
         """The lines of ``agent``'s TUI screen (mode attached_tui); None when the run kept none."""

@@ -3,7 +3,8 @@
 The runner drives a core through the contract suite's provisioner interface
 (:class:`~harness.contract.interface.Provisioner`: a home, its app, registered
 callers and their environment), extended with what live agents need: attach a
-Codex-provider agent to a Codex home and a workspace, prompt it, await its
+Codex-provider agent to a Codex home and a workspace (or an ACP agent by its
+command, :meth:`AcceptanceDriver.attach_acp`), prompt it, await its
 turn, call a tool as it, await the core's next change, and hand over the
 evidence — the export (``contracts/export.schema.json``) and the core's own
 artifacts. ``contracts/README.md`` describes it for another core's maintainer.
@@ -62,8 +63,18 @@ class AcceptanceDriver(Provisioner, Protocol):
         the owner opens no thread but adopts the one the TUI starts, and ``thread_id`` is None until then
         (the runner watches :meth:`owner` for it). Only called when the probe enabled ``attached_tui``."""
 
+    def attach_acp(self, caller: Caller, *, command: Sequence[str], cwd: Path, env: Mapping[str, str | None],
+                   resume: bool = False) -> dict[str, Any]:
+        """Give an ``acp``-provider caller a live owner: the core starts the agent's ACP ``command`` in ``cwd``
+        (``env`` overlays the core's environment; a ``None`` value removes a variable) and opens a session that
+        hands it the core's MCP server, acting as the caller; ``resume`` loads the caller's known session as a
+        new generation. Returns ``generation``, ``thread_id`` (the ACP session id), ``pid``. Optional: the runner
+        asks for it only when a run starts an ACP agent (``runner.py --agents``), and says so when a driver
+        lacks it. Starting an ACP agent may take a while (a cold OpenCode migrates its database): wait long."""
+
     def detach(self, caller: Caller) -> dict[str, Any]:
-        """Stop the caller's owner; returns at least its ``generation``. Turns it had in flight become uncertain."""
+        """Stop the caller's owner, whichever its provider; returns at least its ``generation``. Turns it had in
+        flight become uncertain."""
 
     def owner(self, caller: Caller) -> dict[str, Any] | None:
         """The caller's live owner (``generation``, ``thread_id``, ``active_turn``, ``pid``), ``None`` without one."""
@@ -90,7 +101,8 @@ class AcceptanceDriver(Provisioner, Protocol):
     def collect(self, destination: Path) -> None:
         """Copy the core's own artifacts into a scenario's artifacts folder: each owner generation's
         app-server transcript as ``appserver/<agent>.g<generation>.appserver.jsonl`` (and its
-        ``.stderr.log``), and the app's log as ``core/app.log``. Missing ones are skipped."""
+        ``.stderr.log``), each ACP owner generation's transcript as ``acp/<agent>.g<generation>.acp.jsonl``
+        (and its ``.stderr.log``), and the app's log as ``core/app.log``. Missing ones are skipped."""
 
 
 def load_driver(spec: str) -> type[AcceptanceDriver]:

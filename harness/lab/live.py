@@ -16,7 +16,11 @@ The lab brings up, in one directory:
   ``attached_tui``) projects them into the config instead and restores them as
   soon as the owner adopted the TUI's thread;
 * each agent registered with provider ``codex`` and attached: the core starts
-  the agent's ``codex app-server`` owner and its thread.
+  the agent's ``codex app-server`` owner and its thread;
+* or, for an agent of another kind (``kinds``, :mod:`harness.lab.kinds`), an
+  ACP agent (:mod:`harness.lab.acp_agents`): registered with provider ``acp``,
+  its workspace and (OpenCode) private home provisioned, attached through the
+  driver's ``attach_acp``.
 
 The runner drives it through the driver (``prompt``, ``await_turn``, tool calls,
 the core's change feed and evidence export), so the core's adapter sees every
@@ -50,7 +54,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from peerwire import profiles
 
+from harness.lab import acp_agents
+from harness.lab.acp_agents import AcpLabAgent
 from harness.lab.driver import REFERENCE, AcceptanceDriver, load_driver
+from harness.lab.kinds import CODEX, AgentSpec
 from harness.codex.home import (LAUNCH, MODEL_KEY_VALUE, REGISTRATION, AgentSettings, Projection, ScriptedProvider,
                                 agent_settings, copy_authorization)
 from harness.codex.launch import ProviderRoute, cli_overrides, provider_route, write_launcher
@@ -115,6 +122,7 @@ class CodexLab:
     a live probe proved); None leaves that to the version Codex reports; a
     callable is a probe's verdict still to come, asked for once, before the
     first owner attaches (what it raises ends the start).
+    ``kinds``: the kind of each agent (default: Codex for every one).
     """
 
     def __init__(
@@ -135,11 +143,13 @@ class CodexLab:
         native_tools: Sequence[str] = (),
         trust_workspaces: bool = True,
         tui: bool = False,
+        kinds: Mapping[str, AgentSpec] | None = None,
     ):
         self.root = Path(root)
         # A ModelScript, or anything that decides like one (a persona playing a scenario's script).
         self.script = load_script(script) if isinstance(script, (str, Path)) else script
         self.agent_names = list(agents)
+        self.kinds = {name: (kinds or {}).get(name, AgentSpec(CODEX)) for name in self.agent_names}
         self.codex = codex or locate_codex()
         self.approve_tools = approve_tools
         self.attach_on_start = attach
@@ -172,7 +182,7 @@ class CodexLab:
                                            spawn=None if job is None else spawn_through(job))
         self.started = False
         self.halted: str | None = None
-        self.agents: dict[str, LabAgent] = {}
+        self.agents: dict[str, LabAgent | AcpLabAgent] = {}
         self.attachments: list[dict[str, Any]] = []
 
     @property
@@ -229,6 +239,8 @@ class CodexLab:
             self.core.stop()
             self.started = False
         for agent in self.agents.values():
+            if not isinstance(agent, LabAgent):
+                continue  # an ACP agent's home is the run's alone: nothing of the user's to restore
             # Edits made to an agent's config during the run are kept; those that clash are reported.
             for conflict in agent.registration.restore():
                 print(f"peerwire: {agent.codex_home / CONFIG_NAME}: {conflict}", file=sys.stderr)
@@ -256,10 +268,15 @@ class CodexLab:
 
     def _register_agent(self, name: str) -> Caller:
         collab_root = self.profile == profiles.COLLAB and name == self.agent_names[0]
-        return self._register(name, provider="codex", collab_root=collab_root)
+        return self._register(name, provider=self.kinds[name].provider, collab_root=collab_root)
 
-    def _provision(self, name: str, caller: Caller, workspace: FixtureWorkspace) -> LabAgent:
+    def _provision(self, name: str, caller: Caller, workspace: FixtureWorkspace) -> LabAgent | AcpLabAgent:
         base = self.root / "agents" / name
+        spec = self.kinds[name]
+        if spec.provider != CODEX:
+            on_model = spec.on_run_model and self.scripted
+            return acp_agents.provision(base, name, caller, spec, workspace.path,
+                                        base_url=self.model.base_url(name) if on_model else None)
         codex_home = base / "codex_home"
         codex_home.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self.auth_home is not None:
@@ -301,6 +318,14 @@ class CodexLab:
     def attach(self, name: str, *, resume: bool = False) -> dict[str, Any]:
         self._await_capabilities()
         agent = self.agents[name]
+        if isinstance(agent, AcpLabAgent):
+            attach_acp = getattr(self.core, "attach_acp", None)
+            if attach_acp is None:
+                raise RuntimeError(f"{name} is an ACP agent ({agent.kind}), and the driver "
+                                   f"{type(self.core).__name__} cannot attach one (it has no attach_acp)")
+            agent.owner = attach_acp(agent.caller, command=agent.command, cwd=agent.workspace, env=agent.env,
+                                     resume=resume)
+            return self._attached(name, agent.owner, resume)
         env = {ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {}
         capabilities = {"capabilities": self.capabilities} if self.capabilities is not None else {}
         if self._tui_dir is not None and not resume:
@@ -309,14 +334,16 @@ class CodexLab:
             # A background launch (a later generation of a TUI's agent too): settings on its command line.
             agent.owner = self.core.attach(agent.caller, codex=str(agent.launcher), codex_home=agent.codex_home,
                                            workspace=agent.workspace, env=env, resume=resume, **capabilities)
-        self.attachments.append({"agent": name, "generation": agent.owner["generation"],
-                                 "thread_id": agent.owner["thread_id"], "pid": agent.owner["pid"],
-                                 "resume": resume})
+        return self._attached(name, agent.owner, resume)
+
+    def _attached(self, name: str, owner: dict[str, Any], resume: bool) -> dict[str, Any]:
+        self.attachments.append({"agent": name, "generation": owner["generation"],
+                                 "thread_id": owner["thread_id"], "pid": owner["pid"], "resume": resume})
         if self.job is not None:
             # A milestone: the app-server and its MCP server exist now; the job
             # remembers them even if they later leave the app's process tree.
             self.job.observe()
-        return agent.owner
+        return owner
 
     def _attach_interactive(self, agent: LabAgent, socket: Path, env: Mapping[str, str],
                             capabilities: Mapping[str, Any]) -> dict[str, Any]:
@@ -418,4 +445,8 @@ class CodexLab:
         return self.core.export()
 
     def rollouts(self, name: str) -> list[Path]:
-        return sorted((self.agents[name].codex_home / "sessions").rglob("rollout-*.jsonl"))
+        """The agent's Codex rollouts (an ACP agent has none: its ACP transcript is its history)."""
+        agent = self.agents[name]
+        if not isinstance(agent, LabAgent):
+            return []
+        return sorted((agent.codex_home / "sessions").rglob("rollout-*.jsonl"))

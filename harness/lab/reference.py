@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from peerwire import export
 from peerwire.control import ControlClient
@@ -22,7 +22,7 @@ from peerwire.home import Home
 from harness.lab.live import CodexLab
 from harness.contract.interface import Caller
 from harness.contract.reference import ReferenceProvisioner
-from harness.evidence.layout import APPSERVER_DIR, CORE_LOG, transcript_name
+from harness.evidence.layout import ACP_DIR, APPSERVER_DIR, CORE_LOG, transcript_name
 
 from harness.private import copy_private
 
@@ -30,10 +30,18 @@ from .driver import CoreRefused
 
 TRANSCRIPTS = "codex"
 """The folder of a home where the Codex adapter writes each owner's app-server transcript and stderr."""
+ACP_TRANSCRIPTS = "acp"
+"""The folder of a home where the ACP adapter writes each owner's ACP transcript and stderr."""
+ACP_TURN_STATUS = {"end_turn": "completed", "cancelled": "interrupted"}
+"""How an ACP prompt's stop reason reads as a turn's end; any other (max_tokens, refusal, an error, an agent that
+went away) is a failed turn."""
+ATTACH_ACP_WAIT_S = 270.0
+"""How long attaching an ACP agent may take: the adapter bounds its start and its session at 120 s each."""
 
 
 @dataclass
 class ReferenceDriver(ReferenceProvisioner):
+    agent_kinds: ClassVar[tuple[str, ...]] = ("manual", "codex", "acp")
     source: str = "lab"
 
     def control(self, caller: Caller | None = None) -> ControlClient:
@@ -60,8 +68,15 @@ class ReferenceDriver(ReferenceProvisioner):
                                               else {}),
                                            **({"listen": str(listen)} if listen is not None else {})}, wait_s=60)
 
+    def attach_acp(self, caller: Caller, *, command: Sequence[str], cwd: Path, env: Mapping[str, str | None],
+                   resume: bool = False) -> dict[str, Any]:
+        return self._call("attach_acp", {"agent_id": caller.agent_id, "command": list(command), "cwd": str(cwd),
+                                         "session_token": caller.token, "env": dict(env), "resume": resume},
+                          wait_s=ATTACH_ACP_WAIT_S)
+
     def detach(self, caller: Caller) -> dict[str, Any]:
-        return self._call("detach_codex", {"agent_id": caller.agent_id}, wait_s=30)
+        op = "detach_acp" if caller.provider == "acp" else "detach_codex"
+        return self._call(op, {"agent_id": caller.agent_id}, wait_s=30)
 
     def owner(self, caller: Caller) -> dict[str, Any] | None:
         return next((o for o in self._call("owners")["owners"] if o["agent_id"] == caller.agent_id), None)
@@ -70,8 +85,12 @@ class ReferenceDriver(ReferenceProvisioner):
         return self._call("prompt", {"agent_id": caller.agent_id, "text": text}, wait_s=30)["turn_id"]
 
     def await_turn(self, caller: Caller, turn_id: str, timeout_s: float) -> dict[str, Any]:
-        return self._call("await_turn", {"agent_id": caller.agent_id, "turn_id": turn_id,
-                                         "timeout_ms": int(timeout_s * 1000)}, wait_s=timeout_s)
+        out = self._call("await_turn", {"agent_id": caller.agent_id, "turn_id": turn_id,
+                                        "timeout_ms": int(timeout_s * 1000)}, wait_s=timeout_s)
+        if caller.provider == "acp":
+            # An ACP turn ends with the prompt's stop reason; the interface speaks of how a turn ended.
+            out = {**out, "stop_reason": out["status"], "status": ACP_TURN_STATUS.get(out["status"], "failed")}
+        return out
 
     def call_tool(self, caller: Caller, tool: str, arguments: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
         return self._call(tool, dict(arguments), caller=caller, wait_s=timeout_s)
@@ -95,6 +114,9 @@ class ReferenceDriver(ReferenceProvisioner):
         for source in sorted((self.home.path / TRANSCRIPTS).glob("*")):
             if source.suffix in (".jsonl", ".log"):
                 copy_private(source, destination / APPSERVER_DIR / source.name)
+        for source in sorted((self.home.path / ACP_TRANSCRIPTS).glob("*")):
+            if source.suffix in (".jsonl", ".log"):
+                copy_private(source, destination / ACP_DIR / source.name)
 
     # -- the reference's own instruments (not part of the driver interface) ----------------
 

@@ -137,11 +137,14 @@ def summarize(report: dict[str, Any], out: TextIO) -> int:
         print(f"  problem: {problem}", file=out)
     for scenario in report["scenarios"]:
         checks = scenario["checks"]
-        failed = [c for c in checks if c["verdict"] != "pass"]
+        failed = [c for c in checks if c["verdict"] == "fail"]
+        skipped = [c for c in checks if c["verdict"] == "skip"]
         bound = scenario["binding_summary"]
         label = identity_of(scenario, report).label()
-        print(f"  {'pass' if scenario['passed'] else 'FAIL'}  {label}: {len(checks) - len(failed)}/"
-              f"{len(checks)} checks pass; bindings {bound['bound']} bound, {bound['unbound']} unbound", file=out)
+        passed = len(checks) - len(failed) - len(skipped)
+        print(f"  {'pass' if scenario['passed'] else 'FAIL'}  {label}: {passed}/{len(checks)} checks pass"
+              + (f" ({len(skipped)} skipped: {', '.join(c['id'] for c in skipped)})" if skipped else "")
+              + f"; bindings {bound['bound']} bound, {bound['unbound']} unbound", file=out)
         probe = scenario.get("probe")
         if probe is not None:
             legs = ", ".join(f"{k}={str(v).lower()}" for k, v in probe.items()
@@ -219,6 +222,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], out: TextIO) -> int:
         print(f"  only new  {after[key][0]} / {key[1]}: {after[key][1]}", file=out)
     if not (changed or only_old or only_new):
         print("  no verdict changed", file=out)
+    # A pass that became a skip regressed too: the check no longer holds anything.
     regressed = any(now != "pass" for _k, _was, now in changed) or bool(only_old)
     return 1 if regressed or not new["run"]["passed"] else 0
 

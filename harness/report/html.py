@@ -30,8 +30,10 @@ from typing import Any
 from urllib.parse import quote
 
 from harness.evidence import stored
+from harness.evidence.delivery_paths import describe as describe_delivery
 from harness.model.probe import mail_forms
 
+from . import capabilities
 from .excerpts import ArtifactLines, Excerpt
 from .picture import sequence_svg
 from .store import tool_list
@@ -52,6 +54,8 @@ def render(report: dict[str, Any], folder: Path) -> str:
     run = report["run"]
     verdict = "PASSED" if run["passed"] else "FAILED"
     body = [_header(report), _summary(report)]
+    if report["run"].get("agent_kinds"):
+        body.append(capabilities.html(report["run"]["agent_kinds"]))
     body += [_scenario(s, lines) for s in report["scenarios"]]
     body += [_tool_schemas(report), _artifacts(report), _secret_scan(report["secret_scan"])]
     return "\n".join([
@@ -102,11 +106,11 @@ def _header(report: dict[str, Any]) -> str:
 <h1><span class="badge {_cls(run['passed'])}">{'PASSED' if run['passed'] else 'FAILED'}</span>
 peerwire acceptance report <code>{escape(run['run_id'])}</code></h1>
 <p class="totals">{totals['scenarios']} scenario runs ({totals['scenarios_failed']} failed) ·
-{totals['checks']} checks ({totals['checks_failed']} failed)</p>
+{totals['checks']} checks ({totals['checks_failed']} failed{_skipped(totals)})</p>
 <dl class="facts">{''.join(f'<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>' for k, v in facts if v is not None)}</dl>
 {f'<ul class="problems">{problems}</ul>' if problems else ''}
 <p class="note">{escape(report['counting'])} {diagrams}</p>
-<nav><a href="#summary">Summary</a> · <a href="#tool-schemas">Tool schemas</a> ·
+<nav><a href="#summary">Summary</a> · <a href="#capabilities">Agent kinds</a> · <a href="#tool-schemas">Tool schemas</a> ·
 <a href="#artifacts">Artifacts</a> · <a href="#secret-scan">Secret scan</a></nav>
 </header>"""
 
@@ -115,11 +119,14 @@ def _summary(report: dict[str, Any]) -> str:
     rows = []
     for s in report["scenarios"]:
         checks = s["checks"]
-        failed = [c["id"] for c in checks if c["verdict"] != "pass"]
+        failed = [c["id"] for c in checks if c["verdict"] == "fail"]
+        skipped = [c["id"] for c in checks if c["verdict"] == "skip"]
+        passed = len(checks) - len(failed) - len(skipped)
         rows.append(
             f'<tr class="{_cls(s["passed"])}"><td><a href="#{_run_id(s)}">{escape(s["identity"]["label"])}</a></td>'
-            f'<td>{_badge(s["passed"])}</td><td>{len(checks) - len(failed)}/{len(checks)}'
-            f'{"<br><span class=fail>" + escape(", ".join(failed)) + "</span>" if failed else ""}</td>'
+            f'<td>{_badge(s["passed"])}</td><td>{passed}/{len(checks)}'
+            f'{"<br><span class=fail>" + escape(", ".join(failed)) + "</span>" if failed else ""}'
+            f'{"<br><span class=muted>skipped: " + escape(", ".join(skipped)) + "</span>" if skipped else ""}</td>'
             f'<td>{_seconds(s.get("wall_s"))}</td><td>{s["binding_summary"]["bound"]} bound, '
             f'{s["binding_summary"]["unbound"]} unbound</td><td>{len(s["records"])}</td></tr>')
     return (f'<section id="summary"><h2>Summary</h2><table class="summary"><thead><tr><th>scenario run</th>'
@@ -130,7 +137,9 @@ def _summary(report: dict[str, Any]) -> str:
 def _scenario(s: dict[str, Any], lines: ArtifactLines) -> str:
     anchor = _run_id(s)
     identity = s["identity"]
+    kinds = ", ".join(f"{name} {a.get('kind', 'codex')}" for name, a in s["agents"].items())
     facts = [("scenario", identity["scenario"]), ("mode", identity["mode"]), ("provider", identity["provider"]),
+             ("agents", kinds or None),
              ("persona", identity["persona"]), ("trial", identity["trial"]), ("wall time", _seconds(s.get("wall_s"))),
              ("phases", ", ".join(f"{p['name']} {p['s']:.2f}s" for p in s["phases"]) or None),
              ("model log", s["model_log"])]
@@ -166,8 +175,11 @@ def _checks(s: dict[str, Any], lines: ArtifactLines) -> str:
         missing = "".join(f'<li class="fail">missing: {escape(p)}</li>' for p in check["evidence_problems"])
         cited = (f'<details class="evidence"><summary>evidence ({len(evidence)})</summary><ul>{"".join(evidence)}'
                  f'{missing}</ul></details>' if evidence or missing else '<span class="muted">no evidence cited</span>')
-        rows.append(f'<tr class="{_cls(check["verdict"] == "pass")}" id="{anchor}-check-{_id(check["id"])}">'
-                    f'<td><code>{escape(check["id"])}</code></td><td>{_badge(check["verdict"] == "pass")}</td>'
+        verdict = (f'<span class="badge muted">{escape(capabilities.verdict_text(check))}</span>'
+                   if check["verdict"] == "skip" else _badge(check["verdict"] == "pass"))
+        rows.append(f'<tr class="{"muted" if check["verdict"] == "skip" else _cls(check["verdict"] == "pass")}" '
+                    f'id="{anchor}-check-{_id(check["id"])}">'
+                    f'<td><code>{escape(check["id"])}</code></td><td>{verdict}</td>'
                     f'<td>{escape(check["summary"])} {cited}</td></tr>')
     return (f'<h3>Checks</h3><table class="checks"><thead><tr><th>check</th><th>verdict</th>'
             f'<th>summary and evidence</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
@@ -229,6 +241,7 @@ def _messages(s: dict[str, Any]) -> str:
             f'{" request <code>" + escape(r["request_id"]) + "</code>" if r["request_id"] else ""}'
             f'{" · " + escape(status) if status else ""} · state {escape(str(r["state"]))} · '
             f'{r["characters"]} characters, {r["words"]} words</p>'
+            f'<p class="meta">delivery: {escape(describe_delivery(r.get("delivery") or []))}</p>'
             f'<pre class="text">{_text(r["body"])}</pre></article>')
     return "<h3>Messages (bodies exactly as admitted)</h3>" + "".join(cards)
 
@@ -284,7 +297,8 @@ def _transcript_row(s: dict[str, Any], agent: str, e: dict[str, Any]) -> str:
 
 def _agents(s: dict[str, Any]) -> str:
     rows = "".join(
-        f'<tr><td>{escape(name)}</td><td><code>{escape(str(a["agent_id"]))}</code></td>'
+        f'<tr><td>{escape(name)}<br><span class="muted">{escape(a.get("kind", "codex"))}</span></td>'
+        f'<td><code>{escape(str(a["agent_id"]))}</code></td>'
         f'<td>{"<br>".join(f"<code>{escape(t)}</code>" for t in a["thread_ids"])}</td>'
         f'<td>{escape(", ".join(map(str, a["generations"])))}</td><td>{escape(", ".join(a["models"]) or "unverified")}'
         f'</td><td>{escape(", ".join(a["efforts"]) or "unverified")}</td>'
@@ -441,6 +455,10 @@ def _text(text: str) -> str:
 def _href(path: str | None) -> str:
     # Relative links into the report folder; each segment percent-encoded, never an absolute URL.
     return escape(quote(path or "", safe="/"))
+
+
+def _skipped(totals: Mapping[str, Any]) -> str:
+    return f", {totals['checks_skipped']} skipped" if totals.get("checks_skipped") else ""
 
 
 def _badge(passed: bool, yes: str = "pass", no: str = "FAIL") -> str:

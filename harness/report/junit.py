@@ -2,8 +2,8 @@
 
 One ``<testsuite>`` per scenario run and one ``<testcase>`` per check:
 ``classname`` is the run's identity label (scenario · mode · provider [· persona]
-[· trial]), ``name`` the check id. A failed check is a ``<failure>`` whose message
-is its summary; the evidence it cites (and evidence the artifacts lack) is in
+[· A→B kinds] [· trial]), ``name`` the check id. A failed check is a ``<failure>`` whose message
+is its summary, a skipped one (an agent's kind lacks what it needs) a ``<skipped>`` saying so; the evidence it cites (and evidence the artifacts lack) is in
 the case's ``<system-out>``. Written from ``report.json`` alone, so a merged
 report gets the same file as a run.
 """
@@ -25,14 +25,16 @@ def junit_xml(report: dict[str, Any]) -> str:
     run = report["run"]
     scenarios = report["scenarios"]
     root = ET.Element("testsuites", name=SUITES_NAME, tests=str(sum(len(s["checks"]) for s in scenarios)),
-                      failures=str(sum(c["verdict"] != "pass" for s in scenarios for c in s["checks"])),
+                      failures=str(sum(c["verdict"] == "fail" for s in scenarios for c in s["checks"])),
+                      skipped=str(sum(c["verdict"] == "skip" for s in scenarios for c in s["checks"])),
                       errors="0", time=_seconds(sum(s.get("wall_s") or 0 for s in scenarios)))
     for scenario in scenarios:
         identity = RunIdentity.of(scenario, provider=run.get("provider"))
         label = identity.label()
         checks = scenario["checks"]
         suite = ET.SubElement(root, "testsuite", name=label, tests=str(len(checks)),
-                              failures=str(sum(c["verdict"] != "pass" for c in checks)), errors="0", skipped="0",
+                              failures=str(sum(c["verdict"] == "fail" for c in checks)), errors="0",
+                              skipped=str(sum(c["verdict"] == "skip" for c in checks)),
                               time=_seconds(scenario.get("wall_s") or 0),
                               timestamp=str(run.get("started_at") or ""))
         properties = ET.SubElement(suite, "properties")
@@ -41,7 +43,9 @@ def junit_xml(report: dict[str, Any]) -> str:
             ET.SubElement(properties, "property", name=str(name), value="" if value is None else str(value))
         for check in checks:
             case = ET.SubElement(suite, "testcase", classname=label, name=check["id"], time="0")
-            if check["verdict"] != "pass":
+            if check["verdict"] == "skip":
+                ET.SubElement(case, "skipped", message=check["summary"])
+            elif check["verdict"] != "pass":
                 failure = ET.SubElement(case, "failure", message=check["summary"], type="check failed")
                 failure.text = check["summary"]
             evidence = _evidence_text(check)

@@ -6,8 +6,10 @@ import json
 import re
 from typing import Any
 
+from harness.evidence.delivery_paths import describe as describe_delivery
 from harness.model.probe import mail_forms
 
+from . import capabilities
 from .store import tool_list
 
 _BACKTICKS = re.compile(r"`+")
@@ -21,7 +23,8 @@ def render(report: dict[str, Any]) -> str:
         f"# peerwire acceptance report {run['run_id']}",
         "",
         f"- Result: **{'PASSED' if run['passed'] else 'FAILED'}** — {totals['scenarios']} scenarios "
-        f"({totals['scenarios_failed']} failed), {totals['checks']} checks ({totals['checks_failed']} failed)",
+        f"({totals['scenarios_failed']} failed), {totals['checks']} checks ({totals['checks_failed']} failed"
+        + (f", {totals['checks_skipped']} skipped" if totals.get("checks_skipped") else "") + ")",
         f"- Started {run['started_at']}, finished {run['finished_at']}",
         f"- Codex version: {run['codex_version']}; provider: {_provider(run['provider'])}",
         *_capabilities(run.get("codex_capabilities")),
@@ -31,6 +34,10 @@ def render(report: dict[str, Any]) -> str:
         f"- {report['counting']}",
         "",
     ]
+    if run.get("agent_kinds"):
+        out += ["## Agent kinds and their capabilities", "", *capabilities.markdown(run["agent_kinds"]), "",
+                "A check that needs a capability or trace an agent lacks is skipped for it, naming what it lacks; "
+                "a skip is never counted as a pass.", ""]
     for scenario in report["scenarios"]:
         out.extend(_scenario(scenario))
     out.extend(_tool_schemas(report))
@@ -88,14 +95,15 @@ def _scenario(s: dict[str, Any]) -> list[str]:
             evidence += " — **missing:** " + "; ".join(check["evidence_problems"])
         content = check.get("content")
         summary = check["summary"] + (f" — content ({content['label']}): {content['grade']}" if content else "")
-        out.append(f"| `{check['id']}` | {'pass' if check['verdict'] == 'pass' else '**FAIL**'} | "
+        verdict = capabilities.verdict_text(check)
+        out.append(f"| `{check['id']}` | {verdict if check['verdict'] != 'fail' else '**FAIL**'} | "
                    f"{_cell(summary)} | {_cell(evidence)} |")
     if s.get("usage") is not None:
         out += _usage(s["usage"])
-    out += ["", "### Agents", "", "| agent | agent id | threads | model | reasoning effort | Codex |",
-            "|---|---|---|---|---|---|"]
+    out += ["", "### Agents", "", "| agent | kind | agent id | threads | model | reasoning effort | Codex |",
+            "|---|---|---|---|---|---|---|"]
     for name, agent in s["agents"].items():
-        out.append(f"| {name} | `{agent['agent_id']}` | {', '.join(f'`{t}`' for t in agent['thread_ids'])} | "
+        out.append(f"| {name} | {agent.get('kind', 'codex')} | `{agent['agent_id']}` | {', '.join(f'`{t}`' for t in agent['thread_ids'])} | "
                    f"{', '.join(agent['models']) or 'unverified'} | {', '.join(agent['efforts']) or 'unverified'} | "
                    f"{', '.join(agent['codex_versions'])} |")
     out += ["", "Model and effort come from the rollouts' turn contexts; `unverified` means a turn did not "
@@ -106,12 +114,12 @@ def _scenario(s: dict[str, Any]) -> list[str]:
     out += ["### Visible outputs", ""]
     for item in s["outputs"]:
         out += _text_block(f"{item['agent']} output {item['index'] + 1}", item)
-    out += ["### Records", "", "| record | kind | from → to | request | status | characters | words |",
-            "|---|---|---|---|---|---|---|"]
+    out += ["### Records", "", "| record | kind | from → to | request | status | delivery | characters | words |",
+            "|---|---|---|---|---|---|---|---|"]
     for r in s["records"]:
         out.append(f"| `{r['interaction_id']}` | {r['kind']} | {r['sender']} → {r['recipient']} | "
-                   f"{r['request_id'] or ''} | {r['status'] or r['code'] or r['state'] or ''} | {r['characters']} | "
-                   f"{r['words']} |")
+                   f"{r['request_id'] or ''} | {r['status'] or r['code'] or r['state'] or ''} | "
+                   f"{_cell(describe_delivery(r.get('delivery') or []))} | {r['characters']} | {r['words']} |")
     out += _messages(s["records"])
     out += _runner_tool_calls(s["runner_tool_calls"])
     out += ["### Evidence bindings", "",

@@ -216,7 +216,8 @@ def _merged_run(chosen: list[ShardReport], sections: list[dict[str, Any]], probl
         "provider": providers[0] if len(providers) == 1 else {"providers": ", ".join(providers)},
         "passed": all(s["passed"] for s in sections) and not problems,
         "totals": {"scenarios": len(sections), "scenarios_failed": sum(not s["passed"] for s in sections),
-                   "checks": len(checks), "checks_failed": sum(c["verdict"] != "pass" for c in checks)},
+                   "checks": len(checks), "checks_failed": sum(c["verdict"] == "fail" for c in checks),
+                   "checks_skipped": sum(c["verdict"] == "skip" for c in checks)},
         "merged_from": [{"shard": (r.get("shard") or {}).get("index"), "run_id": r["run_id"],
                          "passed": r["passed"], "scenarios": len(s.report["scenarios"])}
                         for r, s in zip(runs, chosen)],
@@ -225,6 +226,9 @@ def _merged_run(chosen: list[ShardReport], sections: list[dict[str, Any]], probl
     }
     if runs[0].get("suite") is not None:
         run["suite"] = runs[0]["suite"]
+    kinds = {row["kind"]: row for r in runs for row in r.get("agent_kinds") or []}
+    if kinds:
+        run["agent_kinds"] = list(kinds.values())
     probed = [r["codex_capabilities"] for r in runs if r.get("codex_capabilities")]
     if probed:
         # Each shard probed its own machine's Codex; they should agree, and a difference is worth saying.

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.evidence.binding import bind_records
 from harness.evidence.core import CoreEvidence
+from harness.evidence.delivery_paths import delivery
 from harness.evidence.layout import EXPORT_FILE, MODEL_REQUESTS
 from harness.evidence.scenario import ScenarioEvidence
 from harness.model.probe import STATEMENT as PROBE_STATEMENT
@@ -68,7 +69,7 @@ def scenario_section(scenario: Mapping[str, Any], artifacts: ScenarioEvidence, *
         "inputs": _texts((scenario.get("inputs") or {}).get("prompts") or {}, loaded, thread_agents,
                          roles=("user",)),
         "outputs": _texts(scenario.get("outputs") or {}, loaded, thread_agents, roles=("assistant",)),
-        "final_messages": _final_messages(loaded, thread_agents),
+        "final_messages": _final_messages(loaded, thread_agents) + _acp_finals(loaded, agents),
         "tool_schemas": [seen.to_json() for seen in loaded.model_log.tool_schemas()],
         "requests_without_peerwire_tools": loaded.model_log.requests_without(),
         "records": _records(loaded.core),
@@ -123,6 +124,9 @@ def _agents(agents_in: Mapping[str, Any], loaded: ScenarioEvidence, thread_agent
     out: dict[str, Any] = {}
     for name in names:
         given = agents_in.get(name) or {}
+        if loaded.acp_transcript(name):
+            out[name] = _acp_agent(name, given, loaded)
+            continue
         threads = [t for t, owner in thread_agents.items() if owner == name]
         turns = [turn for thread in threads for turn in loaded.rollouts.thread_turns(thread)
                  if turn.status != "context_only"]
@@ -132,6 +136,7 @@ def _agents(agents_in: Mapping[str, Any], loaded: ScenarioEvidence, thread_agent
             problems.append(f"{name}: rollouts were written by Codex {versions}, the run reports {codex_version}")
         out[name] = {
             "agent_id": given.get("agent_id"),
+            **({"kind": given["kind"]} if given.get("kind") else {}),
             "thread_ids": list(dict.fromkeys([*(given.get("thread_ids") or []), *threads])),
             "generations": list(given.get("generations") or []),
             "codex_versions": versions,
@@ -142,6 +147,41 @@ def _agents(agents_in: Mapping[str, Any], loaded: ScenarioEvidence, thread_agent
                        "status": t.status, "trigger": t.trigger, "started": _loc(t.started),
                        "ended": _loc(t.ended)} for t in turns],
         }
+    return out
+
+
+def _acp_agent(name: str, given: Mapping[str, Any], loaded: ScenarioEvidence) -> dict[str, Any]:
+    """An ACP agent's entry: its sessions and its prompts (turns) as its ACP transcript shows them; its model
+    and effort are what it asked its model for (an ACP transcript names neither)."""
+    history = loaded.acp_history(name)
+    requested = loaded.model_log.reasoning(name)
+    models = sorted({str(r.get("model")) for r in requested if r.get("model")}) or ["unverified"]
+    return {
+        "agent_id": given.get("agent_id"),
+        "kind": given.get("kind") or "acp",
+        "thread_ids": list(dict.fromkeys([*(given.get("thread_ids") or []), *history.sessions])),
+        "generations": list(given.get("generations") or []),
+        "codex_versions": [],
+        "models": models,
+        "efforts": ["unverified"],
+        "requested": requested,
+        "turns": [{"thread_id": turn.session_id, "turn_id": turn.turn_id, "model": models[0], "effort": "unverified",
+                   "status": turn.status, "trigger": None, "started": turn.prompt.ref,
+                   "ended": turn.answer.ref if turn.answer else None} for turn in history.turns],
+    }
+
+
+def _acp_finals(loaded: ScenarioEvidence, agents: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each ACP turn's final message (the last agent message with no tool call after it, of an end_turn)."""
+    out = []
+    for name in agents:
+        for line in loaded.acp_history(name).lines:
+            if line.payload.get("type") == "task_complete" and line.payload.get("last_agent_message"):
+                text = line.payload["last_agent_message"]
+                turn = loaded.acp_history(name).turn(line.turn_id or "")
+                out.append({"agent": name, "thread_id": line.thread_id, "turn_id": line.turn_id,
+                            "status": turn.status if turn else "completed", "text": text, **measure(text),
+                            "rollout": str(line.at)})
     return out
 
 
@@ -173,7 +213,8 @@ def _records(core: CoreEvidence | None) -> list[dict[str, Any]]:
                     "sender": row["sender"]["name"], "recipient": row["recipient"]["name"],
                     "request_id": row.get("request_id"), "status": row.get("status"),
                     "code": row.get("code"), "call_id": receipt.get("call_id"),
-                    "created_at": row.get("created_at"), "body": row.get("body") or "", **measure(row.get("body"))})
+                    "created_at": row.get("created_at"), "delivery": delivery(core, row),
+                    "body": row.get("body") or "", **measure(row.get("body"))})
     return out
 
 
@@ -184,6 +225,8 @@ def _check(check: Mapping[str, Any], loaded: ScenarioEvidence, lines: ArtifactLi
            "evidence_problems": _evidence_problems(evidence, loaded, lines)}
     if check.get("content") is not None:
         out["content"] = dict(check["content"])
+    if check.get("skipped") is not None:
+        out["skipped"] = dict(check["skipped"])
     return out
 
 

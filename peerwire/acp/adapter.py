@@ -257,7 +257,8 @@ class AcpProvider:
                                 f"while its turn was cancelled (returncode {exc.returncode}); attach it again",
                                 {"target": target.ref, "previous_status": "active", "turn_id": turn.turn_id,
                                  "stderr_tail": exc.stderr_tail[-10:]}) from None
-        return {"previous_status": "active", "turn_id": turn.turn_id, "via": "session/cancel"}
+        # What interrupt_agent returns, as its outputSchema allows: the cancel itself is in the ACP transcript.
+        return {"previous_status": "active", "turn_id": turn.turn_id}
 
     async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int,
                           after_call: str | None = None) -> None:

@@ -16,7 +16,8 @@ the prompt's answer            reply      why
 ``end_turn``                   done       the final agent message, from the recipient
                                           (``blocked`` from peerwire when there is no
                                           final text, or it is over the 64 KiB limit)
-``cancelled``                  blocked    peerwire cancelled it (``interrupt_agent``)
+``cancelled``                  blocked    peerwire cancelled it (``interrupt_agent``;
+                                          ``turn_interrupted``, as for Codex)
 ``max_tokens``                 failed     the model was cut off: the task is not done
 ``max_turn_requests``          failed     the agent gave up: the task is not done
 ``refusal``                    failed     the agent refused to go on
@@ -43,7 +44,7 @@ TURN_EVIDENCE = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_c
 
 STOP_REASONS: Mapping[str, tuple[str, str | None]] = {
     "end_turn": ("done", None),
-    "cancelled": ("blocked", "turn_cancelled"),
+    "cancelled": ("blocked", "turn_interrupted"),
     "max_tokens": ("failed", "turn_max_tokens"),
     "max_turn_requests": ("failed", "turn_max_turn_requests"),
     "refusal": ("failed", "turn_refused"),

@@ -32,6 +32,7 @@ PEERWIRE = str(Path(sys.executable).with_name("peerwire"))
 """The reference's command line, installed beside this interpreter."""
 # Safety nets only (tests/patience.py): a healthy command answers in seconds.
 READY_S = STOP_S = COMMAND_GRACE_S = WAIT_S
+_ACP_TOKEN = "PEERWIRE_ACP_AGENT_TOKEN"
 
 # The tools and the commands that call them as the caller (each takes its body on stdin).
 _TOOL_COMMANDS = {
@@ -55,7 +56,7 @@ def _flag(name: str, value: Any) -> list[str]:
 @dataclass
 class CliDriver:
     capabilities: ClassVar[frozenset[str]] = frozenset({"unavailable"})
-    agent_kinds: ClassVar[tuple[str, ...]] = ("manual", "codex")
+    agent_kinds: ClassVar[tuple[str, ...]] = ("manual", "codex", "acp")
     root: Path
     env: Mapping[str, str] | None = None
     spawn: Spawn | None = None
@@ -127,6 +128,15 @@ class CliDriver:
                          *([f"--capabilities={','.join(capabilities)}"] if capabilities is not None else []),
                          *[f"--env={name}={value}" for name, value in env.items()], wait_s=WAIT_S)
 
+    def attach_acp(self, caller: Caller, *, command: Sequence[str], cwd: Path, env: Mapping[str, str | None],
+                   resume: bool = False) -> dict[str, Any]:
+        # The agent's credential goes to its MCP server only: through a variable, never on the command line.
+        return self._run("agent", "attach-acp", caller.agent_id, f"--cwd={cwd}", f"--session-token-env={_ACP_TOKEN}",
+                         *[f"--env={name}={value}" for name, value in env.items() if value is not None],
+                         *[f"--unset={name}" for name, value in env.items() if value is None],
+                         *(["--resume"] if resume else []), "--", *command,
+                         wait_s=WAIT_S, extra_env={_ACP_TOKEN: caller.token})
+
     def detach(self, caller: Caller) -> dict[str, Any]:
         return self._run("agent", "detach", caller.agent_id, wait_s=WAIT_S)
 
@@ -137,7 +147,11 @@ class CliDriver:
         return self._run("prompt", caller.agent_id, "--stdin", stdin=text, wait_s=WAIT_S)["turn_id"]
 
     def await_turn(self, caller: Caller, turn_id: str, timeout_s: float) -> dict[str, Any]:
-        return self._run("agent", "await-turn", caller.agent_id, turn_id, "--wait", str(timeout_s), wait_s=timeout_s)
+        out = self._run("agent", "await-turn", caller.agent_id, turn_id, "--wait", str(timeout_s), wait_s=timeout_s)
+        if caller.provider == "acp":  # a prompt's stop reason, as the interface's turn status
+            out = {**out, "stop_reason": out["status"],
+                   "status": {"end_turn": "completed", "cancelled": "interrupted"}.get(out["status"], "failed")}
+        return out
 
     def call_tool(self, caller: Caller, tool: str, arguments: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
         if tool not in _TOOL_COMMANDS:
@@ -164,13 +178,20 @@ class CliDriver:
         for source in sorted((self.home / "codex").glob("*")):
             if source.suffix in (".jsonl", ".log"):
                 _copy(source, destination / "appserver" / source.name)
+        for source in sorted((self.home / "acp").glob("*")):  # an ACP owner's: acp/<agent>.g<n>.acp.jsonl
+            if source.suffix in (".jsonl", ".log"):
+                _copy(source, destination / "acp" / source.name)
 
     # -- the command line -------------------------------------------------------------------
 
-    def _run(self, *args: str, stdin: str | None = None, wait_s: float = 0.0) -> dict[str, Any]:
-        done = subprocess.run([PEERWIRE, *args, "--home", str(self.home), "--json"], input=stdin,
-                              capture_output=True, text=True, timeout=wait_s + COMMAND_GRACE_S,
-                              env={k: v for k, v in os.environ.items() if not k.startswith("PEERWIRE_")})
+    def _run(self, *args: str, stdin: str | None = None, wait_s: float = 0.0,
+             extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+        # Options go before a trailing "-- COMMAND" (attach-acp's): --home and --json are the command line's.
+        split = args.index("--") if "--" in args else len(args)
+        argv = [PEERWIRE, *args[:split], "--home", str(self.home), "--json", *args[split:]]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PEERWIRE_")}
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=wait_s + COMMAND_GRACE_S,
+                              env={**env, **(extra_env or {})})
         try:
             out = json.loads(done.stdout)
         except ValueError:

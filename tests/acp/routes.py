@@ -13,11 +13,31 @@ from harness.model.rules import ModelScript, script_from_document
 
 AUTO_ANSWER = "After Juniper comes Kestrel: the next release codename is Kestrel."
 EXPLICIT_ANSWER = "Kestrel follows Juniper (explicit reply)."
+A_ANSWER = "Kestrel follows Juniper, says A."
 HOLD = "b-held"
 
 RULES = r'''
 [scenario]
 name = "acp-routes"
+
+# -- B as the requester: it tasks A, ends its turn; A's reply waits and goes in B's next prompt ------------
+[[rules.B]]
+id = "news-from-a"
+when = [
+  { envelope = { type = "FINAL_ANSWER", matches = 'Payload:\n(?P<answer>[^\n]+)' } },
+  { user_text = { last = true, contains = "Any news from A" } },
+]
+emit = [{ message = { phase = "final_answer", text = "A answered: ${answer}" } }]
+
+[[rules.B]]
+id = "asked-a"
+when = [{ tool_output = { tool = "followup_task", namespace = "mcp__peerwire", last = true, json = { request_id = "request_id" } } }]
+emit = [{ message = { phase = "final_answer", text = "Asked A (${request_id})." } }]
+
+[[rules.B]]
+id = "ask-a"
+when = [{ user_text = { last = true, contains = "Please ask A which codename" } }]
+emit = [{ function_call = { namespace = "mcp__peerwire", name = "followup_task", arguments = { target = "A", message = "Which codename follows Juniper?" } } }]
 
 # -- explicit reply: B calls reply with the request id its envelope names, then ends its turn ---------------
 [[rules.B]]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.evidence.model_log import ModelRequestLog
-from peerwire.contract import document_validator
+from peerwire.contract import document_validator, validate_output
 from tests.acp import routes
 from tests.acp.lab import WAIT_S, AcpLab, opencode_or_skip, sent, updates
 from tests.acp.recording import record
@@ -152,9 +152,10 @@ def test_an_interrupt_cancels_the_turn(lab: AcpLab):
     lab.model.wait_for_hold(routes.HOLD, timeout=WAIT_S)
     turn = lab.owner()["active_turn"]
     out = lab.tool("A", "interrupt_agent", {"target": "B"}, wait_s=WAIT_S)
-    assert (out["previous_status"], out["turn_id"], out["via"]) == ("active", turn, "session/cancel")
+    assert (out["previous_status"], out["turn_id"]) == ("active", turn)
+    assert validate_output("interrupt_agent", out) == []  # OpenCode's own MCP client would refuse anything else
     reply = lab.reply_to(rid)
-    assert (reply["status"], reply["code"], reply["sender"]["name"]) == ("blocked", "turn_cancelled", "peerwire")
+    assert (reply["status"], reply["code"], reply["sender"]["name"]) == ("blocked", "turn_interrupted", "peerwire")
     lines = lab.transcript()
     (cancel,) = sent(lines, "session/cancel")
     assert cancel["params"] == {"sessionId": lab.attached["session_id"]} and "id" not in cancel
@@ -201,6 +202,27 @@ def test_information_goes_in_the_next_turn(lab: AcpLab):
     finals = [u["content"]["text"] for u in updates(lab.transcript()) if u["sessionUpdate"] == "agent_message_chunk"]
     assert finals[-1] == "Heard: The release is on Friday."
     record(lab, "next_turn")
+
+
+def test_a_reply_to_an_idle_requester_goes_in_its_next_prompt(lab: AcpLab):
+    """OpenCode as the requester (a mixed pair's A): its model tasks A and ends its turn; A's reply finds it idle,
+    waits (no inject), and goes in its next prompt, before the prompt's own text, once."""
+    asked = lab.prompt("Please ask A which codename follows Juniper, then stop.")["turn_id"]
+    assert lab.await_turn(asked)["status"] == "end_turn"
+    (task,) = lab.tool("A", "receive_messages", {"timeout_ms": 0})["records"]
+    assert (task["kind"], task["sender"]["name"], task["body"]) == ("task", "B", "Which codename follows Juniper?")
+    reply = lab.tool("A", "reply", {"request_id": task["request_id"], "status": "done", "message": routes.A_ANSWER})
+    later = lab.prompt("Any news from A?")["turn_id"]
+    assert lab.await_turn(later)["status"] == "end_turn"
+    prompts = sent(lab.transcript(), "session/prompt")
+    texts = [b["text"] for b in prompts[1]["params"]["prompt"]]
+    assert texts[0].startswith("Message Type: FINAL_ANSWER") and f"Request: {task['request_id']}" in texts[0]
+    assert texts[1:] == [routes.A_ANSWER, "Any news from A?"]
+    (visible,) = [s["detail"] for s in lab.stages(reply["interaction_id"]) if s["stage"] == "provider_visible"]
+    assert (visible["via"], visible["path"], visible["prompt_message_id"]) == ("session/prompt", "next_turn", later)
+    finals = [u["content"]["text"] for u in updates(lab.transcript()) if u["sessionUpdate"] == "agent_message_chunk"]
+    assert finals[-1] == f"A answered: {routes.A_ANSWER}"
+    record(lab, "requester_next_turn")
 
 
 def test_a_task_for_a_busy_agent_waits_for_its_turn_to_end(lab: AcpLab):

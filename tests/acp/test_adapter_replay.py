@@ -16,6 +16,7 @@ import pytest
 
 from peerwire.acp.adapter import AcpProvider
 from peerwire.acp.turns import final_message
+from peerwire.contract import validate_output
 from peerwire.store import Store
 from tests.acp import routes
 from tests.acp.recording import FIXTURE_DIR, load
@@ -159,10 +160,13 @@ async def test_cancel(core_for):
     core = core_for("cancel")
     await core.attach()
     rid = await core.task("Please take your time with this long task.")
+    turn = core.acp.owners[core.agent.agent_id].turn.turn_id
     out = await core.acp.interrupt(core.agent)
-    assert out["via"] == "session/cancel"
+    # interrupt_agent returns it as it is: a strict client (OpenCode's) checks it against the outputSchema.
+    assert out == {"previous_status": "active", "turn_id": turn}
+    assert validate_output("interrupt_agent", {"target": core.agent.ref, "state": "interrupt_requested", **out}) == []
     reply = await core.reply_to(rid)
-    assert (reply["status"], reply["code"], reply["sender"]["name"]) == ("blocked", "turn_cancelled", "peerwire")
+    assert (reply["status"], reply["code"], reply["sender"]["name"]) == ("blocked", "turn_interrupted", "peerwire")
     # Held by the model, the turn showed nothing before it was cancelled: the answer itself admitted it.
     assert core.stages(rid)["provider_accepted"]["acknowledged_by"] == "prompt_answer"
     await core.idle()

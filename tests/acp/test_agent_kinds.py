@@ -35,3 +35,41 @@ def test_every_kind_is_driven_by_a_provider_the_app_runs():
 def test_the_declared_limits_of_an_acp_agent():
     assert AGENT_KINDS["opencode"].limits().keys() == {"inject", "steer"}
     assert AGENT_KINDS["codex"].limits() == {}
+
+
+def test_every_trace_cell_names_evidence_that_exists():
+    from peerwire.agent_kinds import ANY_ACP, Trace
+
+    for kind in [*AGENT_KINDS.values(), ANY_ACP]:
+        for trace in Trace:
+            cell = kind.traces[trace]
+            for evidence in cell.evidence:
+                path, _, test = evidence.partition("::")
+                assert (ROOT / path).is_file(), f"{kind.name}.{trace.value}: no {path}"
+                if test:
+                    source = (ROOT / path).read_text("utf-8")
+                    assert re.search(rf"^(async )?def {re.escape(test)}\(", source, re.MULTILINE), \
+                        f"{kind.name}.{trace.value}: {path} has no test {test}"
+
+
+def test_any_acp_agent_has_the_acp_adapters_features_and_no_trace_of_its_own():
+    from peerwire.agent_kinds import ANY_ACP, agent_kind
+
+    mine = agent_kind("acp:mine")
+    assert (mine.name, mine.provider) == ("acp:mine", "acp")
+    assert mine.row() == AGENT_KINDS["opencode"].row() == ANY_ACP.row()
+    assert not any(mine.can(trace) for trace in ("rollout", "call_meta", "model_log"))
+    assert AGENT_KINDS["opencode"].can("model_log") and AGENT_KINDS["codex"].can("call_meta")
+    for wrong in ("claude", "acp:", "ACP:x"):
+        with pytest.raises(KeyError):
+            agent_kind(wrong)
+    with pytest.raises(ValueError, match="unknown capability"):
+        mine.can("telepathy")
+
+
+def test_the_readme_shows_the_capability_table_as_the_table_makes_it():
+    from harness.report.capabilities import README_END, README_START, readme_table
+
+    readme = (ROOT / "README.md").read_text("utf-8")
+    shown = readme[readme.index(README_START):readme.index(README_END) + len(README_END)]
+    assert shown == readme_table(), "README.md's capability table is stale: python -m harness.report.capabilities"

@@ -42,7 +42,7 @@ def test_thoughts_and_other_content_are_not_the_final_message():
     assert final_message(updates).text == "Answer."
 
 
-@pytest.mark.parametrize("stop, status, code", [("cancelled", "blocked", "turn_cancelled"),
+@pytest.mark.parametrize("stop, status, code", [("cancelled", "blocked", "turn_interrupted"),
                                                 ("max_tokens", "failed", "turn_max_tokens"),
                                                 ("max_turn_requests", "failed", "turn_max_turn_requests"),
                                                 ("refusal", "failed", "turn_refused")])

@@ -4,7 +4,11 @@ A judgement reads a run's :class:`~harness.acceptance.observations.Observations`
 cites what it relied on in an :class:`Evidence`, and returns its summary when it
 passes or raises :class:`Failed` otherwise; evidence it collected before failing
 is kept in the verdict. Something the run did not record at all (a label, a
-record) fails the check too, saying what is missing.
+record) fails the check too, saying what is missing. A judgement that needs a
+capability or a trace an agent's kind lacks (``obs.require``) raises
+:class:`~harness.acceptance.observations.Skipped`: its verdict is ``skip``,
+naming the agent, its kind and what it lacks; a skip is never counted as a pass,
+and a run with skips passes only on the checks that did pass.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from typing import Any
 
 from harness.evidence.rollouts import RolloutLine
 
-from ..observations import EvidenceMissing, Observations, ScreenLine, TranscriptLine
+from harness.evidence.acp_history import AcpLine
+
+from ..observations import EvidenceMissing, Observations, ScreenLine, Skipped, TranscriptLine
 
 
 class Failed(AssertionError):
@@ -35,6 +41,8 @@ class Evidence:
     rollout: list[str] = field(default_factory=list)
     model_requests: list[int] = field(default_factory=list)
     appserver: list[str] = field(default_factory=list)
+    acp: list[str] = field(default_factory=list)
+    """Lines of an ACP agent's transcript (``acp/<agent>.g<n>.acp.jsonl:<line>``), raw or read as its history."""
     screen: list[str] = field(default_factory=list)
     """Lines of an attached TUI's screen capture (``tui/<agent>.screen.txt:<line>``)."""
     content: dict[str, str] | None = None
@@ -50,7 +58,11 @@ class Evidence:
         for item in items:
             if item is None:
                 continue
-            if isinstance(item, RolloutLine):
+            if isinstance(item, AcpLine):
+                _add(self.acp, str(item.at))
+            elif isinstance(item, TranscriptLine) and item.ref.startswith("acp/"):
+                _add(self.acp, item.ref)
+            elif isinstance(item, RolloutLine):
                 _add(self.rollout, str(item.at))
             elif isinstance(item, TranscriptLine):
                 _add(self.appserver, item.ref)
@@ -65,7 +77,8 @@ class Evidence:
 
     def as_dict(self) -> dict[str, list[Any]]:
         return {"records": self.records, "rollout": self.rollout, "model_requests": self.model_requests,
-                "appserver": self.appserver, **({"screen": self.screen} if self.screen else {})}
+                "appserver": self.appserver, **({"acp": self.acp} if self.acp else {}),
+                **({"screen": self.screen} if self.screen else {})}
 
 
 def normalised(text: str) -> str:
@@ -93,10 +106,22 @@ class Verdict:
     passed: bool
     summary: str
     evidence: Evidence
+    skipped: Mapping[str, str] | None = None
+    """A skip: ``agent``, its ``kind`` and the ``capability`` it lacks (``passed`` is then False)."""
+
+    @property
+    def failed(self) -> bool:
+        """Neither passed nor skipped."""
+        return not self.passed and self.skipped is None
+
+    @property
+    def verdict(self) -> str:
+        return "skip" if self.skipped is not None else "pass" if self.passed else "fail"
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"id": self.id, "verdict": "pass" if self.passed else "fail", "summary": self.summary,
-               "evidence": self.evidence.as_dict()}
+        out = {"id": self.id, "verdict": self.verdict, "summary": self.summary, "evidence": self.evidence.as_dict()}
+        if self.skipped is not None:
+            out["skipped"] = dict(self.skipped)
         if self.evidence.content is not None:
             out["content"] = dict(self.evidence.content)
         return out
@@ -145,3 +170,6 @@ def judge(spec: CheckSpec, observations: Observations, registry: Mapping[str, Ju
         return Verdict(spec.id, False, str(failure), evidence)
     except EvidenceMissing as missing:
         return Verdict(spec.id, False, f"not recorded: {missing}", evidence)
+    except Skipped as skip:
+        return Verdict(spec.id, False, f"skipped: {skip}", evidence,
+                       {"agent": skip.agent, "kind": skip.kind, "capability": skip.capability})

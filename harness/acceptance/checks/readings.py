@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.evidence.rollouts import RolloutLine
-from harness.evidence.responses import is_incoming, item_text
+from harness.evidence.responses import MAIL_TYPES, is_incoming, item_text
 from peerwire import envelope
 
 from ..observations import Observations, TranscriptLine, output_json
@@ -43,6 +43,23 @@ def carries(obs: Observations, text: str, record: Mapping[str, Any]) -> bool:
     return headers.get("Request") == record.get("request_id") if record.get("request_id") else True
 
 
+def texts_of(item: Mapping[str, Any]) -> list[str]:
+    """The texts an input item may carry an envelope in: its whole text, and for a message of several parts
+    each part joined to the next. An ACP prompt is one message whose parts are each waiting record's head and
+    body, then the prompt's own text: a record's envelope is two neighbouring parts, not the whole."""
+    texts = [item_text(item)]
+    content = item.get("content") if item.get("type") in MAIL_TYPES else None
+    if isinstance(content, list):
+        parts = [part["text"] for part in content if isinstance(part, Mapping) and isinstance(part.get("text"), str)]
+        texts += [f"{head}\n{body}" for head, body in zip(parts, parts[1:])]
+    return texts
+
+
+def carried_by(obs: Observations, item: Mapping[str, Any], record: Mapping[str, Any]) -> bool:
+    """Whether the input item ``item`` carries ``record``'s envelope (see :func:`texts_of`)."""
+    return any(carries(obs, text, record) for text in texts_of(item))
+
+
 def inject_lines(obs: Observations, agent: str, record: Mapping[str, Any]) -> list[TranscriptLine]:
     """The thread/inject_items requests in ``agent``'s transcript that carry the envelope of ``record``."""
     found = []
@@ -68,12 +85,13 @@ def receive_outputs(obs: Observations, agent: str, record_id: str) -> list[tuple
 def arrivals(obs: Observations, agent: str, record: Mapping[str, Any]) -> list[tuple[RolloutLine, str]]:
     """Every way ``record`` reached ``agent``'s model, in rollout order: ``(line, "receive_messages")`` for a
     receive output holding it with the exact body, ``(line, "injected")`` for its envelope (the exact body)
-    delivered into the thread. Both are the contract's delivery; which one a model used is its choice."""
+    delivered into the thread, ``(line, "next prompt")`` for it carried in an ACP agent's next prompt. All are
+    the contract's delivery; which one a model used is its choice (or, without inject, its kind's limit)."""
     found = [(output, "receive_messages") for output, received in receive_outputs(obs, agent, record["record_id"])
              if received.get("body") == record["body"]]
-    found += [(line, "injected") for line in obs.rollout(agent)
+    found += [(line, "next prompt" if line.payload.get("acp_prompt") else "injected") for line in obs.rollout(agent)
               if line.record_type == "response_item" and is_incoming(line.payload)
-              and carries(obs, line.text(), record)]
+              and carried_by(obs, line.payload, record)]
     lines = obs.rollout(agent)
     return sorted(found, key=lambda pair: lines.index(pair[0]) if pair[0] in lines else len(lines))
 

@@ -11,7 +11,7 @@ from peerwire.lifecycle import BINDING, Stage
 
 from ..observations import Observations, output_json
 from .kernel import Evidence, assess_content, judgements, require
-from .readings import arrivals, carries, reply_of, turn_of_request
+from .readings import arrivals, carried_by, carries, reply_of, turn_of_request
 
 
 def reply_correlated(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
@@ -42,6 +42,16 @@ def reply_correlated(obs: Observations, params: Mapping[str, Any], ev: Evidence)
     if "code" in params:
         require(reply.get("code") == params["code"], f"reply code {reply.get('code')}, expected {params['code']}")
     requester = obs.agent_name(task["sender"]["agent_id"])
+    if params.get("received", True) is False and not obs.kind(requester).can("inject"):
+        # Delivered the way its kind allows: it waits in the requester's mailbox for a receive or a next prompt.
+        visible = obs.evidence(reply["record_id"], Stage.PROVIDER_VISIBLE)
+        require(len(visible) <= 1, f"the reply was made visible to {requester} {len(visible)} times")
+        require(reply["state"] in ("published", "provider_visible"), f"the reply is {reply['state']}")
+        where = ("carried by its next prompt" if visible else "waiting in its mailbox for its next receive or "
+                 f"prompt ({requester} is {obs.kind(requester).name}: no inject)")
+        return (f"{task['request_id']} has one reply {reply['record_id']} ({reply['status']}, "
+                f"{reply['reply_source']}{', ' + reply.get('code') if reply.get('code') else ''}) for {requester}, "
+                f"{where}")
     if params.get("received", True) is False:
         # The requester's tools, not its model, sent this task: it is delivered, not read.
         visible = obs.evidence(reply["record_id"], Stage.PROVIDER_VISIBLE)
@@ -88,8 +98,8 @@ def consumed_before_final(obs: Observations, params: Mapping[str, Any], ev: Evid
                      f"(turn {params['turn']}: assigned at {assigned[0].at}, final answer at {final.at})")
     line, how = reached[0]
     ev.cite(assigned[0], line, final)
-    producer = next((exchange for exchange in obs.exchanges(agent)
-                     if any(item.get("id") == final.payload.get("id") for item in exchange.items)), None)
+    obs.require(agent, "model_log")
+    producer = obs.producer(agent, final)
     require(producer is not None, "no model request produced the final answer")
     require(any(_holds(obs, item, reply) for item in producer.input_items()),
             f"model request {producer.seq} that produced the final answer did not contain the reply")
@@ -104,7 +114,7 @@ def _holds(obs: Observations, item: Mapping[str, Any], reply: Mapping[str, Any])
     if item.get("type") == "function_call_output":
         data = output_json(item_text(item)) or {}
         return any(r.get("record_id") == reply["record_id"] for r in data.get("records") or [])
-    return item.get("type") == "message" and item.get("role") != "assistant" and carries(obs, item_text(item), reply)
+    return item.get("type") == "message" and item.get("role") != "assistant" and carried_by(obs, item, reply)
 
 
 def binding_state(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
@@ -116,8 +126,10 @@ def binding_state(obs: Observations, params: Mapping[str, Any], ev: Evidence) ->
     state = bindings[0]["state"]
     wanted = _allowed(params["state"], ())
     require(state in wanted, f"binding {bindings[0]['binding_id']} is {state}, not {' or '.join(wanted)}")
-    # The evidence of reaching that state: a row of a stage whose event leads into it.
-    stages = sorted(BINDING.stages_into(state))
+    # The evidence of reaching that state: a row of a stage whose event leads into it. A binding made after the
+    # recipient's explicit reply is suppressed from birth: its acceptance after the reply says so.
+    stages = sorted(BINDING.stages_into(state) | ({Stage.PROVIDER_ACCEPTED_AFTER_REPLY} if state == "suppressed"
+                                                   else set()))
     rows = [row for stage in stages for row in obs.evidence(task["record_id"], stage)]
     stage = " or ".join(stages)
     require(rows, f"no {stage} evidence row for {task['request_id']}")
@@ -136,12 +148,13 @@ def recalls_from_history(obs: Observations, params: Mapping[str, Any], ev: Evide
     # The recall is the scenario's point: in the model's own words, but the fact must be there.
     require(assess_content(fact, later_reply["body"]) != "missing", "the later answer does not recall the result")
     turn = turn_of_request(obs, later)
-    exchanges = [exchange for exchange in obs.exchanges(agent) if exchange.turn_id == turn]
+    obs.require(agent, "model_log")
+    exchanges = obs.turn_exchanges(agent, turn)
     require(exchanges, f"no model request of {agent} in turn {turn}")
     items = exchanges[0].input_items()
     ev.cite(exchanges[0].seq)
     position = next((i for i, item in enumerate(items) if item.get("type") == "message"
-                     and carries(obs, item_text(item), later)), None)
+                     and carried_by(obs, item, later)), None)
     require(position is not None, "the later task's envelope is not in the model input")
     remembered = [item for item in items[:position] if item.get("role") == "assistant" and fact in item_text(item)]
     require(remembered, "the earlier result is not in the agent's own history")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,7 +15,11 @@ from .readings import arrivals, receive_outputs
 
 
 def tool_receipt(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
-    """The record carries the exact Codex thread, turn and call of the agent's tool call."""
+    """The record carries the exact Codex thread, turn and call of the agent's tool call.
+
+    The call itself is judged for any agent (one call of the tool in its history, answered with this record,
+    in the expected turn); binding the receipt to it needs the provider's call metadata (``call_meta``), which
+    an agent whose ``tools/call`` carries no ``_meta`` (OpenCode) cannot give: skipped for it, naming that."""
     record = obs.select(params["record"])
     agent, tool = params["agent"], params["tool"]
     ev.cite(record["record_id"])
@@ -25,17 +30,18 @@ def tool_receipt(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
                                                                                         record["record_id"])
     calls = [(call, out) for call, out in obs.tool_calls(agent, tool)
              if out is not None and (output_json(out.text()) or {}).get(key) == value]
-    require(len(calls) == 1, f"{agent}'s rollout shows {len(calls)} {tool} calls answered with {value}")
+    require(len(calls) == 1, f"{agent}'s history shows {len(calls)} {tool} calls answered with {value}")
     call, output = calls[0]
     ev.cite(call, output)
-    call_id = call.payload["call_id"]
-    require(receipt.get("call_id") == call_id, f"receipt call {receipt.get('call_id')} is not the rollout's {call_id}")
-    require(receipt.get("turn_id") == call.running_turn_id,
-            f"receipt turn {receipt.get('turn_id')} is not {call.running_turn_id}")
     if "turn" in params:
         expected = obs.turn(params["turn"])["turn_id"]
         require(call.running_turn_id == expected,
                 f"the call was made in turn {call.running_turn_id}, not {params['turn']} ({expected})")
+    obs.require(agent, "call_meta")
+    call_id = call.payload["call_id"]
+    require(receipt.get("call_id") == call_id, f"receipt call {receipt.get('call_id')} is not the rollout's {call_id}")
+    require(receipt.get("turn_id") == call.running_turn_id,
+            f"receipt turn {receipt.get('turn_id')} is not {call.running_turn_id}")
     require(receipt.get("thread_id") in obs.threads(agent),
             f"receipt thread {receipt.get('thread_id')} is none of {agent}'s threads {obs.threads(agent)}")
     item = next((line for line in obs.transcript(obs.host(agent)) if line.method == "item/completed"
@@ -129,24 +135,42 @@ def replied_once_per_task(obs: Observations, params: Mapping[str, Any], ev: Evid
 
 
 def tool_error_seen(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
-    """The agent's model saw the tool fail with the machine-readable ``code`` for ``target``."""
+    """The agent's model saw the tool fail with the machine-readable ``code`` for ``target``: in the error's
+    structured content (what Codex shows a model), or its text ``code: message`` (what a client that shows
+    only the content text, such as OpenCode, shows)."""
     agent, tool, code = params["agent"], params["tool"], params["code"]
     seen = []
     for call, out in obs.tool_calls(agent, tool):
-        data = output_json(out.text()) if out is not None else None
-        error = (data or {}).get("error") or {}
         arguments = output_json(call.payload.get("arguments") or "") or {}
-        if error.get("code") == code and params.get("target") in (None, arguments.get("target")):
+        if out is not None and error_code(out.text()) == code and params.get("target") in (None, arguments.get("target")):
             seen.append((call, out))
-    require(seen, f"{agent}'s rollout shows no {tool} output with error {code}")
+    require(seen, f"{agent}'s history shows no {tool} output with error {code}")
     ev.cite(*seen[0])
-    call_id = seen[0][0].payload.get("call_id")
+    obs.require(agent, "model_log")
+    call, out = seen[0]
+    call_id = call.payload.get("call_id")
+    # An ACP agent's call id is its own; the model saw the same output text under the id it gave the call.
     exchanges = [exchange for exchange in obs.exchanges(agent)
-                 if any(item.get("type") == "function_call_output" and item.get("call_id") == call_id
-                        and code in item_text(item) for item in exchange.input_items())]
+                 if any(item.get("type") == "function_call_output" and code in item_text(item)
+                        and (item.get("call_id") == call_id or (obs.is_acp(agent) and item_text(item) == out.text()))
+                        for item in exchange.input_items())]
     require(exchanges, "no model request carried that error output")
     ev.cite(exchanges[0].seq)
     return f"{agent}'s model saw {tool} fail with {code}"
+
+
+def error_code(text: str) -> str | None:
+    """The error code a tool output shows: ``error.code`` of its JSON, or the ``code`` of a ``code: message``
+    text (the core's content text of an error)."""
+    data = output_json(text) or {}
+    found = (data.get("error") or {}).get("code") if isinstance(data.get("error"), Mapping) else None
+    if found:
+        return str(found)
+    match = _ERROR_TEXT.match(text)
+    return match.group(1) if match else None
+
+
+_ERROR_TEXT = re.compile(r"([a-z_]+): ")
 
 
 def nothing_admitted(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:

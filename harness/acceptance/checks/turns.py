@@ -12,44 +12,48 @@ from .readings import opened_turn, result_thread, turn_of_request
 
 
 def interrupted_exactly(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
-    """Exactly the observed turn ended interrupted; every other turn of every agent completed."""
+    """Exactly the observed turn ended interrupted; every other turn of every agent completed.
+
+    The interrupt is the kind's own: ``turn/interrupt`` of that turn (Codex), or ``session/cancel`` while that
+    prompt ran, answered ``cancelled`` (ACP)."""
     agent = params["agent"]
+    obs.require(agent, "interrupt")
     if "turn" in params:
         expected = obs.turn(params["turn"])["turn_id"]
     else:
         task = obs.select(params["record"])
         ev.cite(task["record_id"])
         expected = turn_of_request(obs, task)
-    requests = [line for line in obs.transcript(agent) if line.dir == "sent" and line.method == "turn/interrupt"]
-    ev.cite(*requests)
-    require([line.params.get("turnId") for line in requests] == [expected],
-            f"turn/interrupt was sent for {[line.params.get('turnId') for line in requests]}, not once for {expected}")
+    requests = obs.interrupts(agent)
+    ev.cite(*(line for _turn, line in requests))
+    require([turn for turn, _line in requests] == [expected],
+            f"interrupts were sent for turns {[turn for turn, _line in requests]}, not once for {expected}")
     others = []
     for name in obs.view.agents:
-        for line in obs.transcript(name):
-            if line.method != "turn/completed":
-                continue
-            turn = line.params.get("turn") or {}
-            if name == agent and turn.get("id") == expected:
+        for turn, status, line in obs.turn_outcomes(name):
+            if name == agent and turn == expected:
                 ev.cite(line)
-                require(turn.get("status") == "interrupted", f"turn {expected} ended {turn.get('status')}")
-            elif turn.get("status") != "completed":
-                others.append(f"{name}:{turn.get('id')}={turn.get('status')}")
+                require(status == "interrupted", f"turn {expected} ended {status}")
+            elif status != "completed":
+                others.append(f"{name}:{turn}={status}")
                 ev.cite(line)
+    require(any(name == agent and turn == expected for name in obs.view.agents
+                for turn, _status, _line in obs.turn_outcomes(name)), f"turn {expected} never ended")
     require(not others, f"other turns did not complete: {others}")
     aborted = [line for line in obs.rollout(agent)
                if line.record_type == "event_msg" and line.payload_type == "turn_aborted"]
     ev.cite(*aborted)
     require([line.payload.get("turn_id") for line in aborted] == [expected],
-            f"the rollout records aborted turns {[line.payload.get('turn_id') for line in aborted]}")
+            f"the agent's history records aborted turns {[line.payload.get('turn_id') for line in aborted]}")
     results = [output_json(out.text()) or {} for name in obs.view.agents
                for _call, out in obs.tool_calls(name, "interrupt_agent") if out is not None]
     results += [receipt for receipt in obs.view.receipts.values() if "previous_status" in receipt]
     require(results, "no interrupt_agent result was observed")
     require(all(result.get("turn_id") == expected for result in results),
             f"interrupt_agent named turns {[r.get('turn_id') for r in results]}, expected {expected}")
-    return (f"only {agent}'s turn {expected} was interrupted (one turn/interrupt, one turn_aborted); "
-            "all other turns completed")
+    how = "one session/cancel, the prompt answered cancelled" if obs.is_acp(agent) else \
+        "one turn/interrupt, one turn_aborted"
+    return f"only {agent}'s turn {expected} was interrupted ({how}); all other turns completed"
 
 
 def owners_stable(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
@@ -95,10 +99,24 @@ def resumed_same_thread(obs: Observations, params: Mapping[str, Any], ev: Eviden
 
 
 def turns_accounted_for(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
-    """Every turn that started was opened by a prompt or a bound task; none started on its own."""
+    """Every turn that started was opened by a prompt or a bound task; none started on its own. An ACP agent's
+    turns are the core's prompts: each is an operator's prompt or a bound task's, and the agent showed no turn
+    activity (messages, tool calls) outside them."""
     problems, count = [], 0
     bound = {row["turn_id"] for row in obs.bindings}
+    prompted = {turn["turn_id"] for turn in obs.view.turns.values()}
     for name in obs.view.agents:
+        if obs.is_acp(name):
+            history = obs.history(name)
+            for turn in history.turns:
+                count += 1
+                if turn.turn_id not in bound and turn.turn_id not in prompted:
+                    problems.append(f"{name}'s prompt {turn.turn_id} was opened by neither an operator nor a task")
+                    ev.cite(turn.prompt)
+            if history.stray:
+                problems.append(f"{name} worked outside every prompt ({len(history.stray)} updates)")
+                ev.cite(*history.stray[:3])
+            continue
         opened: dict[str, str] = {}
         for line in obs.transcript(name):
             if line.dir == "sent" and line.method == "turn/start":
@@ -128,7 +146,7 @@ def model_requests_matched_rules(obs: Observations, params: Mapping[str, Any], e
     ev.cite(*(exchange.seq for exchange in bad))
     require(obs.model_exchanges, "the scripted model received no request")
     require(not bad, f"model requests {[exchange.seq for exchange in bad]} matched no rule or did not finish")
-    return f"all {len(obs.model_exchanges)} model requests matched a rule{_cuts_explained(obs, ev)}"
+    return f"all {len(obs.model_exchanges)} model requests matched a rule{_cuts_explained(obs, ev)}{_unlogged(obs)}"
 
 
 def model_requests_answered(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
@@ -145,18 +163,35 @@ def model_requests_answered(obs: Observations, params: Mapping[str, Any], ev: Ev
     require(not bad, "model requests " + ", ".join(f"{exchange.seq} ({exchange.outcome}: {exchange.error})"
                                                    for exchange in bad) + " were not answered, nor asked again")
     again = f"; {len(retried)} failed and were asked again ({[e.seq for e in retried]})" if retried else ""
-    return f"all {len(obs.model_exchanges)} model requests were answered{again}{_cuts_explained(obs, ev)}"
+    return (f"all {len(obs.model_exchanges)} model requests were answered{again}{_cuts_explained(obs, ev)}"
+            f"{_unlogged(obs)}")
 
 
 def _cuts_explained(obs: Observations, ev: Evidence) -> str:
-    """Each request Codex hung up on is explained by its rollouts (else :class:`Failed`); the reasons, said."""
-    cut = {exchange.seq: obs.rollouts.why_cut(exchange.turn_id, exchange.received_at)
-           for exchange in obs.model_exchanges if exchange.outcome == "disconnected"}
+    """Each request the agent hung up on is explained by its history (else :class:`Failed`): a Codex rollout, or
+    an ACP turn that ended cancelled while the request ran; the reasons, said."""
+    cut = {exchange.seq: _why_cut(obs, exchange) for exchange in obs.model_exchanges
+           if exchange.outcome == "disconnected"}
     unexplained = [seq for seq, why in cut.items() if why is None]
     ev.cite(*unexplained)
     require(not unexplained, f"Codex hung up on model requests {unexplained} although their turns ran on "
             "without an interrupt or steered input: an answer went missing")
     return f"; {len(cut)} cut by Codex ({', '.join(sorted(set(cut.values())))})" if cut else ""
+
+
+def _unlogged(obs: Observations) -> str:
+    """Agents whose model requests the run cannot see (an ACP agent on its own provider), said as such."""
+    names = [f"{name} ({obs.kind(name).name})" for name in obs.view.kinds if not obs.kind(name).can("model_log")]
+    return f"; not judged: the requests of {', '.join(names)}, which talk to their own provider" if names else ""
+
+
+def _why_cut(obs: Observations, exchange: Any) -> str | None:
+    if exchange.agent and obs.is_acp(exchange.agent):
+        for turn in obs.history(exchange.agent).turns:
+            if turn.turn_id and exchange in obs.turn_exchanges(exchange.agent, turn.turn_id):
+                return "interrupted" if turn.status == "interrupted" else None
+        return None
+    return obs.rollouts.why_cut(exchange.turn_id, exchange.received_at)
 
 
 JUDGEMENTS = judgements(interrupted_exactly, owners_stable, resumed_same_thread, turns_accounted_for,
