@@ -17,7 +17,7 @@ import pytest
 from harness.evidence.model_log import ModelRequestLog
 from peerwire.contract import document_validator, validate_output
 from tests.acp import routes
-from tests.acp.lab import WAIT_S, AcpLab, opencode_or_skip, sent, updates
+from tests.acp.lab import AcpLab, opencode_or_skip, sent, updates
 from tests.acp.recording import record
 from tests.patience import TEST_S, WAIT_S
 

@@ -34,6 +34,7 @@ from harness.model.server import ScriptedModel
 from peerwire.acp.opencode import prepare_home
 from tests.acp.lab import opencode_or_skip
 from tests.acp.recorded_runs import RUNS_DIR
+from tests.patience import TEST_S
 
 SMOKE = RUNS_DIR / "smoke.opencode-opencode"
 
@@ -133,7 +134,7 @@ def own_provider_command(root: Path, model: ScriptedModel, opencode: Path) -> li
 
 @pytest.mark.opencode
 @pytest.mark.codex
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(TEST_S)
 def test_opencode_as_any_acp_agent_runs_smoke_with_its_model_checks_skipped_by_name(tmp_path: Path):
     opencode = opencode_or_skip()
     smoke = load_scenario(SCENARIOS_DIR / "smoke.toml")

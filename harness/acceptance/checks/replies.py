@@ -11,7 +11,7 @@ from peerwire.lifecycle import BINDING, Stage
 
 from ..observations import Observations, output_json
 from .kernel import Evidence, assess_content, judgements, require
-from .readings import arrivals, carried_by, carries, reply_of, turn_of_request
+from .readings import arrivals, carried_by, reply_of, turn_of_request
 
 
 def reply_correlated(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
