@@ -35,7 +35,13 @@ from typing import Any, Protocol, Sequence
 
 UNAVAILABLE = "unavailable"
 """Capability: the implementation has something that can be made unavailable (make_unavailable/make_available)."""
-CAPABILITIES = (UNAVAILABLE,)
+HANG = "hang"
+"""Capability: the implementation has something that can hang, alive but silent (the hooks freeze/thaw)."""
+AGENT_STATES = "agent-states"
+"""Capability: agents can be disabled or made not sendable (the hook set_agent)."""
+CAPABILITIES = (UNAVAILABLE, HANG, AGENT_STATES)
+HOOKED: dict[str, tuple[str, ...]] = {HANG: ("freeze", "thaw"), AGENT_STATES: ("set_agent",)}
+"""Capabilities a provisioner offers by having their hooks (:class:`OptionalHooks`), declared or not."""
 DEFAULT_AGENT_KINDS = ("manual",)
 
 
@@ -118,13 +124,14 @@ class Provisioner(Protocol):
 
 
 def capabilities_of(cls: type) -> frozenset[str]:
-    """A provisioner class's declared capabilities; a first-version class (``stop_app``/``start_app``) has
-    ``unavailable``."""
+    """A provisioner class's capabilities: those it declares, those whose hooks it has (:data:`HOOKED`), and
+    ``unavailable`` for a first-version class (``stop_app``/``start_app``) that declares none."""
+    hooked = {name for name, hooks in HOOKED.items() if all(callable(getattr(cls, h, None)) for h in hooks)}
     declared = getattr(cls, "capabilities", None)
     if declared is not None:
-        return frozenset(declared)
+        return frozenset(declared) | hooked
     legacy = all(callable(getattr(cls, name, None)) for name in ("stop_app", "start_app"))
-    return frozenset({UNAVAILABLE}) if legacy else frozenset()
+    return frozenset({UNAVAILABLE} if legacy else set()) | hooked
 
 
 def agent_kinds_of(cls: type) -> tuple[str, ...]:
@@ -168,7 +175,8 @@ def adapt(provisioner: Any) -> Provisioner:
 
 
 class OptionalHooks(Protocol):
-    """What a provisioner may also offer; requirements that need a missing hook are reported not tested.
+    """What a provisioner may also offer; a requirement that needs a missing hook is not selected, naming the
+    capability it lacks (:data:`HOOKED`).
 
     ``freeze``/``thaw``: hang the app (alive, not answering: the reference
     stops it with SIGSTOP) and let it go on (``call:app-hung:*``).

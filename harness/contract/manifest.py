@@ -62,6 +62,9 @@ NEEDS: dict[str, str] = {
     "tool-calls": "consent to call the server's own tools (--call-tools or --tool-call; implied for a provisioned "
                   "messaging target)",
     "unavailable": "a provisioner that can make the implementation unavailable (capability `unavailable`)",
+    "hang": "a provisioner that can hang the implementation, alive but silent (capability `hang`: freeze/thaw)",
+    "agent-states": "a provisioner that can disable an agent or make it not sendable (capability `agent-states`: "
+                    "set_agent)",
     FRESH_SERVER: "server processes of its own: its test changes or may end the session it talks to (an initialize "
                   "variant, stdin closed, hostile input, everything a session wrote since it started)",
     FRESH_HOME: "a home of its own: its test crashes the implementation, makes it unavailable or spoils its home",

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.contract.interface import Caller, Provisioner, adapt, agent_kinds_of, capabilities_of, load_class
+from harness.contract.interface import (CAPABILITIES, Caller, Provisioner, adapt, agent_kinds_of, capabilities_of,
+                                        load_class)
 
 from .layout import REFERENCE_COLLAB_SERVER_CMD, REFERENCE_PROVISIONER, REFERENCE_SERVER_CMD
 from .census import record_launch
@@ -148,8 +149,9 @@ class Target:
         out = []
         if self.consent.granted or self.provisioner is not None:
             out.append("tool-calls")
-        if self.provisioner is not None and "unavailable" in capabilities_of(self.provisioner_class()):
-            out.append("unavailable")
+        if self.provisioner is not None:
+            declared = capabilities_of(self.provisioner_class())
+            out += [capability for capability in CAPABILITIES if capability in declared]
         return tuple(out)
 
     def agent_kinds(self) -> tuple[str, ...]:

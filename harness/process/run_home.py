@@ -455,18 +455,23 @@ def _worked_in(home: Path) -> bool:
     on its command line lies there (a Codex of the dead run in its workspace, an app on its core home)."""
     import psutil
 
-    inside = os.path.realpath(home)
+    spellings = {os.path.realpath(home), os.path.normpath(os.path.abspath(home))}
 
     def within(path: str | None) -> bool:
-        return bool(path) and (path == inside or path.startswith(inside + os.sep))  # type: ignore[union-attr]
+        return bool(path) and any(path == inside or path.startswith(inside + os.sep)  # type: ignore[union-attr]
+                                  for inside in spellings)
+
+    def named(arg: str) -> bool:
+        # Another process's argument is read as written, never resolved here: /dev/fd/3 or /proc/self/...
+        # would resolve through this process's own descriptors (the lock of the very home being swept).
+        return arg.startswith(os.sep) and within(os.path.normpath(arg))
 
     me = os.getpid()
     for proc in psutil.process_iter(["pid", "cwd", "cmdline", "uids"]):
         info = proc.info
         if info["pid"] == me:
             continue
-        if within(info.get("cwd")) or any(within(os.path.realpath(arg)) for arg in info.get("cmdline") or ()
-                                          if arg.startswith(os.sep)):
+        if within(info.get("cwd")) or any(named(arg) for arg in info.get("cmdline") or ()):
             return True
         uids = info.get("uids")
         if uids is None or uids.real != os.getuid():

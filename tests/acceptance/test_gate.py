@@ -94,7 +94,7 @@ def test_no_owner_attaches_before_the_verdict_and_each_attaches_with_what_it_ena
         # Everything but the attach is up while the probe runs: the core, each agent's registration,
         # workspace and projection; no owner yet.
         assert {row["name"] for row in lab.control().call("agents")["agents"]} == {"A", "B"}
-        assert all((agent.workspace / ".git").is_dir() and agent.projection is not None
+        assert all((agent.workspace / ".git").is_dir() and agent.registration is not None
                    for agent in lab.agents.values())
         assert lab.control().call("owners")["owners"] == []
         released.set()

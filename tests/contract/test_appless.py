@@ -71,6 +71,9 @@ def test_a_core_with_no_app_passes_the_messaging_profile(tmp_path):
         assert run.result(rid)["result"] == "pass", rid
     unavailable = run.result("app:unavailable")
     assert not unavailable["selected"] and unavailable["lacks"] == ["unavailable"], unavailable
+    for rid, capability in (("target:disabled:refused", "agent-states"), ("target:not-sendable:fallback", "agent-states")):
+        lacking = run.result(rid)
+        assert not lacking["selected"] and lacking["lacks"] == [capability], lacking
     assert run.compliance["target"]["offers"] == ["tool-calls"]
 
 

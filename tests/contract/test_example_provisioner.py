@@ -99,3 +99,25 @@ def test_a_first_version_provisioner_runs_through_the_adapter():
     assert old.calls == ["restart", "stop_app", "start_app"], "its restart is its crash; the servers are left alone"
     with pytest.raises(TypeError, match="crash"):
         adapt(object())
+
+
+def test_a_provisioner_offers_the_capability_of_each_whole_set_of_hooks_it_has():
+    """Hooks are capabilities: a run selects the requirements needing ``hang`` or ``agent-states`` only when the
+    provisioner has every hook of it (half a set offers nothing), declared capabilities or not."""
+    from harness.contract.interface import AGENT_STATES, HANG, UNAVAILABLE, capabilities_of
+
+    class Hooks:
+        capabilities = frozenset({UNAVAILABLE})
+
+        def freeze(self): ...
+
+        def thaw(self): ...
+
+        def set_agent(self, caller, *, enabled=None, sendable=None): ...
+
+    class HalfHang:
+        def freeze(self): ...
+
+    assert capabilities_of(Hooks) == {UNAVAILABLE, HANG, AGENT_STATES}
+    assert capabilities_of(HalfHang) == frozenset()
+    assert capabilities_of(FirstVersionProvisioner) == {UNAVAILABLE}

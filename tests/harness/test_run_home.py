@@ -354,3 +354,33 @@ def test_sweep_leaves_a_dead_runs_home_while_a_process_works_inside(root: Path, 
         worker.wait(timeout=START_TIMEOUT)
         worker.stdout.close()  # type: ignore[union-attr]
     assert [s.run_id for s in sweep_stale(root)] == [outer]
+
+
+@pytest.mark.slow
+@posix_only
+def test_sweep_reads_another_processs_arguments_as_written_never_through_its_own_descriptors(root: Path) -> None:
+    """``/dev/fd/3`` on another process's command line is that process's descriptor: resolved by the sweeper it
+    would be the sweeper's own (the lock of the very home it is looking at), and a dead run would be kept for
+    ever. A path into the home, as written, still keeps it."""
+    outer = new_run_id()
+    _end(_holder(root, outer), kill=True)
+    own_descriptors = [f"{base}/{n}" for base in ("/dev/fd", "/proc/self/fd") for n in range(3, 32)]
+    code = "import time; print('ready', flush=True); time.sleep(600)"
+    bystander = subprocess.Popen([sys.executable, "-c", code, *own_descriptors], stdout=subprocess.PIPE,
+                                 cwd=root, start_new_session=True)
+    try:
+        assert read_line(bystander.stdout, START_TIMEOUT) == "ready"  # type: ignore[arg-type]
+        named = subprocess.Popen([sys.executable, "-c", code, str(root / outer / "agents" / "b")],
+                                 stdout=subprocess.PIPE, cwd=root, start_new_session=True)
+        try:
+            assert read_line(named.stdout, START_TIMEOUT) == "ready"  # type: ignore[arg-type]
+            assert sweep_stale(root) == [], "a process naming a path in the home works there"
+        finally:
+            named.kill()
+            named.wait(timeout=START_TIMEOUT)
+            named.stdout.close()  # type: ignore[union-attr]
+        assert [s.run_id for s in sweep_stale(root)] == [outer]
+    finally:
+        bystander.kill()
+        bystander.wait(timeout=START_TIMEOUT)
+        bystander.stdout.close()  # type: ignore[union-attr]

@@ -40,7 +40,8 @@ STALL_S = 1.5
 def _hook(provisioner: Provisioner, name: str):
     hook = getattr(provisioner, name, None)
     if hook is None:
-        pytest.skip(f"not tested: the provisioner has no {name}() (optional, see harness.contract.interface)")
+        pytest.skip(f"not tested: the provisioner has no {name}() (the capability it offers is not offered: see "
+                    "harness.contract.interface.HOOKED)")
     return hook
 
 
