@@ -12,7 +12,7 @@ zero:
 ``lock``     another process holds the home's lock: the app refuses at once with
              ``home_locked`` (exit 3) and the lock stays with its holder;
 ``flood``    requests pipelined into ``mcp serve`` and never read: its memory stays
-             within :data:`FLOOD_BOUND_MB` of where it started (``rss_peak_mb``);
+             within :data:`FLOOD_BOUND_MB` of where it started (``peak_mb``, ``growth_mb``);
 ``planted``  a symbolic link at each file of a home, each file owned by another user
              (as root), another program's SQLite database: the app refuses each, follows
              no link (``followed``), serves no foreign file (``served_foreign``) and
@@ -41,6 +41,7 @@ from .control import ControlClient, answer_bound
 from .home import HOME_ENV, SESSION_ENV, Home
 from .home_files import FILES
 from .limits import CODEX_TOOL_TIMEOUT_S
+from . import unread_flood
 
 CHECKS = ("hung", "lock", "flood", "planted", "wal", "orphans")
 FLOOD_BOUND_MB = 64
@@ -211,65 +212,11 @@ def held_lock(root: Path) -> dict:
 
 
 def flood(requests: int) -> dict:
-    import psutil
-
     env = {k: v for k, v in os.environ.items() if k not in (HOME_ENV, SESSION_ENV)}
-    server = subprocess.Popen([sys.executable, "-m", "peerwire", "mcp", "serve"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    lines = b"".join(json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/list"}).encode() + b"\n"
-                     for n in range(requests))
-    try:
-        assert server.stdin is not None and server.stdout is not None
-        watched = psutil.Process(server.pid)
-        server.stdin.write(b'{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":'
-                           b'"2025-06-18","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}\n')
-        server.stdin.flush()
-        server.stdout.readline()
-        baseline = peak = watched.memory_info().rss / 1e6
-        written = [0]
-
-        def write() -> None:
-            try:
-                for start in range(0, len(lines), 4096):
-                    server.stdin.write(lines[start:start + 4096])  # type: ignore[union-attr]
-                    written[0] = start
-                server.stdin.flush()  # type: ignore[union-attr]
-            except (BrokenPipeError, ValueError):
-                pass
-
-        writer = threading.Thread(target=write, daemon=True)
-        writer.start()
-        last, since = -1, time.monotonic()
-        while writer.is_alive() and time.monotonic() - since < 1.5 and peak - baseline < 10 * FLOOD_BOUND_MB:
-            peak = max(peak, watched.memory_info().rss / 1e6)
-            if written[0] != last:
-                last, since = written[0], time.monotonic()
-            time.sleep(0.02)
-        stalled = writer.is_alive()
-        answers = [0]
-
-        def read() -> None:
-            for _ in server.stdout:  # type: ignore[union-attr]
-                answers[0] += 1
-                if answers[0] >= requests:
-                    return
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        writer.join(120)
-        reader.join(120)
-    finally:
-        server.kill()
-        server.wait(30)
-        for pipe in (server.stdin, server.stdout):
-            try:
-                pipe.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
-    growth = round(peak - baseline, 1)
-    return {"requests": requests, "rss_baseline_mb": round(baseline, 1), "rss_peak_mb": round(peak, 1),
-            "growth_mb": growth, "reading_stopped": stalled, "answered": answers[0],
-            "failures": int(growth >= FLOOD_BOUND_MB) + int(answers[0] < requests)}
+    figures = unread_flood.flood([sys.executable, "-m", "peerwire", "mcp", "serve"], env,
+                                 unread_flood.tools_list(requests), give_up_mb=10 * FLOOD_BOUND_MB)
+    return {**figures.to_json(), "failures": int(figures.growth_mb >= FLOOD_BOUND_MB)
+            + int(figures.answered < requests)}
 
 
 def _app_exit(home: Path) -> int:

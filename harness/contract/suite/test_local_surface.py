@@ -8,25 +8,24 @@
   its memory stays bounded.
 * Disabled and not-sendable targets behave as the contract says.
 
-The hung app needs the provisioner's optional ``freeze``/``thaw``, the targets
-its optional ``set_agent`` (:mod:`harness.contract.interface`); without them
-those requirements are not tested, never passed.
+The hung app needs the provisioner's optional ``freeze``/``thaw`` (capability
+``hang``), the targets its optional ``set_agent`` (``agent-states``:
+:mod:`harness.contract.interface`); without them those requirements are not
+selected, naming the capability, never passed.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import subprocess
-import threading
 import time
 
-import psutil
 import pytest
 
 from harness.contract.fixtures import succeed, tool_call
 from harness.contract.interface import Provisioner
 from harness.contract.manifest import requirement
+from peerwire.unread_flood import flood, tools_list
 
 CODEX_TOOL_TIMEOUT_S = 70.0
 """What Codex gives a tool call: every answer, a hung app's included, comes within it."""
@@ -34,7 +33,6 @@ ANSWER_S = 30.0
 FLOOD = 20_000
 FLOOD_GROWTH_MB = 64
 """How much a server may grow under FLOOD unread tools/list requests (unbounded, the reference grew by 400 MB)."""
-STALL_S = 1.5
 
 
 def _hook(provisioner: Provisioner, name: str):
@@ -131,81 +129,12 @@ def test_a_request_too_large_fails_that_call_alone(servers):
     assert woke.response is not None and not woke.is_error and woke.structured.get("woke") is True, woke.response
 
 
-def _tree_rss_mb(pid: int) -> float:
-    try:
-        root = psutil.Process(pid)
-        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)]) / 1e6
-    except psutil.Error:
-        return 0.0
-
-
 @requirement("wire:backpressure:bounded")
 def test_unread_answers_hold_the_server_back_and_its_memory_bounded(servers, contract_target):
-    requests = b"".join(json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/list"}).encode() + b"\n"
-                        for n in range(FLOOD))
-    server = subprocess.Popen(contract_target.server_cmd_for("messaging"), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=servers.bare_env(),
-                              start_new_session=True)
-    try:
-        assert server.stdin is not None and server.stdout is not None
-        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "flood", "version": "1"}}}
-        ).encode() + b"\n")
-        server.stdin.flush()
-        assert b'"init"' in server.stdout.readline()
-        baseline = _tree_rss_mb(server.pid)
-        sent = [0]
-
-        def write() -> None:
-            try:
-                for start in range(0, len(requests), 4096):
-                    server.stdin.write(requests[start:start + 4096])
-                    sent[0] = start
-                server.stdin.flush()
-            except (BrokenPipeError, ValueError):
-                pass
-
-        writer = threading.Thread(target=write, daemon=True)
-        writer.start()
-        # Watch until the writer stalls (the server stopped reading), or, once everything is written, until
-        # the server has stopped growing: one that read it all may still be working through the backlog.
-        peak, last, since, grew = baseline, -1, time.monotonic(), time.monotonic()
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and peak - baseline < FLOOD_GROWTH_MB:
-            rss = _tree_rss_mb(server.pid)
-            if rss > peak + 1:
-                grew = time.monotonic()
-            peak = max(peak, rss)
-            if writer.is_alive():
-                if sent[0] != last:
-                    last, since = sent[0], time.monotonic()
-                elif time.monotonic() - since > STALL_S:
-                    break
-            elif time.monotonic() - grew > STALL_S:
-                break
-            time.sleep(0.02)
-        assert peak - baseline < FLOOD_GROWTH_MB, f"grew {peak - baseline:.0f} MB under {FLOOD} unread requests"
-        answers = [0]
-
-        def read() -> None:
-            for line in server.stdout:  # type: ignore[union-attr]
-                answers[0] += 1
-                if answers[0] >= FLOOD:
-                    return
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        writer.join(120)
-        reader.join(120)
-    finally:
-        server.kill()
-        server.wait(30)
-        for pipe in (server.stdin, server.stdout):
-            try:
-                pipe.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
-    assert answers[0] >= FLOOD, f"{answers[0]} answers to {FLOOD} requests once the client read"
+    figures = flood(contract_target.server_cmd_for("messaging"), servers.bare_env(), tools_list(FLOOD),
+                    give_up_mb=FLOOD_GROWTH_MB)
+    assert figures.growth_mb < FLOOD_GROWTH_MB, f"grew {figures.growth_mb:.0f} MB under {FLOOD} unread requests"
+    assert figures.answered >= FLOOD, f"{figures.answered} answers to {FLOOD} requests once the client read"
 
 
 # -- targets that are not plainly sendable -------------------------------------------------------------
