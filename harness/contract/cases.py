@@ -78,6 +78,19 @@ class AwaitStep:
 
 
 @dataclass(frozen=True)
+class PendingStep:
+    """A background call that must still be waiting ``for_ms`` after this step begins."""
+
+    awaited: str
+    for_ms: int
+    requirement: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"pending-{self.awaited}"
+
+
+@dataclass(frozen=True)
 class ControlStep:
     action: str
 
@@ -86,7 +99,7 @@ class ControlStep:
         return self.action.replace("_", "-")
 
 
-Step = Union[CallStep, AwaitStep, ControlStep]
+Step = Union[CallStep, AwaitStep, PendingStep, ControlStep]
 
 
 @dataclass(frozen=True)
@@ -147,13 +160,17 @@ class Case:
 
     @property
     def real_time_ms(self) -> int:
-        """The longest wait a step must see last in real time (its ``not_before_ms``); 0 when none."""
-        return max((s.outcome.not_before_ms or 0 for s in self.steps if not isinstance(s, ControlStep)), default=0)
+        """The longest wait a step must see last in real time (its ``not_before_ms``, a pending step's
+        ``for_ms``); 0 when none."""
+        return max((s.for_ms if isinstance(s, PendingStep) else s.outcome.not_before_ms or 0
+                    for s in self.steps if not isinstance(s, ControlStep)), default=0)
 
     def requirements(self) -> set[str]:
         """The primary requirement and every one a step or expectation names."""
         out = {self.requirement}
         for step in self.steps:
+            if isinstance(step, PendingStep) and step.requirement:
+                out.add(step.requirement)
             outcome = getattr(step, "outcome", None)
             if outcome is None:
                 continue
@@ -251,6 +268,13 @@ def _build_case(suite: str, raw: Mapping[str, Any], requirements: Manifest,
         where = f"step {index}"
         if "control" in rs:
             steps.append(ControlStep(rs["control"]))
+            continue
+        if "pending" in rs:
+            if rs["pending"] not in background:
+                problems.append(f"{where}: pending {rs['pending']!r} is not an earlier background step still running")
+            if rs.get("requirement") is not None and rs["requirement"] not in requirements:
+                problems.append(f"{where}: requirement {rs['requirement']!r} is not in the manifest")
+            steps.append(PendingStep(rs["pending"], rs["for_ms"], rs.get("requirement")))
             continue
         outcome = Outcome(requirement=rs.get("requirement"), error=rs.get("error"),
                           error_mentions=tuple(rs.get("error_mentions", ())), within_ms=rs.get("within_ms"),

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from harness.contract.interface import Provisioner
 
-from .cases import AwaitStep, CallStep, Case, ControlStep, Outcome
+from .cases import AwaitStep, CallStep, Case, ControlStep, Outcome, PendingStep
 from .endpoints import Endpoint, PendingCall, RawEndpoint, SdkEndpoint, ToolOutcome
 from .expectations import check
 from .expressions import ActorIdentity, ExpressionError, Scope, evaluate
@@ -171,9 +171,11 @@ class CaseRun:
         for endpoint in self.endpoints.values():
             endpoint.close()
 
-    def _run_step(self, step: CallStep | AwaitStep | ControlStep) -> None:
+    def _run_step(self, step: CallStep | AwaitStep | PendingStep | ControlStep) -> None:
         if isinstance(step, ControlStep):
             self._control(step)
+        elif isinstance(step, PendingStep):
+            self._still_pending(step)
         elif isinstance(step, AwaitStep):
             running = self.running.pop(step.awaited)
             started = time.monotonic()
@@ -197,6 +199,16 @@ class CaseRun:
                      else call_bound_s(step.call, arguments, self.profile))
             outcome = pending.outcome(bound)
             self._judge(step.id, step.id, step.call, outcome, step.outcome, outcome.elapsed_ms)
+
+    def _still_pending(self, step: PendingStep) -> None:
+        running = self.running[step.awaited]
+        req = self._attribute(step.requirement or running.step.outcome.requirement or self.case.requirement)
+        check = f"{running.step.call} is still waiting {step.for_ms} ms later"
+        early = running.pending.outcome(step.for_ms / 1000)
+        if early.response is not None:
+            self._fail(req, check, step=step.id, detail=f"it answered after {early.elapsed_ms:.0f} ms, before "
+                       "anything it waits for happened", request=early.request, response=early.response)
+        self.recorder.record(req, True, check, step=step.id)
 
     def _control(self, step: ControlStep) -> None:
         try:

@@ -219,3 +219,23 @@ def test_an_mcp_should_is_never_reported_as_a_must():
     dressed = Requirement("x:z", Level.MUST, "SPEC.md § x", "X does z.", keyword="MUST", quote="X MUST do z.")
     assert provenance_problems(dressed)
     assert KEYWORD_LEVELS["MUST NOT"] == "MUST"
+
+
+def test_a_pending_step_names_a_background_call_still_running():
+    """``pending`` looks at a call the case left running: one never started, or already collected, is a case
+    error, not a silent pass."""
+    from harness.contract.cases import PendingStep, _build_case
+    from harness.contract.manifest import manifest as load_manifest
+
+    def case(*steps):
+        return {"name": "p", "requirement": "receive:timeout:wakes", "description": "d", "actors": {"bob": {}},
+                "steps": [{"id": "wait", "actor": "bob", "call": "receive_messages", "arguments": {"timeout_ms": 30000},
+                           "background": True}, *steps]}
+
+    problems, built = _build_case("x", case({"pending": "wait", "for_ms": 1000}, {"await": "wait"}), load_manifest())
+    assert problems == [] and built is not None and isinstance(built.steps[1], PendingStep)
+    assert built.real_time_ms == 1000
+    problems, _ = _build_case("x", case({"await": "wait"}, {"pending": "wait", "for_ms": 1000}), load_manifest())
+    assert any("pending 'wait' is not an earlier background step still running" in p for p in problems), problems
+    problems, _ = _build_case("x", case({"pending": "nope", "for_ms": 1000}, {"await": "wait"}), load_manifest())
+    assert any("pending 'nope'" in p for p in problems), problems
