@@ -166,6 +166,54 @@ async def spawn(argv: Sequence[str], *, cwd: str | os.PathLike[str],
     )
 
 
+class Arrivals:
+    """The notifications a peer received, in order, each carrying its index.
+
+    Any number of consumers read it independently, each from an index it took
+    before acting (``len(arrivals.received)``), waiting for more. Once it has
+    ended, a reader that has seen everything gets the end's exception, or
+    simply stops when the end carries none.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[Notification] = []
+        self._changed = asyncio.Condition()
+        self._ended = False
+        self._error: BaseException | None = None
+
+    async def add(self, method: str, params: Any) -> Notification:
+        async with self._changed:
+            note = Notification(method, params, len(self.received))
+            self.received.append(note)
+            self._changed.notify_all()
+        return note
+
+    async def end(self, error: BaseException | None = None) -> None:
+        """No more will come: readers drain what there is, then get ``error`` (or stop, without one)."""
+        async with self._changed:
+            self._ended, self._error = True, error
+            self._changed.notify_all()
+
+    async def since(self, index: int) -> list[Notification]:
+        """The notifications from ``index`` on, waiting until there is one; ``[]`` once ended without an
+        error, the end's error with one."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: index < len(self.received) or self._ended)
+            if index < len(self.received):
+                return self.received[index:]
+        if self._error is not None:
+            raise self._error
+        return []
+
+    async def iterate(self, since: int = 0) -> AsyncIterator[Notification]:
+        """Yield the notifications from index ``since`` in arrival order, waiting for new ones, until the end."""
+        index = since
+        while batch := await self.since(index):
+            for note in batch:
+                yield note
+                index = note.index + 1
+
+
 class StdioPeer:
     """One server child process and its JSON-RPC session, seen from the client.
 
@@ -187,13 +235,12 @@ class StdioPeer:
     ):
         self.process = process
         self.transcript = transcript
-        self.received: list[Notification] = []
+        self.arrivals = Arrivals()
         self.server_requests: list[HandledRequest] = []
         self.malformed_lines: list[str] = []
         self._handler = server_request_handler
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[str, asyncio.Future[Any]]] = {}
-        self._arrival = asyncio.Condition()
         self._exited: PeerExited | None = None
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
         self._stderr_file: IO[str] | None = (
@@ -281,7 +328,7 @@ class StdioPeer:
         async with asyncio.timeout(timeout):
             index = since
             while True:
-                for notification in await self._arrivals_from(index):
+                for notification in await self.arrivals.since(index):
                     if notification.method == method and (where is None or where(notification.params)):
                         return notification
                     index = notification.index + 1
@@ -290,21 +337,13 @@ class StdioPeer:
         """Yield notifications in arrival order from index ``since``, waiting for new ones;
         raises :attr:`Exited` once the server is gone and every received notification
         has been yielded. Any number of consumers may iterate independently."""
-        index = since
-        while True:
-            for notification in await self._arrivals_from(index):
-                yield notification
-                index = notification.index + 1
+        async for notification in self.arrivals.iterate(since):
+            yield notification
 
-    async def _arrivals_from(self, index: int) -> list[Notification]:
-        """The notifications from ``index`` on, waiting until there is one; raises
-        :attr:`Exited` when none will come."""
-        async with self._arrival:
-            await self._arrival.wait_for(lambda: index < len(self.received) or self._exited is not None)
-            if index < len(self.received):
-                return self.received[index:]
-        assert self._exited is not None
-        raise self._exited
+    @property
+    def received(self) -> list[Notification]:
+        """Every notification received so far, in order (an index into it is where a reader resumes)."""
+        return self.arrivals.received
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -387,8 +426,7 @@ class StdioPeer:
             for _, future in self._pending.values():
                 if not future.done():
                     future.set_exception(self._exited)
-            async with self._arrival:
-                self._arrival.notify_all()
+            await self.arrivals.end(self._exited)
 
     async def _read_stderr(self) -> None:
         stderr = self.process.stderr
@@ -415,9 +453,7 @@ class StdioPeer:
             self._handler_tasks.add(task)
             task.add_done_callback(self._handler_tasks.discard)
         else:
-            async with self._arrival:
-                self.received.append(Notification(message.method, message.params, len(self.received)))
-                self._arrival.notify_all()
+            await self.arrivals.add(message.method, message.params)
 
     def _resolve(self, message: Response) -> None:
         pending = self._pending.get(message.id) if isinstance(message.id, int) else None

@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from peerwire.acp.client import AgentExited
 from peerwire.jsonrpc import Notification
-from peerwire.stdio_peer import JsonRpcError
+from peerwire.stdio_peer import Arrivals, JsonRpcError
 
 from tests.acp.recording import load
 from tests.patience import WAIT_S
@@ -56,7 +56,7 @@ class ReplaySession:
     hook: Hook | None = None
     """Awaited with each released notification before the adapter hears it (to perform, at the recorded
     moment, what an MCP tool call did to the core)."""
-    received: list[Notification] = field(default_factory=list)
+    arrivals: Arrivals = field(default_factory=Arrivals)
     transcript: _Transcript = field(default_factory=_Transcript)
     initialize_result: dict[str, Any] | None = None
     exited: AgentExited | None = None
@@ -65,7 +65,6 @@ class ReplaySession:
     sent: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._arrival = asyncio.Condition()
         self._outbox: asyncio.Queue[tuple[dict[str, Any], asyncio.Future | None]] = asyncio.Queue()
         self._waiting: dict[Any, asyncio.Future] = {}
         self._live: list[asyncio.Future] = []
@@ -125,9 +124,7 @@ class ReplaySession:
     async def _release(self, message: dict[str, Any]) -> None:
         if self.hook is not None:
             await self.hook(message)
-        async with self._arrival:
-            self.received.append(Notification(message["method"], message.get("params") or {}, len(self.received)))
-            self._arrival.notify_all()
+        await self.arrivals.add(message["method"], message.get("params") or {})
 
     async def _send(self, method: str, params: dict[str, Any], *, request: bool) -> asyncio.Future | None:
         if self.exited is not None:
@@ -148,17 +145,13 @@ class ReplaySession:
 
     # -- the ACP session the adapter uses ---------------------------------------------------------
 
+    @property
+    def received(self) -> list[Notification]:
+        return self.arrivals.received
+
     async def notifications(self, *, since: int = 0) -> AsyncIterator[Notification]:
-        index = since
-        while True:
-            async with self._arrival:
-                await self._arrival.wait_for(lambda: index < len(self.received) or self.exited is not None)
-                batch = self.received[index:]
-            if not batch and self.exited is not None:
-                raise self.exited
-            for note in batch:
-                yield note
-                index = note.index + 1
+        async for note in self.arrivals.iterate(since):
+            yield note
 
     async def _request(self, method: str, params: dict[str, Any], sent: Any = None) -> Any:
         future = await self._send(method, params, request=True)
@@ -184,9 +177,8 @@ class ReplaySession:
         await self._send("session/cancel", {"sessionId": session_id}, request=False)
 
     async def close(self, timeout: float = 0) -> int:
-        async with self._arrival:
-            self.exited = AgentExited(0, [])
-            self._arrival.notify_all()
+        self.exited = AgentExited(0, [])
+        await self.arrivals.end(self.exited)
         for future in self._live:
             if not future.done():
                 future.set_exception(self.exited)

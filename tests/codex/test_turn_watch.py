@@ -21,7 +21,6 @@ import pytest
 
 from harness.contract.manifest import requirement
 from peerwire.codex.adapter import CodexProvider
-from peerwire.codex.app_server import Notification
 from peerwire.delivery import Delivery
 from peerwire.errors import Code, PeerwireError
 from peerwire.hub import WakeHub
@@ -37,33 +36,8 @@ TIMEOUT_S = WAIT_S
 class NotifyingAppServer(ScriptedAppServer):
     """A stand-in whose turns the test ends: :meth:`finish` notifies started, the final answer and completed."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.received: list[Notification] = []
-        self._arrival = asyncio.Condition()
-
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        async with self._arrival:
-            self.received.append(Notification(method, params, index=len(self.received)))
-            self._arrival.notify_all()
-
-    async def notifications(self, *, since: int = 0):
-        index = since
-        while True:
-            async with self._arrival:
-                await self._arrival.wait_for(lambda: index < len(self.received) or self._closed.is_set())
-                if index >= len(self.received):
-                    return
-                batch = self.received[index:]
-            for note in batch:
-                yield note
-                index = note.index + 1
-
-    async def close(self, timeout: float = 0) -> int:
-        self._closed.set()
-        async with self._arrival:
-            self._arrival.notify_all()
-        return 0
+        await self.arrivals.add(method, params)
 
     def started_turns(self) -> list[str]:
         return [f"turn-{n}" for n, (method, _) in enumerate(

@@ -21,6 +21,7 @@ import pytest
 from harness.contract.manifest import requirement
 from peerwire.codex.adapter import CodexProvider
 from peerwire.codex.app_server import AppServerExited, JsonRpcError
+from peerwire.stdio_peer import Arrivals
 from peerwire.store import Store
 from tests.patience import WAIT_S
 
@@ -39,7 +40,7 @@ class ScriptedAppServer:
     def __init__(self, outcomes: list[Any] | None = None):
         self.outcomes = list(outcomes or [])
         self.sent: list[tuple[str, Any]] = []
-        self.received: list[Any] = []
+        self.arrivals = Arrivals()  # nothing is notified unless a subclass does
         self.exited = None
         self.pid = 0
         self.initialize_result = None  # no version: capabilities are not checked
@@ -91,13 +92,16 @@ class ScriptedAppServer:
         self.sent.append(("turn/interrupt", turn_id))
         return {}
 
-    async def notifications(self, *, since: int = 0):
-        await self._closed.wait()
-        return
-        yield  # an async generator that ends when the client closes
+    @property
+    def received(self) -> list[Any]:
+        return self.arrivals.received
+
+    def notifications(self, *, since: int = 0):
+        return self.arrivals.iterate(since)  # ends when the client closes
 
     async def close(self, timeout: float = 0) -> int:
         self._closed.set()
+        await self.arrivals.end()
         return 0
 
     def task_starts(self, request_id: str) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from peerwire.codex.app_server import AppServerExited, JsonRpcError, Notification
+from peerwire.stdio_peer import Arrivals
 
 from harness.codex.fixtures import load
 
@@ -50,7 +51,7 @@ class ReplaySession:
     lines: list[dict[str, Any]]
     name: str
     cursor: int = 0
-    received: list[Notification] = field(default_factory=list)
+    arrivals: Arrivals = field(default_factory=Arrivals)
     sent: list[dict[str, Any]] = field(default_factory=list)
     transcript: _Transcript = field(default_factory=_Transcript)
     exited: AppServerExited | None = None
@@ -61,7 +62,6 @@ class ReplaySession:
     perform, at the recorded moment, what an MCP tool call did to the core)."""
 
     def __post_init__(self) -> None:
-        self._arrival = asyncio.Condition()
         self._pending: asyncio.Future | None = None
 
     # -- the exchange -----------------------------------------------------------------
@@ -126,9 +126,7 @@ class ReplaySession:
     async def _release(self, message: dict[str, Any]) -> None:
         if self.hook is not None:
             await self.hook(message)
-        async with self._arrival:
-            self.received.append(Notification(message["method"], message.get("params") or {}, len(self.received)))
-            self._arrival.notify_all()
+        await self.arrivals.add(message["method"], message.get("params") or {})
 
     async def finish(self) -> None:
         """Release what the server said after the adapter's last request."""
@@ -143,17 +141,13 @@ class ReplaySession:
 
     # -- the app-server session the adapter uses (peerwire.codex.app_server.AppServerSession) ---
 
+    @property
+    def received(self) -> list[Notification]:
+        return self.arrivals.received
+
     async def notifications(self, *, since: int = 0) -> AsyncIterator[Notification]:
-        index = since
-        while True:
-            async with self._arrival:
-                await self._arrival.wait_for(lambda: index < len(self.received) or self.exited is not None)
-                batch = self.received[index:]
-            if not batch and self.exited is not None:
-                raise self.exited
-            for note in batch:
-                yield note
-                index = note.index + 1
+        async for note in self.arrivals.iterate(since):
+            yield note
 
     async def thread_start(self, *, cwd: Any = None, extra: Any = None, timeout: float = 0) -> Any:
         return await self.request("thread/start", {**(extra or {}), **({"cwd": str(cwd)} if cwd else {})})
@@ -190,9 +184,8 @@ class ReplaySession:
     async def close(self, timeout: float = 0) -> int:
         if self._pending is not None:
             await self._pending
-        async with self._arrival:
-            self.exited = AppServerExited(0, [])
-            self._arrival.notify_all()
+        self.exited = AppServerExited(0, [])
+        await self.arrivals.end(self.exited)
         return 0
 
 
