@@ -40,15 +40,21 @@ _MACHINE_KEYS = {"serverName": "<host>", "userAgent": "<user-agent>"}
 
 
 class Normaliser:
-    """Replaces run-specific values with placeholders, consistently within one fixture."""
+    """Replaces run-specific values with placeholders, consistently within one fixture.
+
+    Paths first (longest first, so a workspace inside the root is named, not half-replaced), then the ids
+    of the protocol (:meth:`ids`: another protocol's fixtures override it, and :attr:`time_keys`)."""
+
+    time_keys = _TIME_KEYS
+    machine_keys = _MACHINE_KEYS
 
     def __init__(self, paths: dict[str, str]):
-        # Longest first so a workspace inside the root is named, not half-replaced.
         self.paths = sorted(paths.items(), key=lambda kv: -len(kv[1]))
         self.seen: dict[str, str] = {}
         self.counts: dict[str, int] = {}
 
-    def _name(self, kind: str, value: str) -> str:
+    def name(self, kind: str, value: str) -> str:
+        """``<kind:N>``, the same N for the same value throughout the fixture."""
         if value not in self.seen:
             self.counts[kind] = self.counts.get(kind, 0) + 1
             self.seen[value] = f"<{kind}:{self.counts[kind]}>"
@@ -57,20 +63,22 @@ class Normaliser:
     def text(self, value: str) -> str:
         for name, path in self.paths:
             value = value.replace(path, f"<path:{name}>")
+        return self.ids(value)
+
+    def ids(self, value: str) -> str:
         value = _ROLLOUT_TIME.sub("sessions/<date>/rollout-<time>", value)
-        value = _PEERWIRE_ID.sub(lambda m: self._name(m.group(1), m.group(0)), value)
-        value = _UUID.sub(lambda m: self._name("id", m.group(0)), value)
-        value = _CALL_ID.sub(lambda m: self._name("call", m.group(0)), value)
-        value = _ITEM_ID.sub(lambda m: self._name("item", m.group(0)), value)
-        return value
+        value = _PEERWIRE_ID.sub(lambda m: self.name(m.group(1), m.group(0)), value)
+        value = _UUID.sub(lambda m: self.name("id", m.group(0)), value)
+        value = _CALL_ID.sub(lambda m: self.name("call", m.group(0)), value)
+        return _ITEM_ID.sub(lambda m: self.name("item", m.group(0)), value)
 
     def value(self, value: Any, key: str | None = None) -> Any:
-        if key in _TIME_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if key in self.time_keys and isinstance(value, (int, float)) and not isinstance(value, bool):
             return 0
-        if key in _TIME_KEYS and isinstance(value, str):
+        if key in self.time_keys and isinstance(value, str):
             return "<time>"
-        if key in _MACHINE_KEYS and isinstance(value, str):
-            return _MACHINE_KEYS[key]
+        if key in self.machine_keys and isinstance(value, str):
+            return self.machine_keys[key]
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, list):

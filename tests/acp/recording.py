@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
+from harness.acceptance import record
+
 FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "acp"
 RECORD_ENV = "PEERWIRE_RECORD_ACP"
 
@@ -32,42 +34,20 @@ _OPENCODE_ID = re.compile(r"\b(ses|msg|prt|call|toolu)_[A-Za-z0-9]+\b")
 _ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?")
 _CURSOR = re.compile(r'("(?:cursor|ack_cursor)"\s*:\s*")[^"]*(")')
 _KINDS = {"ses": "session", "msg": "message", "prt": "part", "call": "call", "toolu": "call"}
-_TIME_KEYS = {"created", "createdAt", "updatedAt", "timestamp", "time"}
 
 
-class Normaliser:
-    """Replaces run-specific values with placeholders, consistently within one fixture."""
+class Normaliser(record.Normaliser):
+    """The app-server fixtures' normaliser with ACP's ids (OpenCode's ``ses_``, ``msg_``, ...), ISO times and
+    cursors."""
 
-    def __init__(self, paths: dict[str, str]):
-        self.paths = sorted(paths.items(), key=lambda kv: -len(kv[1]))  # longest first
-        self.seen: dict[str, str] = {}
-        self.counts: dict[str, int] = {}
+    time_keys = frozenset({"created", "createdAt", "updatedAt", "timestamp", "time"})
 
-    def _name(self, kind: str, value: str) -> str:
-        if value not in self.seen:
-            self.counts[kind] = self.counts.get(kind, 0) + 1
-            self.seen[value] = f"<{kind}:{self.counts[kind]}>"
-        return self.seen[value]
-
-    def text(self, value: str) -> str:
-        for name, path in self.paths:
-            value = value.replace(path, f"<path:{name}>")
+    def ids(self, value: str) -> str:
         value = _ISO_TIME.sub("<time>", value)
         value = _CURSOR.sub(r"\1<cursor>\2", value)
-        value = _PEERWIRE_ID.sub(lambda m: self._name(m.group(1), m.group(0)), value)
-        value = _UUID.sub(lambda m: self._name("uuid", m.group(0)), value)
-        return _OPENCODE_ID.sub(lambda m: self._name(_KINDS[m.group(1)], m.group(0)), value)
-
-    def value(self, value: Any, key: str | None = None) -> Any:
-        if key in _TIME_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return 0
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.value(v) for v in value]
-        if isinstance(value, dict):
-            return {k: self.value(v, k) for k, v in value.items()}
-        return value
+        value = _PEERWIRE_ID.sub(lambda m: self.name(m.group(1), m.group(0)), value)
+        value = _UUID.sub(lambda m: self.name("uuid", m.group(0)), value)
+        return _OPENCODE_ID.sub(lambda m: self.name(_KINDS[m.group(1)], m.group(0)), value)
 
 
 def normalise(transcripts: Iterable[list[dict[str, Any]]], normaliser: Normaliser) -> list[dict[str, Any]]:
