@@ -150,6 +150,26 @@ class TranscriptFile(Protocol):
     """Where the session's lines are written (``None``: kept in memory only, or nowhere)."""
 
 
+class PeerSession(Protocol):
+    """What an adapter uses of any peer's session, whatever its protocol: a live :class:`StdioPeer`, or a
+    recorded exchange replayed through the same surface. Each protocol's session adds its requests."""
+
+    received: list[Notification]
+    transcript: TranscriptFile
+    initialize_result: dict[str, Any] | None
+    """The peer's answer to ``initialize`` (it names the peer and its version); None when not known."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def exited(self) -> PeerExited | None: ...
+
+    def notifications(self, *, since: int = 0) -> AsyncIterator[Notification]: ...
+
+    async def close(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> int | None: ...
+
+
 async def spawn(argv: Sequence[str], *, cwd: str | os.PathLike[str],
                 env: Mapping[str, str]) -> asyncio.subprocess.Process:
     """Start a server child with piped stdio, in its own process group (so closing it also reaches what

@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from ..jsonrpc import METHOD_NOT_FOUND, Notification, Request
+from ..jsonrpc import METHOD_NOT_FOUND, Request
 from ..stdio_peer import (
     DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_SHUTDOWN_TIMEOUT,
     JsonRpcError,
     PeerExited,
+    PeerSession,
     RequestHandler,
     StdioPeer,
     Transcript,
-    TranscriptFile,
     spawn,
 )
 
@@ -101,26 +100,14 @@ def text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-class AcpSession(Protocol):
+class AcpSession(PeerSession, Protocol):
     """What the ACP adapter uses of an agent's session.
 
     :class:`AcpClient` is the live one; a recorded exchange replays through the
     same surface (``tests.acp.replay.ReplaySession``). Each method is the ACP
-    request of the same name; see :class:`AcpClient` for what each returns.
+    request of the same name; see :class:`AcpClient` for what each returns. The
+    ``initialize`` answer holds ``agentInfo`` and ``agentCapabilities``.
     """
-
-    received: list[Notification]
-    transcript: TranscriptFile
-    initialize_result: dict[str, Any] | None
-    """The agent's answer to ``initialize`` (``agentInfo``, ``agentCapabilities``); None when not known."""
-
-    @property
-    def pid(self) -> int: ...
-
-    @property
-    def exited(self) -> PeerExited | None: ...
-
-    def notifications(self, *, since: int = 0) -> AsyncIterator[Notification]: ...
 
     async def session_new(self, cwd: str, mcp_servers: Sequence[Mapping[str, Any]], *,
                           timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
@@ -133,8 +120,6 @@ class AcpSession(Protocol):
                              timeout: float | None = None) -> dict[str, Any]: ...
 
     async def session_cancel(self, session_id: str) -> None: ...
-
-    async def close(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> int | None: ...
 
 
 class AcpClient(StdioPeer):

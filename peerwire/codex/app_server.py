@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Notification, Request
@@ -23,6 +23,7 @@ from ..stdio_peer import (
     JsonRpcError,
     PeerError,
     PeerExited,
+    PeerSession,
     RequestHandler,
     StdioPeer,
     Transcript,
@@ -85,27 +86,18 @@ def text_input(text: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": text}]
 
 
-class AppServerSession(Protocol):
+class AppServerSession(PeerSession, Protocol):
     """What the Codex adapter uses of an app-server session.
 
     `AppServerClient` is the live one; a recorded exchange replays through the
     same surface (`harness.lab.recorded.replay.ReplaySession`), and so does the
     scripted stand-in of the claim tests. Each method is the typed Codex request
     of the same name; see `AppServerClient` for what each returns and raises.
+    The ``initialize`` answer's ``userAgent`` names the Codex version.
     """
-
-    received: list[Notification]
-    transcript: TranscriptFile
-    initialize_result: dict[str, Any] | None
-    """The server's answer to ``initialize`` (its ``userAgent`` names its version); None when not known."""
-
-    @property
-    def pid(self) -> int: ...
 
     @property
     def exited(self) -> AppServerExited | None: ...
-
-    def notifications(self, *, since: int = 0) -> AsyncIterator[Notification]: ...
 
     async def thread_start(self, *, cwd: str | os.PathLike[str] | None = None,
                            extra: Mapping[str, Any] | None = None,
@@ -139,8 +131,6 @@ class AppServerSession(Protocol):
 
     async def thread_inject_items(self, thread_id: str, items: Sequence[Mapping[str, Any]], *,
                                   timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
-
-    async def close(self, timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> int | None: ...
 
 
 class AppServerClient(StdioPeer):

@@ -14,10 +14,12 @@ import pytest
 
 from harness.lab.recorded.replay import ReplaySession
 from peerwire.codex.app_server import AppServerClient, AppServerSession
+from peerwire.stdio_peer import PeerSession
 from tests.core.test_claims import ScriptedAppServer
 
-METHODS = sorted(name for name, member in vars(AppServerSession).items()
-                 if callable(member) and not name.startswith("_"))
+METHODS = sorted({name for protocol in (AppServerSession, PeerSession) for name, member in vars(protocol).items()
+                  if callable(member) and not name.startswith("_")})
+"""Its own requests and what every peer's session offers (:class:`peerwire.stdio_peer.PeerSession`)."""
 
 
 def shape(function) -> list[tuple[str, object, bool]]:
