@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.acceptance import record
+from harness.codex.fixtures import load  # noqa: F401  (the fixtures' reader, for the replay tests)
 
 FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "acp"
 RECORD_ENV = "PEERWIRE_RECORD_ACP"
@@ -56,10 +57,6 @@ def normalise(transcripts: Iterable[list[dict[str, Any]]], normaliser: Normalise
         out.append({"dir": "session", "generation": generation})
         out += [{"dir": e["dir"], "message": normaliser.value(e["message"])} for e in entries if "message" in e]
     return out
-
-
-def load(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
 def record(lab: Any, route: str, generations: int = 1) -> Path | None:

@@ -22,17 +22,14 @@ from peerwire.acp.client import AgentExited
 from peerwire.jsonrpc import Notification
 from peerwire.stdio_peer import Arrivals, JsonRpcError
 
-from tests.acp.recording import load
+from harness.lab.recorded import replay as recorded
+from harness.lab.recorded.replay import ReplayMismatch
 from tests.patience import WAIT_S
 
 SEND_TIMEOUT_S = WAIT_S
 """How long the player waits for the adapter to send what was recorded next."""
 
 Hook = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-class ReplayMismatch(AssertionError):
-    pass
 
 
 @dataclass
@@ -188,32 +185,14 @@ class ReplaySession:
         return 0
 
 
-def sessions(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    out: list[list[dict[str, Any]]] = []
-    for line in lines:
-        if line["dir"] == "session":
-            out.append([])
-        else:
-            out[-1].append(line)
-    return out
-
-
-class ReplayTransport:
+class ReplayTransport(recorded.ReplayTransport):
     """``start_client`` for :class:`peerwire.acp.adapter.AcpProvider` from one fixture."""
 
-    def __init__(self, fixture: Path, hook: Hook | None = None):
-        self.name = fixture.stem
-        self.pending = sessions(load(fixture))
-        self.opened: list[ReplaySession] = []
-        self.hook = hook
+    started = "agents"
 
-    async def __call__(self, **_: Any) -> ReplaySession:
-        if not self.pending:
-            raise ReplayMismatch(f"{self.name}: the adapter started more agents than were recorded")
-        lines = self.pending.pop(0)
+    def open(self, lines: list[dict[str, Any]], name: str) -> ReplaySession:  # type: ignore[override]
         # The handshake is the client's own business: skip past it, keeping the agent's answer.
         (answer_at,) = [n for n, line in enumerate(lines[:2]) if line["dir"] == "received"]
-        session = ReplaySession(lines[answer_at + 1:], f"{self.name}#{len(self.opened) + 1}", hook=self.hook)
+        session = ReplaySession(lines[answer_at + 1:], name, hook=self.hook)
         session.initialize_result = lines[answer_at]["message"]["result"]
-        self.opened.append(session)
         return session

@@ -190,19 +190,27 @@ class ReplaySession:
 
 
 class ReplayTransport:
-    """``start_client`` for :class:`peerwire.codex.adapter.CodexProvider` from one fixture."""
+    """``start_client`` for :class:`peerwire.codex.adapter.CodexProvider` from one fixture: each call opens
+    the fixture's next recorded session (:meth:`open`; another protocol's replay overrides it)."""
+
+    started = "app-servers"
+    """What the adapter starts, for the mismatch that it started more than were recorded."""
 
     def __init__(self, fixture: Path, hook: Any = None):
         self.name = fixture.stem
         self.pending = sessions(load(fixture))
-        self.opened: list[ReplaySession] = []
+        self.opened: list[Any] = []
         self.hook = hook
 
-    async def __call__(self, **_: Any) -> ReplaySession:
+    async def __call__(self, **_: Any) -> Any:
         if not self.pending:
-            raise ReplayMismatch(f"{self.name}: the adapter started more app-servers than were recorded")
-        lines = self.pending.pop(0)
-        session = ReplaySession(lines, f"{self.name}#{len(self.opened) + 1}", hook=self.hook)
+            raise ReplayMismatch(f"{self.name}: the adapter started more {self.started} than were recorded")
+        session = self.open(self.pending.pop(0), f"{self.name}#{len(self.opened) + 1}")
+        self.opened.append(session)
+        return session
+
+    def open(self, lines: list[dict[str, Any]], name: str) -> ReplaySession:
+        session = ReplaySession(lines, name, hook=self.hook)
         # The handshake is the client's own business; skip past it, keeping the server's answer.
         while session.cursor < len(lines) and not (
                 lines[session.cursor]["dir"] == "sent" and lines[session.cursor]["message"].get("method") == "initialized"):
@@ -211,5 +219,4 @@ class ReplayTransport:
                 session.initialize_result = message["result"]
             session.cursor += 1
         session.cursor += 1
-        self.opened.append(session)
         return session
