@@ -136,6 +136,14 @@ ProviderFactory = Callable[["Store", Committed, Path], Provider]
 """Builds a runtime provider on the app's store: ``(store, committed, its own folder in the home)``."""
 
 
+def no_active_turn(target: AgentRow, *, attached: bool) -> PeerwireError:
+    """What ``interrupt_agent`` says of an agent with a runtime but no turn to interrupt (its owner is
+    ``offline`` when none is attached, else ``idle``): ``not_active``, never a success."""
+    previous = "idle" if attached else "offline"
+    return PeerwireError(Code.NOT_ACTIVE, f"{target.name} has no active turn to interrupt ({previous})",
+                         {"target": target.ref, "previous_status": previous})
+
+
 class ManualProvider:
     """No runtime to push into: records wait in the mailbox for receive."""
 

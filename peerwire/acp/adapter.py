@@ -41,7 +41,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 from .. import envelope
 from ..errors import Code, PeerwireError
 from ..lifecycle import Event
-from ..providers import Committed
+from ..providers import Committed, no_active_turn
 from ..registry import AgentRow
 from ..stdio_peer import JsonRpcError, PeerError, PeerExited
 from ..store import Store
@@ -247,9 +247,7 @@ class AcpProvider:
         owner = self.owners.get(target.agent_id)
         turn = owner.turn if owner else None
         if owner is None or turn is None:
-            previous = "offline" if owner is None else "idle"
-            raise PeerwireError(Code.NOT_ACTIVE, f"{target.name} has no active turn to interrupt ({previous})",
-                                {"target": target.ref, "previous_status": previous})
+            raise no_active_turn(target, attached=owner is not None)
         try:
             await owner.client.session_cancel(owner.session_id)
         except PeerExited as exc:

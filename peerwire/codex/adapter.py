@@ -38,7 +38,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from .. import collab, collab_fork, envelope
 from ..errors import Code, PeerwireError
-from ..providers import Committed, ProviderResult
+from ..providers import Committed, ProviderResult, no_active_turn
 from ..registry import AgentRow
 from ..store import Store
 from .app_server import (AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError,
@@ -466,9 +466,7 @@ class CodexProvider:
         owner = self.owners.get(target.agent_id)
         turn_id = owner.active_turn if owner else None
         if owner is None or turn_id is None:
-            previous = "offline" if owner is None else "idle"
-            raise PeerwireError(Code.NOT_ACTIVE, f"{target.name} has no active turn to interrupt ({previous})",
-                                {"target": target.ref, "previous_status": previous})
+            raise no_active_turn(target, attached=owner is not None)
         _require(owner.setup.capabilities, Capability.INTERRUPT)
         # turn/start answers before Codex runs the turn, and until turn/started it refuses an interrupt
         # ("no active turn"): wait for the turn to start (or end), bounded.
