@@ -22,6 +22,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", heavy.MARKER)
 
 
+LONG_MARKERS = ("slow", "heavy", "codex")
+"""Markers of the tests that take seconds to minutes each (real processes, real Codex, waits a rule states)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long tests first, in their collected order, then the rest: the session's workers then end together,
+    instead of one finishing a minute-long test while the others are idle. Every worker collects the same
+    order (the sort is stable and depends on the markers alone), as pytest-xdist requires."""
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in LONG_MARKERS))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if item.get_closest_marker("heavy") is None:

@@ -65,8 +65,17 @@ EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+# Mutants whose bug shows only as a silence: the suite sees it when a bound runs out (the start-up bound, a call's,
+# the hung-app bound, the flood's), so each costs its bound in waiting. They share the one path that turns a silence
+# into a failure naming the request left unanswered; ``make test`` runs the cheapest of them, SILENCE_PATH, on every
+# change, and ``make full`` the rest (docs/testing.md).
+SILENT = {"discover-silent", "deep-silent", "odd-id-unanswered", "hung-unbounded", "answers-buffered", "stdin-held"}
+SILENCE_PATH = "stdin-held"
+
+
 def test_every_mutation_has_an_expectation():
     assert sorted(EXPECTED) == MUTATIONS
+    assert SILENT <= set(EXPECTED) and SILENCE_PATH in SILENT
 
 
 def _collab_mutant(mutation: str) -> list[str]:
@@ -78,8 +87,13 @@ def _collab_mutant(mutation: str) -> list[str]:
     return ["--collab-server-cmd", shlex.join(argv)]
 
 
+def _mutation(mutation: str):
+    full = mutation in SILENT and mutation != SILENCE_PATH
+    return pytest.param(mutation, id=mutation, marks=(pytest.mark.full,) if full else ())
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mutation", sorted(EXPECTED))
+@pytest.mark.parametrize("mutation", [_mutation(m) for m in sorted(EXPECTED)])
 def test_mutant_fails_its_requirement(tmp_path, mutation):
     broken, control = EXPECTED[mutation]
     selected = [arg for requirement_id in (*broken, control) for arg in ("--requirement", requirement_id)]
