@@ -4,6 +4,7 @@ marker; at most two heavy tests at a time (:mod:`tests.heavy`)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from harness.codex.install import CodexInstallation, install_release, locate_codex
 from harness.codex.protocol import ProtocolSchema
@@ -14,6 +15,12 @@ from . import heavy
 OLDER_RELEASE = "0.120.0"
 """The older Codex the version tests install from npm: the last release without ``thread/inject_items``,
 so it has some delivery capabilities and lacks one."""
+
+
+settings.register_profile("machine-speed-free", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("machine-speed-free")
+"""Hypothesis judges no example by how fast the machine made it: no per-example deadline, and no health check
+that fails a test because generating its inputs was slow (on a busy machine both fail healthy tests)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:

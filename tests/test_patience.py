@@ -130,3 +130,9 @@ def test_the_bounds_nest_and_pytest_timeout_is_the_outermost() -> None:
     assert patience.GLANCE_S < 1 < patience.WAIT_S < patience.RUN_S < patience.TEST_S
     settings = tomllib.loads((TESTS.parent / "pyproject.toml").read_text(encoding="utf-8"))
     assert settings["tool"]["pytest"]["ini_options"]["timeout"] == patience.TEST_S
+
+
+def test_no_hypothesis_verdict_depends_on_machine_speed():
+    from hypothesis import HealthCheck, settings
+    assert settings().deadline is None
+    assert HealthCheck.too_slow in settings().suppress_health_check
