@@ -164,6 +164,7 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
             # An empty shard has nothing to run and nothing to probe for; it still reports, so a merge sees it.
             probing = prober.submit(_probe_and_post, codex, job, home.artifacts / "capabilities", err, board) \
                 if runs else None
+            prober.submit(_prepare_report_writer)  # after the probe, while the runs go: not on the run's tail
             settings = RunSettings(codex=codex, homes_root=home.path / "scenarios", artifacts_root=home.artifacts,
                                    keep_home=options.keep_home, approve_tools=options.approve_tools,
                                    provider=options.provider, auth_home=options.auth_home,
@@ -246,6 +247,14 @@ def _durations(options: Options) -> dict[str, float]:
         return {}  # only the order of the runs is at stake here: as given
 
 
+def _prepare_report_writer() -> None:
+    try:
+        from harness.report.writer import prepare
+        prepare()
+    except Exception:  # noqa: BLE001 - writing the report says what is wrong, with the evidence kept
+        pass
+
+
 def _probe_and_post(codex: CodexInstallation, job: Job, evidence: Path, err: TextIO,
                     board: VerdictBoard) -> CapabilityReport | None:
     """Probe (see :func:`probe_capabilities`) and post the verdict to every run that waits for it."""
@@ -265,7 +274,7 @@ def probe_capabilities(codex: CodexInstallation, job: Job, evidence: Path, err: 
     with log.open("wb") as out:
         try:
             probe = job.spawn([sys.executable, "-m", "harness.codex.capabilities", "--codex", str(codex.executable),
-                               "--expected-version", codex.version, str(evidence)],
+                               "--expected-version", codex.version, "--version-read", codex.version, str(evidence)],
                               name="capability probe", env=_worker_env(), stdout=subprocess.DEVNULL, stderr=out)
             status = probe.popen.wait()
         except JobClosedError:

@@ -74,6 +74,12 @@ def _validator() -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
+def prepare() -> None:
+    """Build the schema validator now (it takes a while), so that writing a report later need not: the
+    acceptance runner calls this while its scenario runs go."""
+    _validator()
+
+
 def report_schema() -> dict[str, Any]:
     """The JSON Schema of ``report.json`` (``contracts/report.schema.json``)."""
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
