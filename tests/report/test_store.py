@@ -17,6 +17,7 @@ from harness.evidence.model_bodies import RUN_BODIES, BodyStore, bodies_path, di
 from harness.evidence.model_log import ModelRequestLog
 from harness.report import SecretScan, load_report, report_schema, write_report
 from harness.report.merge import merge_reports
+from harness.report.picture import STYLE as SEQUENCE_STYLE
 from harness.report.store import tool_list
 from harness.shards import Shard, plan
 from tests.evidence.exchange import PEERWIRE_TOOLS, run_description, task_exchange
@@ -175,3 +176,16 @@ def test_the_rollouts_system_prompt_is_stored_once_and_every_rollout_reads_back_
     for section in merged.report["scenarios"]:
         for rollout in (merged.folder / section["artifacts_dir"]).rglob("rollout-*"):
             assert prompt in stored.read_bytes(rollout.with_name(stored.cited_name(rollout.name)))
+
+
+def test_the_pages_hold_shared_parts_once(tmp_path: Path) -> None:
+    """What every scenario run shares is held once per page: the sequence pictures' style in report.html; the
+    tool list and the artifact manifest stay in report.json (and report.html), report.md names them."""
+    run, _ = scenario_runs(tmp_path / "artifacts", RUNS)
+    folder = write_report(tmp_path / "reports", run, tmp_path / "artifacts", secrets=SecretScan({}))
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    assert page.count('<svg class="sequence"') == len(RUNS) and page.count(SEQUENCE_STYLE) == 1
+    text = (folder / "report.md").read_text(encoding="utf-8")
+    report = load_report(folder)
+    assert report["artifacts"] and not any(a["sha256"] in text for a in report["artifacts"])
+    assert json.dumps(PEERWIRE_TOOLS["tools"][0]["name"]) not in text
