@@ -164,14 +164,16 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
             # An empty shard has nothing to run and nothing to probe for; it still reports, so a merge sees it.
             probing = prober.submit(_probe_and_post, codex, job, home.artifacts / "capabilities", err, board) \
                 if runs else None
+            prober.submit(_prepare_report_writer)  # after the probe, while the runs go: not on the run's tail
             settings = RunSettings(codex=codex, homes_root=home.path / "scenarios", artifacts_root=home.artifacts,
                                    keep_home=options.keep_home, approve_tools=options.approve_tools,
                                    provider=options.provider, auth_home=options.auth_home,
                                    token_ledgers=home.path / "tokens", driver=options.driver,
                                    max_requests=options.max_requests, trust_workspaces=options.trust_workspaces,
                                    acp_agents=dict(options.acp_agents))
-            outcomes = _run_all(trial_runs(runs, options), settings, job, home.path / "tasks",
-                                options.workers, board) if runs else []
+            planned = trial_runs(runs, options)
+            outcomes = _run_all(planned, settings, job, home.path / "tasks", options.workers, board,
+                                order=longest_first(planned, _durations(options))) if runs else []
             capabilities = probing.result() if probing is not None else None
         finally:
             prober.shutdown(wait=True)
@@ -224,6 +226,35 @@ def trial_runs(runs: list[tuple[Scenario, str]], options: Options) -> list[tuple
             for scenario, mode in runs if persona_applies(persona, scenario.name, scenario.profile)]
 
 
+def longest_first(runs: Sequence[tuple[Scenario, str, str | None, int | None]],
+                  durations: dict[str, float]) -> list[int]:
+    """The order to start ``runs`` in (indices): the longest first by their recorded ``durations`` (keyed by
+    ``name.mode``, as shards are balanced), so no long run starts last and alone; a run with no recorded
+    duration (a new scenario, another pair of agent kinds) counts as the longest. Ties keep their order."""
+    longest = max(durations.values(), default=0.0)
+
+    def expected(index: int) -> float:
+        scenario, mode = runs[index][0], runs[index][1]
+        return durations.get(scenario.key(mode), longest + 1.0)
+
+    return sorted(range(len(runs)), key=lambda index: -expected(index))
+
+
+def _durations(options: Options) -> dict[str, float]:
+    try:
+        return load_durations(options.durations, "acceptance")
+    except ShardError:
+        return {}  # only the order of the runs is at stake here: as given
+
+
+def _prepare_report_writer() -> None:
+    try:
+        from harness.report.writer import prepare
+        prepare()
+    except Exception:  # noqa: BLE001 - writing the report says what is wrong, with the evidence kept
+        pass
+
+
 def _probe_and_post(codex: CodexInstallation, job: Job, evidence: Path, err: TextIO,
                     board: VerdictBoard) -> CapabilityReport | None:
     """Probe (see :func:`probe_capabilities`) and post the verdict to every run that waits for it."""
@@ -243,7 +274,7 @@ def probe_capabilities(codex: CodexInstallation, job: Job, evidence: Path, err: 
     with log.open("wb") as out:
         try:
             probe = job.spawn([sys.executable, "-m", "harness.codex.capabilities", "--codex", str(codex.executable),
-                               "--expected-version", codex.version, str(evidence)],
+                               "--expected-version", codex.version, "--version-read", codex.version, str(evidence)],
                               name="capability probe", env=_worker_env(), stdout=subprocess.DEVNULL, stderr=out)
             status = probe.popen.wait()
         except JobClosedError:
@@ -259,10 +290,10 @@ def probe_capabilities(codex: CodexInstallation, job: Job, evidence: Path, err: 
 
 
 def _run_all(runs: list[tuple[Scenario, str, str | None, int | None]], settings: RunSettings, job: Job, tasks: Path,
-             workers: int, board: VerdictBoard) -> list[dict[str, Any]]:
-    """Every run's result, or for a run its Codex cannot serve ``{"key", "skipped": {"run", "missing",
-    "why"}}``: such a run is not started once the verdict is in, and stops before its owners attach if it
-    started before."""
+             workers: int, board: VerdictBoard, *, order: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """Every run's result, in the order of ``runs``, or for a run its Codex cannot serve ``{"key", "skipped":
+    {"run", "missing", "why"}}``: such a run is not started once the verdict is in, and stops before its
+    owners attach if it started before. Runs start in ``order`` (indices into ``runs``; default: as given)."""
     tasks.mkdir(mode=0o700, exist_ok=True)
     results: dict[int, dict[str, Any]] = {}
     lock = threading.Lock()
@@ -281,7 +312,7 @@ def _run_all(runs: list[tuple[Scenario, str, str | None, int | None]], settings:
 
     pool = ThreadPoolExecutor(max_workers=min(workers, len(runs)), thread_name_prefix="scenario")
     try:
-        futures = [pool.submit(one, i, *run) for i, run in enumerate(runs)]
+        futures = [pool.submit(one, i, *runs[i]) for i in (order if order is not None else range(len(runs)))]
         for future in futures:
             future.result()
     finally:

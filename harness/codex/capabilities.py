@@ -556,7 +556,7 @@ def _texts(exchange: Any) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness.codex.capabilities --codex PATH --expected-version V EVIDENCE_DIR``.
+    """``python -m harness.codex.capabilities --codex PATH --expected-version V [--version-read V] EVIDENCE_DIR``.
 
     Detects and probes, writes ``EVIDENCE_DIR/capabilities.json`` and prints
     progress to stderr. Exit status 0 when the report was written (whatever it
@@ -566,13 +566,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description="Detect and probe the delivery capabilities of a Codex CLI.")
     parser.add_argument("--codex", metavar="PATH")
     parser.add_argument("--expected-version", metavar="V")
+    parser.add_argument("--version-read", metavar="V",
+                        help="the version the caller has just read from this --codex (the acceptance runner): "
+                             "not read again")
     parser.add_argument("evidence", type=Path, metavar="EVIDENCE_DIR")
     args = parser.parse_args(argv)
-    try:
-        codex = locate_codex(args.codex, expected_version=args.expected_version)
-    except CodexInstallError as error:
-        print(f"capabilities: {error}", file=sys.stderr)
-        return 2
+    if args.version_read and args.codex and (args.expected_version in (None, args.version_read)):
+        # One `codex --version` per run: the runner located and checked this executable a moment ago.
+        codex = CodexInstallation(Path(args.codex).absolute(), args.version_read, "--codex")
+    else:
+        try:
+            codex = locate_codex(args.codex, expected_version=args.expected_version)
+        except CodexInstallError as error:
+            print(f"capabilities: {error}", file=sys.stderr)
+            return 2
     establish(codex, args.evidence, progress=lambda line: print(f"capabilities: {line}", file=sys.stderr))
     return 0
 

@@ -146,7 +146,9 @@ def write_launcher(path: Path, codex: Path | str, overrides: list[str]) -> Path:
     """Write an executable at ``path`` that runs ``codex`` with its arguments, then ``overrides``: what an agent's
     background launches run instead of ``codex``, so their settings never touch its ``config.toml``."""
     path.write_text(
-        f"#!{sys.executable}\n"
+        # -I -S: the launcher needs nothing but os and sys, so the interpreter starts without site (the
+        # project's packages, .pth files) and without the environment's PYTHON* settings.
+        f"#!{sys.executable} -IS\n"
         f'"""An agent\'s Codex, launched with the run\'s settings as command-line overrides."""\n'
         f"import os\nimport sys\n\n"
         f"CODEX = {os.fspath(codex)!r}\nOVERRIDES = {overrides!r}\n"

@@ -7,7 +7,9 @@ transcripts, the model log and its bodies, the core's export and logs, TUI scree
 
 Checks and reports still cite the name the run wrote (``rollouts/A/rollout-….jsonl:12``),
 and every reader opens a file by that name through :func:`open_binary` / :func:`open_text`,
-which find either form. ``zcat`` (or any gzip reader) shows a stored file as the run wrote it.
+which find either form. ``zcat`` (or any gzip reader) shows a stored file as the run wrote it, except that a stored rollout's long
+strings are references into the report's run-level store (:mod:`harness.evidence.long_strings`), which
+:func:`open_binary` expands.
 """
 
 from __future__ import annotations
@@ -61,7 +63,17 @@ def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
     found = locate(path)
     if found is None:
         raise FileNotFoundError(2, "No such file (nor a compressed copy)", os.fspath(path))
-    return gzip.open(found, "rb") if is_stored_compressed(found.name) else found.open("rb")
+    if not is_stored_compressed(found.name):
+        return found.open("rb")
+    from harness.evidence import long_strings  # it reads the store through this module
+
+    if long_strings.applies(cited_name(found.name)):
+        # A rollout in a report: its long strings are kept once in the run-level store; give it back whole.
+        with gzip.open(found, "rb") as packed:
+            data = packed.read()
+        return io.BytesIO(long_strings.expand(data, long_strings.store_values(found) if long_strings.OPENING in data
+                                              else {}))
+    return gzip.open(found, "rb")
 
 
 def open_text(path: str | os.PathLike[str], *, errors: str = "strict") -> IO[str]:

@@ -35,7 +35,7 @@ from harness.model.probe import mail_forms
 
 from . import capabilities
 from .excerpts import ArtifactLines, Excerpt
-from .picture import sequence_svg
+from .picture import STYLE as SEQUENCE_STYLE, sequence_svg
 from .store import tool_list
 
 TEXT_KINDS = ("input", "answer", "reasoning")
@@ -67,7 +67,7 @@ def render(report: dict[str, Any], folder: Path) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<meta name="referrer" content="no-referrer">',
         f"<title>{escape(verdict)} · peerwire acceptance report {escape(run['run_id'])}</title>",
-        f"<style>{STYLE}</style>",
+        f"<style>{STYLE}{SEQUENCE_STYLE}</style>",
         "</head>",
         "<body>",
         *body,
@@ -222,7 +222,7 @@ def _excerpt(excerpt: Excerpt, transcript_anchor: str | None, anchor: str | None
 
 def _sequence(s: dict[str, Any]) -> str:
     source = s["sequence_diagram"]
-    picture = sequence_svg(s.get("sequence_participants") or [], s.get("sequence") or [], ident=_run_id(s))
+    picture = sequence_svg(s.get("sequence_participants") or [], s.get("sequence") or [], ident=_run_id(s), styled=False)
     return (f'<h3>Sequence</h3><div class="diagram">{picture}</div>'
             f'<details><summary>Mermaid source</summary><pre class="text">{_text(source)}</pre></details>')
 

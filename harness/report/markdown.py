@@ -135,7 +135,7 @@ def _scenario(s: dict[str, Any]) -> list[str]:
     for seen in s["tool_schemas"]:
         out.append(f"- {seen['agent']}: `{seen['namespace']}` with {', '.join(seen['tool_names'])} "
                    f"(requests {', '.join(map(str, seen['requests']))}): schema sha256 `{seen['sha256']}`, "
-                   "shown whole under Tool schemas below")
+                   "kept whole once in report.json (`store.tool_lists`)")
     if not s["tool_schemas"]:
         out.append(f"- not recorded: {s['model_log']}")
     if s["requests_without_peerwire_tools"]:
@@ -183,10 +183,12 @@ def _tool_schemas(report: dict[str, Any]) -> list[str]:
             entry[1].append(f"{s['identity']['label']} / {schema['agent']}")
     if not seen:
         return []
-    out = ["## Tool schemas", ""]
+    out = ["## Tool schemas", "", "Each distinct tool list is kept whole once, in report.json (`store.tool_lists`, "
+           "by its sha256) and shown in report.html (Tool schemas).", ""]
     for digest, (schema, users) in seen.items():
-        out += [f"### `{schema['namespace']}` sha256 `{digest}`", "", "Seen by: " + "; ".join(users), "",
-                *_fenced(json.dumps(tool_list(report, digest), indent=2, ensure_ascii=False), "json"), ""]
+        names = ", ".join(f"`{tool.get('name')}`" for tool in tool_list(report, digest) if isinstance(tool, dict))
+        out += [f"### `{schema['namespace']}` sha256 `{digest}`", "", f"Tools: {names}", "",
+                "Seen by: " + "; ".join(users), ""]
     return out
 
 
@@ -213,8 +215,11 @@ def _fenced(text: str, language: str = "text") -> list[str]:
 
 
 def _artifacts(report: dict[str, Any]) -> list[str]:
-    out = ["## Artifacts", "", "| file | bytes | SHA-256 |", "|---|---|---|"]
-    out += [f"| `{a['path']}` | {a['bytes']} | `{a['sha256']}` |" for a in report["artifacts"]]
+    artifacts = report["artifacts"]
+    out = ["## Artifacts", "",
+           f"{len(artifacts)} files, {sum(a['bytes'] for a in artifacts)} bytes in all, under `artifacts/`; each is "
+           "listed with its size and SHA-256 once, in report.json (`artifacts`), and linked from report.html "
+           "(Artifacts)."]
     if report["excluded"]:
         out += ["", "Not copied: " + ", ".join(f"`{p}`" for p in report["excluded"])]
     return out + [""]

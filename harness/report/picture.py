@@ -35,10 +35,12 @@ STYLE = ("svg.sequence{font:11px ui-monospace,SFMono-Regular,Menlo,monospace;max
          "svg.sequence text{fill:#1d2733}")
 
 
-def sequence_svg(participants: Sequence[str], steps: Sequence[Mapping[str, Any]], ident: str = "sequence") -> str:
+def sequence_svg(participants: Sequence[str], steps: Sequence[Mapping[str, Any]], ident: str = "sequence", *,
+                 styled: bool = True) -> str:
     """The SVG of ``steps`` (the report's ``sequence`` entries: ``from``, ``to``, ``arrow``, ``text``,
     ``source``) between ``participants``, drawn left to right in that order; a participant a step names
-    but the list lacks is added at the right. ``ident`` makes the arrowhead's id unique in the page."""
+    but the list lacks is added at the right. ``ident`` makes the arrowhead's id unique in the page.
+    Without ``styled`` the picture leaves its :data:`STYLE` to the page (which holds it once for all)."""
     head = "pw-" + "".join(c if c.isalnum() else "-" for c in ident) + "-head"
     names = list(dict.fromkeys([*participants, *(name for s in steps for name in (s["from"], s["to"]))]))
     x = {name: MARGIN + BOX_WIDTH / 2 + n * COLUMN for n, name in enumerate(names)}
@@ -49,7 +51,7 @@ def sequence_svg(participants: Sequence[str], steps: Sequence[Mapping[str, Any]]
     parts = [f'<svg class="sequence" xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 {width:.0f} '
              f'{height:.0f}" width="{width:.0f}" height="{height:.0f}" data-steps="{len(steps)}">',
              f"<title>{escape(f'sequence of {len(steps)} steps between ' + ', '.join(names))}</title>",
-             f"<style>{STYLE}</style>",
+             f"<style>{STYLE}</style>" if styled else "",
              f'<defs><marker id="{head}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" '
              'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#243447"/></marker></defs>']
     for name in names:

@@ -11,6 +11,10 @@ system prompts; kept per scenario run they made a report mostly copies. So:
   so the runs' prompts and tool lists are stored, and compressed, together
   (:func:`gather_bodies`). Every request of every log still expands to its whole
   body, checked against the SHA-256 logged when it arrived.
+* the same store holds the long strings of every Codex rollout (the system prompt
+  each rollout opens with, instructions and context blocks), each once; a stored
+  rollout names them by digest and reads back byte for byte
+  (:mod:`harness.evidence.long_strings`, :func:`keep_long_strings`).
 
 Both are built when a report is written and again when shard reports merge.
 """
@@ -22,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.evidence import stored
+from harness.evidence import long_strings, stored
 from harness.evidence.model_bodies import BODIES_SUFFIX, RUN_BODIES
 from harness.private import write_private
 
@@ -71,3 +75,39 @@ def gather_bodies(artifacts: Path, files: list[Path], *, also: Iterable[Path] = 
     store = artifacts / RUN_BODIES
     write_private(store, "".join(kept.values()))
     return [path for path in files if path not in bodies] + [store]
+
+
+def keep_long_strings(artifacts: Path, files: list[Path]) -> list[Path]:
+    """Store the Codex rollouts among ``files`` (plain, as the run wrote them) with their long strings kept
+    once in ``artifacts``' run-level store (:mod:`harness.evidence.long_strings`), which is created if need
+    be. Returns ``files``, with the store when it was created. Call once everything that reads the rollouts
+    plain has read them, right before the files are compressed."""
+    store = artifacts / RUN_BODIES
+    known: set[str] = set()
+    if store.is_file():
+        with store.open(encoding="utf-8") as handle:
+            known = {json.loads(raw)["sha256"] for raw in handle if raw.strip()}
+    added: list[str] = []
+
+    def keep(key: str, value: Any) -> None:
+        if key not in known:
+            known.add(key)
+            added.append(json.dumps({"sha256": key, "value": value}, ensure_ascii=False) + "\n")
+
+    for path in files:
+        if long_strings.applies(path.name):
+            data = path.read_bytes()
+            interned = long_strings.intern(data, keep)
+            if interned != data:
+                mode = path.stat().st_mode & 0o777
+                path.write_bytes(interned)
+                path.chmod(mode)
+    if not added:
+        return files
+    created = not store.is_file()
+    if created:
+        write_private(store, "".join(added))
+    else:
+        with store.open("a", encoding="utf-8") as out:
+            out.write("".join(added))
+    return [*files, store] if created else files

@@ -144,7 +144,7 @@ def _tool_call(index: RolloutIndex, line: RolloutLine) -> dict[str, Any]:
         duration = round((ended - began).total_seconds(), 3) if began and ended else None
     title = f"{namespace}.{name}" if namespace else name
     return _entry(line.timestamp, "tool_call", title, str(line.at), turn_id=line.turn_id, arguments=arguments,
-                  output=_output_text(output), result=result, error=error, duration_s=duration,
+                  output=_output_text(output), error=error, duration_s=duration,
                   status=status or ("answered" if output_at is not None else "no output recorded"),
                   output_source=str(output_at) if output_at is not None else None, call_id=str(payload["call_id"]))
 
@@ -166,7 +166,7 @@ def _turn_ended(index: RolloutIndex, line: RolloutLine) -> dict[str, Any]:
 
 def _entry(at: str | None, kind: str, title: str, source: str, **fields: Any) -> dict[str, Any]:
     entry = {"seq": 0, "at": at, "offset_s": None, "kind": kind, "title": title, "source": source,
-             "turn_id": None, "text": None, "arguments": None, "output": None, "result": None, "error": None,
+             "turn_id": None, "text": None, "arguments": None, "output": None, "error": None,
              "status": None, "duration_s": None, "output_source": None, "call_id": None, "model_request": None}
     entry.update(fields)
     return entry

@@ -11,7 +11,8 @@ Layout::
         artifacts/<scenario>/...        0700 folders, 0600 files; text evidence stored as <name>.gz
                                         (harness.evidence.stored), cited by <name>
         artifacts/model-bodies.jsonl.gz the run-level store of every scenario run's model request bodies
-                                        (.store: tool lists, prompts and inputs, each once)
+                                        and of the rollouts' long strings (.store: tool lists, prompts,
+                                        inputs and instructions, each once)
 
 The report is assembled in a hidden sibling folder and renamed into place at the
 end, so a reader never sees half a report. Before the rename the secret scan
@@ -42,7 +43,7 @@ from .junit import junit_xml
 from harness.evidence.scenario import ScenarioEvidence
 
 from .scenario import scenario_section
-from .store import STORE, gather_bodies, keep_tool_lists
+from .store import STORE, gather_bodies, keep_long_strings, keep_tool_lists
 from harness.evidence.secrets import Finding, SecretScan
 from harness.resources import contract_file
 
@@ -71,6 +72,12 @@ def _validator() -> jsonschema.protocols.Validator:
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
+
+
+def prepare() -> None:
+    """Build the schema validator now (it takes a while), so that writing a report later need not: the
+    acceptance runner calls this while its scenario runs go."""
+    _validator()
 
 
 def report_schema() -> dict[str, Any]:
@@ -149,8 +156,9 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
         loaded = ScenarioEvidence.load(work / ARTIFACTS / relative)
         sections.append(scenario_section(scenario, loaded, artifacts_dir=f"{ARTIFACTS}/{relative}/",
                                          codex_version=run.get("codex_version"), provider=run.get("provider")))
-    # Read whole above; stored compressed from here on (the manifest lists the stored files).
-    copied = stored.compress_all(copied)
+    # Read whole above; stored compressed from here on (the manifest lists the stored files), the rollouts'
+    # long strings once in the run-level store.
+    copied = stored.compress_all(keep_long_strings(work / ARTIFACTS, copied))
     checks = [c for s in sections for c in s["checks"]]
     report: dict[str, Any] = {
         "report_version": 1,
