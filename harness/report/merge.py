@@ -113,9 +113,9 @@ def merge_reports(folders: Sequence[Path], out: Path, *, force: bool = False, ru
                          for f in shard.report["secret_scan"]["findings"]]
             moves.clear()
         problems.extend(_missing_cases(chosen, seen))
-        # The shards' run-level stores become the merged report's.
-        copied = gather_bodies(work / ARTIFACTS, copied, also=[
-            shard.folder / ARTIFACTS / RUN_BODIES for shard in chosen if stored.exists(shard.folder / ARTIFACTS / RUN_BODIES)])
+        # The shards' run-level stores become the merged report's, stored compressed as a written report's is.
+        copied = stored.compress_all(gather_bodies(work / ARTIFACTS, copied, also=[
+            shard.folder / ARTIFACTS / RUN_BODIES for shard in chosen if stored.exists(shard.folder / ARTIFACTS / RUN_BODIES)]))
         findings += scan.redact_tree(work, copied)
         sections.sort(key=lambda s: RunIdentity.of(s).key())
         report = _merged_run(chosen, sections, problems, warnings, run_id)

@@ -108,6 +108,9 @@ def test_shards_merge_their_stores_into_one(tmp_path: Path) -> None:
     jsonschema.validate(report, report_schema())
     assert len(report["store"]["tool_lists"]) == 1
     kept = bodies_values(merged.folder / "artifacts" / RUN_BODIES)
+    # stored as a written report stores it: compressed (a merge once wrote it plain, 10 times the size)
+    assert (merged.folder / "artifacts" / stored.stored_name(RUN_BODIES)).is_file()
+    assert not (merged.folder / "artifacts" / RUN_BODIES).exists() or stored.stored_name(RUN_BODIES) == RUN_BODIES
     shard_values = [bodies_values(folder / "artifacts" / RUN_BODIES) for folder in folders]
     assert len(kept) == len(set(kept)) and set(kept) == set().union(*shard_values)
     for section in report["scenarios"]:
