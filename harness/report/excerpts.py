@@ -3,8 +3,10 @@
 Checks cite ``<file>:<line>`` inside a scenario's artifacts folder (rollouts,
 app-server transcripts, terminal captures, whatever a check reads). A browser
 cannot open a ``.jsonl`` file at a line, so report.html shows each cited line
-inline: JSON pretty-printed, anything else as text, both clipped to
-:data:`EXCERPT_CHARS` with a note of the full length.
+inline: JSON pretty-printed with each long string clipped to :data:`STRING_CHARS`
+(a rollout's first line holds the whole system prompt, cited again and again),
+anything else as text, both clipped to :data:`EXCERPT_CHARS` with a note of the
+full length. The link beside an excerpt opens the whole line.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 from harness.evidence import stored
 
 EXCERPT_CHARS = 4000
+STRING_CHARS = 240
+"""A JSON string longer than this shows its first STRING_CHARS characters and how many there are in all."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +64,19 @@ class ArtifactLines:
         return self._lines[path]
 
 
+def _clip_strings(value):
+    if isinstance(value, str) and len(value) > STRING_CHARS:
+        return f"{value[:STRING_CHARS]}… ({len(value)} characters in all)"
+    if isinstance(value, dict):
+        return {key: _clip_strings(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_clip_strings(item) for item in value]
+    return value
+
+
 def _pretty(raw: str) -> str:
     try:
-        text = json.dumps(json.loads(raw), indent=1, ensure_ascii=False)
+        text = json.dumps(_clip_strings(json.loads(raw)), indent=1, ensure_ascii=False)
     except ValueError:
         text = raw
     if len(text) > EXCERPT_CHARS:

@@ -140,3 +140,17 @@ def test_a_line_cited_by_several_checks_is_shown_once_and_linked_from_the_others
     (first,) = [anchor for anchor, text in shown if '"ordinal": 4' in html.unescape(text)]
     assert page.count(f'<a href="#{first}">the line, as cited above</a>') == 2
     assert page.count(f'>{cited}</a>') == 3  # every citation still names and links its file
+
+
+def test_an_excerpt_clips_each_long_string_and_keeps_the_line_s_shape(tmp_path):
+    from harness.report.excerpts import STRING_CHARS, ArtifactLines
+    prompt = "You are a coding agent. " * 100
+    line = {"type": "session_meta", "payload": {"base_instructions": {"text": prompt}, "cwd": "/w", "n": 3}}
+    folder = tmp_path / "report"
+    (folder / "run").mkdir(parents=True)
+    (folder / "run" / "rollout.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    shown = ArtifactLines(folder).excerpt("run", "rollout.jsonl:1")
+    assert shown.path == "run/rollout.jsonl"
+    assert f"{prompt[:STRING_CHARS]}… ({len(prompt)} characters in all)" in shown.text
+    assert prompt[:STRING_CHARS + 1] not in shown.text
+    assert '"cwd": "/w"' in shown.text and '"n": 3' in shown.text and '"type": "session_meta"' in shown.text
