@@ -7,11 +7,11 @@ rollout of each scenario run, they were most of a report's rollout bytes, and
 gzip compresses each file alone. So a report stores each rollout with every
 JSON string of at least :data:`MIN_BYTES` bytes replaced by a reference
 ``{"$sha256":"DIGEST"}`` to the string kept once in the run-level store
-(:data:`~harness.evidence.model_bodies.RUN_BODIES`, beside the request bodies'
+(:data:`~harness.evidence.run_store.RUN_BODIES`, beside the request bodies'
 values; the system prompt is the same value as the requests' ``instructions``).
 
 Nothing is lost: only a string whose JSON form is the canonical one
-(:func:`~harness.evidence.model_bodies.canonical`, as Codex writes it) is
+(:func:`~harness.evidence.run_store.canonical`, as Codex writes it) is
 replaced, and a rollout that already holds a reference's opening is stored
 whole, so expanding the references gives back the bytes Codex wrote, line for
 line (citations ``rollout-….jsonl:N`` keep their lines). Every reader opens a
@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.evidence.model_bodies import ARTIFACTS_DIR, RUN_BODIES, canonical, digest, load_bodies
+from harness.evidence.run_store import ARTIFACTS_DIR, RUN_BODIES, canonical, digest, read_values
 
 MIN_BYTES = 1024
 """Strings this long (as JSON, quotes included) or longer go to the store."""
@@ -94,4 +94,4 @@ def store_values(path: str | os.PathLike[str]) -> Mapping[str, Any]:
 
 @functools.lru_cache(maxsize=4)
 def _load(path: str, mtime_ns: int, size: int) -> Mapping[str, Any]:
-    return load_bodies(path.removesuffix(".gz"))
+    return read_values(path)

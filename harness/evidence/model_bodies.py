@@ -23,7 +23,6 @@ the ``artifacts`` folder it sits in (:func:`values_for`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -31,12 +30,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.evidence import stored
+from harness.evidence.run_store import ARTIFACTS_DIR, RUN_BODIES, digest
 
 BODIES_SUFFIX = ".bodies.jsonl"
 """The bodies file sits beside its log: ``model-requests.jsonl`` -> ``model-requests.bodies.jsonl``."""
-RUN_BODIES = "model-bodies.jsonl"
-"""A report's run-level store of every scenario run's bodies values, each once (same lines as a bodies file)."""
-ARTIFACTS_DIR = "artifacts"
 REF = "$sha256"
 SHARED_FIELDS = ("instructions", "tools")
 HISTORY_FIELDS = ("input", "messages")
@@ -45,14 +42,6 @@ HISTORY_FIELDS = ("input", "messages")
 
 class BodyError(ValueError):
     """A compacted body names a value the bodies file lacks, or expands to another body than was logged."""
-
-
-def digest(value: Any) -> str:
-    return hashlib.sha256(canonical(value)).hexdigest()
-
-
-def canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def bodies_path(log_path: str | os.PathLike[str]) -> Path:
