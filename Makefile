@@ -11,9 +11,11 @@ PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.package-lock.json
 # Twice the usable cores (2 to 8): most of the suite waits on process start-ups, turns and the waits a rule
 # states, so on 2 cores four workers take about two thirds of the wall time of two (docs/testing.md); tests that
-# start a whole run's processes still go at most two at a time (tests/heavy.py).
+# start a whole run's processes still go at most two at a time (tests/heavy.py). Each worker is handed one test at a
+# time, longest first by tests/durations.json (tests/order.py); `make test PYTEST_ARGS="-n 4 --store-durations"`
+# records them again.
 WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(8, max(2, 2 * len(os.sched_getaffinity(0)))))')
-PYTEST_ARGS ?= -n $(WORKERS)
+PYTEST_ARGS ?= -n $(WORKERS) --maxschedchunk 1
 # A run starts dozens of Python processes (apps, MCP servers, workers), the suite hundreds: each would
 # compile the project again were its bytecode never written (PYTHONDONTWRITEBYTECODE set), so set-up compiles
 # it and these targets write it (into the git-ignored __pycache__/ folders).

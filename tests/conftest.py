@@ -10,7 +10,7 @@ from harness.codex.install import CodexInstallation, install_release, locate_cod
 from harness.codex.protocol import ProtocolSchema
 from harness.contract.schedule import MARKER_HELP
 
-from . import heavy
+from . import heavy, order
 
 OLDER_RELEASE = "0.120.0"
 """The older Codex the version tests install from npm: the last release without ``thread/inject_items``,
@@ -29,15 +29,37 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", heavy.MARKER)
 
 
-LONG_MARKERS = ("slow", "heavy", "codex")
-"""Markers of the tests that take seconds to minutes each (real processes, real Codex, waits a rule states)."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--store-durations", action="store_true",
+                     help="record how long each test took into tests/durations.json, the order's source (tests/order.py)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long tests first, in their collected order, then the rest: the session's workers then end together,
-    instead of one finishing a minute-long test while the others are idle. Every worker collects the same
-    order (the sort is stable and depends on the markers alone), as pytest-xdist requires."""
-    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in LONG_MARKERS))
+    """Longest first, heavy tests spread out (:mod:`tests.order`)."""
+    durations = order.recorded()
+
+    def expected_s(item: pytest.Item) -> float:
+        if item.nodeid in durations:
+            return durations[item.nodeid]
+        long = any(item.get_closest_marker(m) for m in order.LONG_MARKERS)
+        return order.GUESS_LONG if long else order.GUESS_SHORT
+
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = order.schedule(items, expected_s, lambda item: item.get_closest_marker("heavy") is not None,
+                              slots=heavy.AT_ONCE, span=order.window(workers))
+
+
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.passed or report.when == "call":
+        _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if session.config.getoption("--store-durations") and not hasattr(session.config, "workerinput"):
+        order.store(order.DURATIONS, _measured)
 
 
 @pytest.hookimpl(hookwrapper=True)
