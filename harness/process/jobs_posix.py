@@ -9,7 +9,10 @@ process tree, which only links them to the job while their ancestors live, so
 the job records them before it signals anything (and whenever it is asked to
 observe). With ``adopt_orphans`` on Linux this process also becomes a child
 subreaper, so orphans reparent to it instead of init and stay reachable however
-early their parent exits.
+early their parent exits. An orphan is a child of this process that no open job
+started and that was not already its child when the job opened: a host that
+runs a scenario in its own process (a test session, a user's harness) keeps
+the children it started before, such as a server it shares between tests.
 
 A job whose owner dies without tearing down (SIGKILL, with its whole process
 group) is torn down by its reaper (:mod:`.reaper`): a small process of its
@@ -111,6 +114,8 @@ class ProcessGroups:
         self._started = started
         self._recorded: set[psutil.Process] = set()
         self.adopts_orphans: bool = adopt_orphans and _become_child_subreaper()
+        self._host_children: set[tuple[int, float]] = _children_now() if self.adopts_orphans else set()
+        """This process's children when the job opened (pid, start time): the host's, never orphans of the job."""
         self.reaper = Reaper(grace)
 
     def placed(self, process: Any) -> None:
@@ -234,11 +239,29 @@ class ProcessGroups:
             children = psutil.Process().children()
         except psutil.Error:
             return []
-        adopted = [child for child in children if child.pid not in started]
+        adopted = [child for child in children if child.pid not in started and not self._hosts(child)]
         if recursive:
             for child in list(adopted):
                 adopted.extend(_descendants(child))
         return adopted
+
+
+    def _hosts(self, child: psutil.Process) -> bool:
+        try:
+            return (child.pid, child.create_time()) in self._host_children
+        except psutil.Error:
+            return False
+
+
+def _children_now() -> set[tuple[int, float]]:
+    """This process's children as (pid, start time): a pid alone may be reused by an orphan later."""
+    found = set()
+    for child in psutil.Process().children():
+        try:
+            found.add((child.pid, child.create_time()))
+        except psutil.Error:
+            continue  # exited meanwhile
+    return found
 
 
 def _descendants_of_pid(pid: int) -> list[psutil.Process]:

@@ -469,3 +469,18 @@ def test_the_job_object_ends_everything_when_the_runner_dies_without_closing(
     while still_running(runner.tree) and time.monotonic() < deadline:
         psutil.wait_procs(list(runner.tree.values()), timeout=POLL_S)
     assert still_running(runner.tree) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="orphans are adopted on Linux (a child subreaper)")
+def test_an_adopting_job_leaves_the_children_its_host_already_had(leftovers: list[psutil.Process]) -> None:
+    """A scenario run inside a host process (a test session sharing a server between tests) must not take the
+    host's own children for orphans of the job: they were the host's children before the job opened."""
+    host_child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    leftovers.append(psutil.Process(host_child.pid))
+    try:
+        with Job("adopting-in-a-host", grace=2.0, adopt_orphans=True) as job:
+            spawn_idle(job, "own")
+        assert host_child.poll() is None, "the job ended a child its host started before it opened"
+    finally:
+        host_child.kill()
+        host_child.wait(timeout=WAIT_S)
