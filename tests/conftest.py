@@ -35,7 +35,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Longest first, heavy tests spread out (:mod:`tests.order`)."""
+    """Under pytest-xdist, longest first, heavy tests spread out (:mod:`tests.order`); one process runs them in
+    their collected order (the order matters only to how soon several workers end together)."""
+    if not hasattr(config, "workerinput"):
+        return
     durations = order.recorded()
 
     def expected_s(item: pytest.Item) -> float:
