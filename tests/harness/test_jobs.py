@@ -479,7 +479,9 @@ def test_an_adopting_job_leaves_the_children_its_host_already_had(leftovers: lis
     leftovers.append(psutil.Process(host_child.pid))
     try:
         with Job("adopting-in-a-host", grace=2.0, adopt_orphans=True) as job:
-            spawn_idle(job, "own")
+            own, _ = spawn_idle(job, "own")
+        own.popen.stdout.close()  # type: ignore[union-attr]
+        assert own.popen.poll() is not None, "the job's own child outlived it"
         assert host_child.poll() is None, "the job ended a child its host started before it opened"
     finally:
         host_child.kill()
