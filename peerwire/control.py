@@ -34,7 +34,6 @@ from typing import Any, Callable
 
 from .errors import Code, PeerwireError
 from .home import Home
-from . import collab
 from .framing import too_large
 from .limits import (ANSWER_GRACE_S, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS, MAX_ANSWER_LINE_BYTES,
                      MAX_LINE_BYTES, MAX_WAIT_MS, MIN_ANSWER_BOUND_S)
@@ -90,6 +89,8 @@ def _messaging_wait(default_ms: int) -> Callable[[Any], float]:
 
 
 def _collab_wait(value: Any) -> float:
+    from . import collab  # the collaboration profile's alone: a messaging session never imports it
+
     try:
         return collab.wait_timeout_ms(value)  # the collaboration profile's own rule (a floor, a default)
     except PeerwireError:

@@ -20,8 +20,6 @@ import errno
 import json
 import logging
 import os
-import secrets
-import sqlite3
 import stat
 import sys
 from dataclasses import dataclass
@@ -33,6 +31,8 @@ from .home_files import FILES, check_entry, home_invalid, identify_store, kind, 
 from .limits import STORE_PATH_MAX_BYTES, TOKEN_BYTES
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from .store import Store
 
 log = logging.getLogger("peerwire.home")
@@ -187,6 +187,8 @@ class Home:
         ``store_damaged`` and left exactly as it was. A new store is built
         aside and linked into place, so a crash never leaves an empty one.
         """
+        import sqlite3
+
         from .schema import LATEST
         from .store import Store
 
@@ -227,6 +229,8 @@ class Home:
         mark.advance(store.last_seq())
 
     def _store_error(self, exc: sqlite3.DatabaseError) -> PeerwireError:
+        import sqlite3
+
         name = getattr(exc, "sqlite_errorname", "")
         if isinstance(exc, sqlite3.OperationalError) and name not in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
             return home_invalid(self.db, f"SQLite cannot open the store ({exc})",
@@ -289,6 +293,8 @@ class Home:
         try:
             credential = os.read(fd, 1024).decode("ascii", "replace").strip()
             if len(credential) < 43:  # new, or cut short: a fresh one, written whole before it is used
+                import secrets
+
                 credential = secrets.token_urlsafe(TOKEN_BYTES)
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, credential.encode() + b"\n", 0)

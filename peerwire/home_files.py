@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import stat
 from pathlib import Path
 from typing import Callable
@@ -202,6 +201,8 @@ def _legacy_store_version(path: Path) -> int:
     Read as an immutable file (no lock, no journal) unless a write-ahead log
     beside it may hold the newest schema, which only a normal read sees.
     """
+    import sqlite3  # a store's reader's alone: a server process never opens one
+
     wal = path.with_name(path.name + "-wal")
     mode = "mode=ro" if wal.exists() else "immutable=1"
     try:

@@ -7,9 +7,12 @@ others' work on another worker, and the suite takes about as long as its
 longest requirement. A case's length is its longest ``not_before_ms``; a suite
 test declares its own with ``@pytest.mark.long_running(seconds)``.
 
-Long items are spread so that each worker starts one, and the run hands out
-tests one at a time (``--maxschedchunk 1``), so a short test is never queued
-behind a long one on a busy worker while another worker idles.
+Long items are spread so that each worker starts one: pytest-xdist's load
+scheduler hands each worker two consecutive items first and then, the run
+handing out tests one at a time (``--maxschedchunk 1``), tops each up to two as
+they finish. Each long item is therefore followed by one short one, so that no
+worker holds two long items while another holds none, and a short test is never
+queued behind a long one on a busy worker while another worker idles.
 """
 
 from __future__ import annotations
@@ -34,17 +37,17 @@ def expected_seconds(item: pytest.Item) -> float:
 
 
 def longest_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
-    """``items`` with the long ones first, longest first, one per worker in each round; the rest in order.
+    """``items`` with the long ones first, longest first, each followed by one short one; the rest in order.
 
-    Each long item is followed by ``workers - 1`` short ones, so that the
-    scheduler's first hand-out gives every worker a long item of its own.
+    With two workers or more, a worker's queue holds two items (see above), so
+    each long item is paired with a short one and every worker starts a long
+    item of its own; with one process the long items simply come first.
     """
     long_items = sorted((i for i in items if expected_seconds(i) > 0), key=expected_seconds, reverse=True)
     short = [i for i in items if expected_seconds(i) == 0]
     ordered: list[pytest.Item] = []
     for item in long_items:
         ordered.append(item)
-        for _ in range(max(0, workers - 1)):
-            if short:
-                ordered.append(short.pop(0))
+        if workers > 1 and short:
+            ordered.append(short.pop(0))
     return ordered + short

@@ -28,6 +28,14 @@ def test_contract_arguments_become_a_pytest_run_of_the_suite(tmp_path):
     assert pairs["--baseline"].endswith("b.txt") and "-x" in argv
 
 
+def test_auto_workers_are_twice_the_usable_cores_within_bounds(tmp_path, monkeypatch):
+    args = cli.build_parser().parse_args([])
+    for cores, workers in ((1, 2), (2, 4), (3, 6), (16, cli.MAX_AUTO_WORKERS)):
+        monkeypatch.setattr(cli.os, "sched_getaffinity", lambda _pid, n=cores: set(range(n)), raising=False)
+        argv = cli.pytest_arguments(args, tmp_path / "r")
+        assert dict(zip(argv, argv[1:]))["-n"] == str(workers)
+
+
 @pytest.mark.slow
 def test_contract_run_against_the_reference_passes_and_reports(tmp_path):
     run = run_contract(tmp_path, "--requirement", "wire:ping", "--requirement", "send:receipt:admitted")

@@ -105,6 +105,7 @@ def test_typescript_sdk_sees_every_answer(servers, tmp_path):
     _client_sees_every_answer(messaging_plan(Setup(servers)), clients.run_typescript_sdk, tmp_path)
 
 
+@pytest.mark.long_running(20)  # one Inspector CLI run per tool
 @requirement("interop:inspector-cli:every-tool")
 def test_inspector_cli_sees_every_answer(servers, tmp_path):
     _client_sees_every_answer(messaging_plan(Setup(servers)).one_of_each(), clients.run_inspector_cli, tmp_path)
@@ -125,6 +126,7 @@ def test_collab_typescript_sdk_sees_every_answer(tree_servers, tmp_path):
     _client_sees_every_answer(collab_plan(Setup(tree_servers, "collab")), clients.run_typescript_sdk, tmp_path)
 
 
+@pytest.mark.long_running(20)  # the same
 @requirement("collab:interop:inspector-cli")
 def test_collab_inspector_cli_sees_every_answer(tree_servers, tmp_path):
     _client_sees_every_answer(collab_plan(Setup(tree_servers, "collab")).one_of_each(), clients.run_inspector_cli,

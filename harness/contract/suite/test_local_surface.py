@@ -51,6 +51,7 @@ def _error_code(outcome) -> str | None:
 # -- a hung app -----------------------------------------------------------------------------------
 
 
+@pytest.mark.long_running(20)  # the reference gives a hung app 20 s
 @requirement("call:app-hung:bounded")
 def test_a_hung_app_is_answered_within_the_tool_timeout_and_told_from_a_stopped_one(own_servers):
     freeze, thaw = _hook(own_servers.provisioner, "freeze"), _hook(own_servers.provisioner, "thaw")
@@ -79,6 +80,7 @@ def test_a_hung_app_is_answered_within_the_tool_timeout_and_told_from_a_stopped_
     own_servers.provisioner.start_app()
 
 
+@pytest.mark.long_running(20)  # the same
 @requirement("call:app-hung:retry-receipt")
 def test_a_call_given_up_while_the_app_hung_is_admitted_once_and_its_retry_returns_the_receipt(own_servers):
     freeze, thaw = _hook(own_servers.provisioner, "freeze"), _hook(own_servers.provisioner, "thaw")
@@ -129,6 +131,7 @@ def test_a_request_too_large_fails_that_call_alone(servers):
     assert woke.response is not None and not woke.is_error and woke.structured.get("woke") is True, woke.response
 
 
+@pytest.mark.long_running(12)  # a flood
 @requirement("wire:backpressure:bounded")
 def test_unread_answers_hold_the_server_back_and_its_memory_bounded(servers, contract_target):
     figures = flood(contract_target.server_cmd_for("messaging"), servers.bare_env(), tools_list(FLOOD),
