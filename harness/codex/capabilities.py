@@ -82,7 +82,9 @@ def probe_model_document() -> dict[str, Any]:
                 "emit": [_final(text)], **extra}
 
     return {"scenario": {"name": "capability-probe", "description": "The capability probe's model."},
-            "rules": {PROBE_AGENT: [on("steered", _STEER, "steered"), on("held", _HOLD, "held", hold="probe"),
+            # The steer joins the held turn, and Codex asks again with the steer as its newest input: that answer
+            # is held too, or the turn could complete before the interrupt lands (it did on a busy machine).
+            "rules": {PROBE_AGENT: [on("steered", _STEER, "steered", hold="probe"), on("held", _HOLD, "held", hold="probe"),
                                     on("turn", _TURN, _FINAL)]}}
 
 

@@ -176,3 +176,16 @@ def test_a_report_survives_its_json() -> None:
     report = report_with(*COMMON, ProbeCheck("idle start", Capability.IDLE_START, True, "ok"))
     again = CapabilityReport.from_json(report.to_json())
     assert again.to_json() == report.to_json() and again.enabled() == [Capability.IDLE_START]
+
+
+def test_every_answer_the_probe_model_gives_inside_the_held_turn_is_held():
+    """The held turn must stay open until the probe interrupts it (or releases it): the steer joins the turn and
+    Codex asks again with the steer as its newest input, so an answer to that request must wait on the hold too,
+    or the turn completes before the interrupt lands and the capability is not proven, on a busy machine only."""
+    from harness.codex.capabilities import _HOLD, _STEER, PROBE_AGENT, probe_model_document
+
+    rules = probe_model_document()["rules"][PROBE_AGENT]
+    inside = [rule for rule in rules
+              if any(marker in str(rule["when"]) for marker in (_HOLD, _STEER))]
+    assert {rule["id"] for rule in inside} == {"held", "steered"}
+    assert all(rule.get("hold") == "probe" for rule in inside), inside
