@@ -6,7 +6,7 @@ while the others idle. So the session sorts its tests by how long each took
 when last recorded (``tests/durations.json``; a test with no record counts by
 its markers), longest first, and the Makefile has pytest-xdist hand each
 worker one test at a time (``--maxschedchunk 1``): the longest-processing-time
-rule, whose session ends within a third of the ideal.
+rule, whose session is at most a third longer than the best order's.
 
 A heavy test (:mod:`tests.heavy`) waits for one of two slots. Were the
 longest tests all heavy, the first workers to draw them would wait for a slot
