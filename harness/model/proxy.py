@@ -359,6 +359,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
         except (OSError, http.client.HTTPException) as error:
             cut = f"{type(error).__name__}: {error}"
+            if _peer_closed(self.connection):
+                # Writing to Codex failed because it hung up, before the watcher's next look: the same hang-up.
+                exchange.error = exchange.error or "the client hung up"
+                exchange.client_gone.set()
         exchange.items = reader.items
         gone = exchange.client_gone.is_set() or proxy._stopping.is_set()
         sse = _is_sse(answer) and reader.readable

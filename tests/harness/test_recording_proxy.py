@@ -8,7 +8,9 @@ import hashlib
 import http.client
 import json
 import socket
+import struct
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,7 +21,7 @@ import pytest
 from harness.evidence.model_bodies import bodies_path, read_log
 from harness.evidence.model_log import ModelRequestLog
 from harness.model.proxy import ProxyError, RecordingProxy
-from tests.patience import WAIT_S
+from tests.patience import POLL_S, WAIT_S
 
 KEY = "sk-upstream-secret-0123456789abcdef"
 ACCOUNT = "acct-9f8e7d6c5b4a"
@@ -240,6 +242,47 @@ def test_a_client_that_hangs_up_ends_the_upstream_request(tmp_path: Path, body: 
         upstream.close()
     last = logged(log)[-1]
     assert last["outcome"] == "disconnected" and last["seq"] == 0
+
+
+def test_a_client_that_hangs_up_while_the_provider_streams_on_is_disconnected_not_failed(
+        tmp_path: Path, body: bytes) -> None:
+    """Codex hanging up while the provider keeps streaming: the proxy's next write to Codex fails (a broken pipe or
+    a reset), which is the same hang-up however soon it comes, never a failure of the provider."""
+    client_closed = threading.Event()
+
+    def answer(handler: BaseHTTPRequestHandler, raw: bytes) -> None:
+        start_sse(handler)
+        handler.wfile.write(STREAM[0])
+        handler.wfile.flush()
+        client_closed.wait(BOUND_S)
+        try:
+            for _ in range(2000):  # far more than the sockets' buffers hold: a write to Codex must fail
+                handler.wfile.write(STREAM[0])
+                handler.wfile.flush()
+        except OSError:
+            pass  # the proxy closed the provider's request
+
+    upstream = Upstream(answer)
+    log = tmp_path / "log.jsonl"
+    try:
+        with RecordingProxy(upstream.base_url, log_path=log) as proxy:
+            client = socket.create_connection(("127.0.0.1", proxy.port), timeout=BOUND_S)
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+            client.sendall(b"POST /agents/B/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            got = b""
+            while STREAM[0] not in got:
+                got += client.recv(65536)
+            client.close()
+            client_closed.set()
+            # the outcome as the proxy judged it, before stopping it (a stopping proxy calls every exchange gone)
+            deadline = time.monotonic() + BOUND_S
+            while not any("outcome" in entry for entry in logged(log)) and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+    finally:
+        upstream.close()
+    (last,) = [entry for entry in logged(log) if "outcome" in entry]
+    assert last["outcome"] == "disconnected", last
 
 
 def test_an_unknown_route_and_an_unreachable_provider(tmp_path: Path, body: bytes) -> None:
