@@ -210,6 +210,19 @@ def test_a_stream_cut_before_completion_is_failed(tmp_path: Path, body: bytes) -
     assert last["outcome"] == "failed" and "response.completed" in last["error"] and last["items"] == [ITEM]
 
 
+def _first_event_then_hang_up(port: int, body: bytes, *, reset: bool = False) -> None:
+    """Codex as a raw client: post to agent B, read until the stream's first event, hang up (with a reset)."""
+    client = socket.create_connection(("127.0.0.1", port), timeout=BOUND_S)
+    if reset:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.sendall(b"POST /agents/B/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    got = b""
+    while STREAM[0] not in got:
+        got += client.recv(65536)
+    client.close()
+
+
 def test_a_client_that_hangs_up_ends_the_upstream_request(tmp_path: Path, body: bytes) -> None:
     """Codex hanging up (an interrupted turn) closes the provider's request too, and the log says disconnected."""
     upstream_saw_close = threading.Event()
@@ -230,13 +243,7 @@ def test_a_client_that_hangs_up_ends_the_upstream_request(tmp_path: Path, body: 
     log = tmp_path / "log.jsonl"
     try:
         with RecordingProxy(upstream.base_url, log_path=log) as proxy:
-            client = socket.create_connection(("127.0.0.1", proxy.port), timeout=BOUND_S)
-            client.sendall(b"POST /agents/B/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-            got = b""
-            while STREAM[0] not in got:
-                got += client.recv(65536)
-            client.close()
+            _first_event_then_hang_up(proxy.port, body)
             assert upstream_saw_close.wait(BOUND_S), "the provider's request stayed open after Codex hung up"
     finally:
         upstream.close()
@@ -266,14 +273,7 @@ def test_a_client_that_hangs_up_while_the_provider_streams_on_is_disconnected_no
     log = tmp_path / "log.jsonl"
     try:
         with RecordingProxy(upstream.base_url, log_path=log) as proxy:
-            client = socket.create_connection(("127.0.0.1", proxy.port), timeout=BOUND_S)
-            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
-            client.sendall(b"POST /agents/B/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-            got = b""
-            while STREAM[0] not in got:
-                got += client.recv(65536)
-            client.close()
+            _first_event_then_hang_up(proxy.port, body, reset=True)
             client_closed.set()
             # the outcome as the proxy judged it, before stopping it (a stopping proxy calls every exchange gone)
             deadline = time.monotonic() + BOUND_S
