@@ -52,6 +52,7 @@ from peerwire.home import HOME_ENV, SESSION_ENV
 
 from harness.codex.home import MODEL_KEY_VALUE, ScriptedProvider, project_agent
 from harness.codex.install import CodexInstallError, CodexInstallation, locate_codex
+from harness.codex.launch import private_home
 from harness.codex.protocol import ProtocolSchema, ProtocolSchemaError
 from harness.codex.workspace import FixtureWorkspace
 from harness.evidence.responses import item_text
@@ -267,7 +268,7 @@ async def _probe(codex: CodexInstallation, eligibility: Awaitable[Assessment | N
     projection = project_agent(codex_home, workspace.path, server=[sys.executable, "-m", "peerwire", "mcp", "serve"],
                                server_env={HOME_ENV: str(home / "core"), SESSION_ENV: "probe-has-no-session"},
                                base_url=model.base_url(PROBE_AGENT))
-    env = {**codex.child_env(os.environ), ScriptedProvider.env_key: MODEL_KEY_VALUE}
+    env = {**codex.child_env(os.environ), **private_home(home / "home"), ScriptedProvider.env_key: MODEL_KEY_VALUE}
 
     async def start(generation: int) -> AppServerClient:
         return await AppServerClient.start(codex=codex.executable, codex_home=codex_home, cwd=workspace.path,

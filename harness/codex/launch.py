@@ -142,6 +142,17 @@ def _toml(value: Any) -> str:
     raise TypeError(f"no TOML form for {value!r}")
 
 
+def private_home(folder: Path) -> dict[str, str]:
+    """An agent's own ``HOME``, created empty (0700): the environment its Codex gets instead of the user's home.
+
+    Codex opens each session by running a login shell (its shell snapshot) that sources ``~/.bashrc`` and the
+    login profile. With the user's home, the user's dotfiles would shape the agent's environment, cost every
+    start whatever they run (a version manager's rehash, say) and differ from machine to machine; the run owns
+    everything else of an agent, so it owns this too."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return {"HOME": os.fspath(folder)}
+
+
 def write_launcher(path: Path, codex: Path | str, overrides: list[str]) -> Path:
     """Write an executable at ``path`` that runs ``codex`` with its arguments, then ``overrides``: what an agent's
     background launches run instead of ``codex``, so their settings never touch its ``config.toml``."""

@@ -21,6 +21,7 @@ from peerwire.registry import AgentRow
 
 from harness.codex.home import MODEL_KEY_VALUE, ScriptedProvider, project_agent
 from harness.codex.install import CodexInstallation, locate_codex
+from harness.codex.launch import private_home
 from harness.model.rules import ModelScript
 from harness.model.server import ScriptedModel
 from harness.codex.workspace import FixtureWorkspace
@@ -62,7 +63,8 @@ async def inprocess_adapter(root: Path, script: ModelScript,
                                base_url=model.base_url("B"))
     try:
         await provider.attach(recipient, codex=str(codex.executable), codex_home=str(codex_home),
-                              cwd=str(workspace.path), env={**codex.child_env(), ScriptedProvider.env_key: MODEL_KEY_VALUE})
+                              cwd=str(workspace.path), env={**codex.child_env(), **private_home(root / "B" / "home"),
+                                   ScriptedProvider.env_key: MODEL_KEY_VALUE})
         yield InProcess(provider, requester, recipient, token, codex_home, workspace.path)
     finally:
         await provider.close()

@@ -60,7 +60,7 @@ from harness.lab.driver import REFERENCE, AcceptanceDriver, load_driver
 from harness.lab.kinds import CODEX, AgentSpec
 from harness.codex.home import (LAUNCH, MODEL_KEY_VALUE, REGISTRATION, AgentSettings, Projection, ScriptedProvider,
                                 agent_settings, copy_authorization)
-from harness.codex.launch import ProviderRoute, cli_overrides, provider_route, write_launcher
+from harness.codex.launch import ProviderRoute, cli_overrides, private_home, provider_route, write_launcher
 from harness.codex.install import CodexInstallation, locate_codex
 from harness.codex.tui import TuiError, TuiSession
 from harness.codex.workspace import FixtureWorkspace
@@ -95,6 +95,8 @@ class LabAgent:
     registration: Projection
     """The core's MCP server in the agent's config, for the whole run (restored when the lab stops)."""
     launcher: Path
+    home: dict[str, str]
+    """The agent's own ``HOME`` (:func:`~harness.codex.launch.private_home`), added to its Codex's environment."""
     owner: dict[str, Any] = field(default_factory=dict)
     launch_conflicts: list[str] = field(default_factory=list)
     """What restoring an interactive start-up's launch projection kept as the user had changed it."""
@@ -292,7 +294,8 @@ class CodexLab:
                                   trust_workspace=self.trust_workspaces)
         registration = Projection(codex_home, settings, parts=(REGISTRATION,)).apply()
         launcher = write_launcher(base / LAUNCHER, self.codex.executable, cli_overrides(settings))
-        return LabAgent(name, caller, codex_home, workspace.path, settings, registration, launcher)
+        return LabAgent(name, caller, codex_home, workspace.path, settings, registration, launcher,
+                        private_home(base / "home"))
 
     # -- driving the core -----------------------------------------------------------------
 
@@ -326,7 +329,7 @@ class CodexLab:
             agent.owner = attach_acp(agent.caller, command=agent.command, cwd=agent.workspace, env=agent.env,
                                      resume=resume)
             return self._attached(name, agent.owner, resume)
-        env = {ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {}
+        env = {**agent.home, **({ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {})}
         capabilities = {"capabilities": self.capabilities} if self.capabilities is not None else {}
         if self._tui_dir is not None and not resume:
             agent.owner = self._attach_interactive(agent, self._tui_dir / f"{name}.sock", env, capabilities)

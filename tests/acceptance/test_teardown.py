@@ -30,11 +30,20 @@ READY_TIMEOUT_S = WAIT_S  # the probe and two agents' start-up come first
 pytestmark = [pytest.mark.codex, pytest.mark.heavy, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
 
 
-def start_runner(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
+def start_runner(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, str(ROOT / "runner.py"), "--runs-root", str(tmp_path / "runs"),
          "--report-dir", str(tmp_path / "reports"), *args],
-        cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def home_with_dotfiles(folder: Path, sourced: Path) -> dict[str, str]:
+    """An environment whose ``HOME`` is ``folder``, holding the dotfiles a shell reads; each notes in ``sourced``
+    that it was read."""
+    folder.mkdir()
+    for dotfile in (".bashrc", ".profile", ".bash_profile", ".bash_login"):
+        (folder / dotfile).write_text(f'echo "{dotfile} $$" >> "{sourced}"\n', encoding="utf-8")
+    return {**os.environ, "HOME": str(folder)}
 
 
 def leftovers(tmp_path: Path) -> list[str]:
@@ -78,10 +87,14 @@ def wait_for_line(stream, needle: str, timeout: float) -> threading.Thread:
 
 
 def test_a_passing_run_leaves_nothing_running_and_no_home(tmp_path: Path) -> None:
-    runner = start_runner(tmp_path, "--scenario", "smoke")
+    # The user's dotfiles never reach the agents: Codex's shell snapshot sources ~/.bashrc and the login profile
+    # of whatever HOME it is given, and the run gives each agent (and the probe) an empty one of its own.
+    sourced = tmp_path / "dotfiles-read.txt"
+    runner = start_runner(tmp_path, "--scenario", "smoke", env=home_with_dotfiles(tmp_path / "user-home", sourced))
     _, err = runner.communicate(timeout=RUN_TIMEOUT_S)
     assert runner.returncode == 0, err.decode(errors="replace")[-3000:]
     assert b"report: " in err
+    assert not sourced.exists(), f"an agent's shell read the user's dotfiles: {sourced.read_text()}"
     assert leftovers(tmp_path) == []
     assert not any((tmp_path / "runs").iterdir()), "a passing run's home is removed"
     # The report's secret scan looked for the session token of every agent the run registered.
