@@ -271,7 +271,7 @@ async def _probe(codex: CodexInstallation, eligibility: Awaitable[Assessment | N
     env = {**codex.child_env(os.environ), **private_home(home / "home"), ScriptedProvider.env_key: MODEL_KEY_VALUE}
 
     async def start(generation: int) -> AppServerClient:
-        return await AppServerClient.start(codex=codex.executable, codex_home=codex_home, cwd=workspace.path,
+        return await AppServerClient.start(codex=codex.program, codex_home=codex_home, cwd=workspace.path,
                                            env=env, transcript_path=evidence / f"probe.g{generation}.appserver.jsonl",
                                            stderr_path=evidence / f"probe.g{generation}.stderr.log",
                                            timeout=STEP_TIMEOUT_S)
@@ -351,7 +351,7 @@ async def _attached_tui(probe: _Probe, codex: CodexInstallation, codex_home: Pat
     socket = where / "tui.sock"
     try:
         owner = await AppServerClient.start(
-            codex=[sys.executable, "-m", "peerwire.codex.listen_bridge", os.fspath(codex.executable)],
+            codex=[sys.executable, "-m", "peerwire.codex.listen_bridge", os.fspath(codex.program)],
             args=["--listen", f"unix://{socket}"], codex_home=codex_home, cwd=cwd, env=env,
             transcript_path=evidence / "probe.tui-owner.appserver.jsonl",
             stderr_path=evidence / "probe.tui-owner.stderr.log", timeout=STEP_TIMEOUT_S)

@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
+import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -40,6 +43,8 @@ __all__ = [
     "PINNED",
     "CodexInstallError",
     "CodexInstallation",
+    "KNOWN_LAUNCHERS",
+    "NativeLaunch",
     "CodexNotFoundError",
     "CodexReleaseError",
     "CodexVersionError",
@@ -47,6 +52,7 @@ __all__ = [
     "cache_root",
     "install_release",
     "locate_codex",
+    "native_launch",
     "parse_codex_version",
     "pinned_executable",
     "pinned_version",
@@ -124,13 +130,78 @@ class CodexInstallation:
         """The directory to put first on children's PATH: it holds the selected ``codex``."""
         return self.executable.parent
 
+    @property
+    def program(self) -> Path:
+        """What starts this Codex: the native binary npm's launcher would replace itself with, when the
+        launcher is one :func:`native_launch` knows, else :attr:`executable` (the launcher itself)."""
+        native = native_launch(self.executable)
+        return native.binary if native is not None else self.executable
+
     def child_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """A copy of ``base`` (default: our environment) with :attr:`bin_dir` first on PATH.
+        """A copy of ``base`` (default: our environment) with :attr:`bin_dir` first on PATH, and the environment
+        npm's launcher gives the binary when :attr:`program` skips that launcher.
 
         Other occurrences of that directory are dropped from PATH; the rest
         keeps its order. ``base`` is not modified.
         """
-        return _with_path_first(os.environ if base is None else base, self.bin_dir)
+        env = _with_path_first(os.environ if base is None else base, self.bin_dir)
+        native = native_launch(self.executable)
+        if native is not None:
+            for name in _MANAGED_BY:
+                env.pop(name, None)
+            env.update(native.env)
+        return env
+
+
+KNOWN_LAUNCHERS = frozenset({
+    "0e0c66f50074965a40cbd12f625b0a35963baf41bbd8c201a93e32fddbe2e073",  # @openai/codex 0.171.0
+})
+"""SHA-256 of npm launchers (``@openai/codex/bin/codex.js``) whose whole effect :func:`native_launch` reproduces:
+pick the platform package's binary, set ``CODEX_MANAGED_PACKAGE_ROOT`` and ``CODEX_MANAGED_BY_NPM``, and exec the
+binary in place of Node. Starting the binary directly spares each Codex start a Node start-up (about 0.1 s of
+CPU); a release with any other launcher is started through its launcher. A pin bump adds its launcher here once
+it has been read (tests/harness/test_codex_install.py fails until then)."""
+
+_MANAGED_BY = ("CODEX_MANAGED_BY_NPM", "CODEX_MANAGED_BY_BUN", "CODEX_MANAGED_BY_PNPM", "CODEX_MANAGED_BY_VITE_PLUS")
+_TARGETS = {("linux", "x86_64"): ("x86_64-unknown-linux-musl", "codex-linux-x64"),
+            ("linux", "aarch64"): ("aarch64-unknown-linux-musl", "codex-linux-arm64"),
+            ("darwin", "x86_64"): ("x86_64-apple-darwin", "codex-darwin-x64"),
+            ("darwin", "arm64"): ("aarch64-apple-darwin", "codex-darwin-arm64")}
+"""(platform, machine) -> the Rust target and the npm platform package, as the launcher maps them (POSIX only:
+on Windows the launcher stays the parent of the binary, so it is always used)."""
+
+
+@dataclass(frozen=True)
+class NativeLaunch:
+    """The binary npm's launcher would exec, and the variables it would set."""
+
+    binary: Path
+    env: dict[str, str]
+
+
+@functools.cache
+def native_launch(executable: Path) -> NativeLaunch | None:
+    """How to start the Codex behind the npm launcher ``executable`` without Node, or None: not a launcher in
+    :data:`KNOWN_LAUNCHERS`, an install another package manager owns (pnpm, Bun: the launcher would name it), a
+    platform without a native package, or no binary where the launcher looks."""
+    target = _TARGETS.get((sys.platform, platform.machine()))
+    try:
+        script = Path(executable).resolve(strict=True)
+        known = hashlib.sha256(script.read_bytes()).hexdigest() in KNOWN_LAUNCHERS
+    except OSError:
+        return None
+    package_root = script.parent.parent  # node_modules/@openai/codex, as the launcher's realpath finds it
+    node_modules = package_root.parent.parent
+    if not known or target is None or (node_modules / ".modules.yaml").exists() or ".bun" in package_root.parts:
+        return None
+    triple, platform_package = target
+    # Where Node's require.resolve finds the platform package from the launcher, then the launcher's fallback.
+    for vendor in (package_root / "node_modules" / "@openai" / platform_package / "vendor",
+                   node_modules / "@openai" / platform_package / "vendor", package_root / "vendor"):
+        binary = vendor / triple / "bin" / "codex"
+        if binary.is_file() and os.access(binary, os.X_OK):
+            return NativeLaunch(binary, {"CODEX_MANAGED_PACKAGE_ROOT": str(package_root), "CODEX_MANAGED_BY_NPM": "1"})
+    return None
 
 
 def pinned_version(root: str | os.PathLike[str] | None = None) -> str:

@@ -158,7 +158,7 @@ class ProtocolSchema:
         with tempfile.TemporaryDirectory(prefix="peerwire-schema-home-") as scratch:
             env["CODEX_HOME"] = scratch
             try:
-                result = subprocess.run([str(codex.executable), "app-server", "generate-json-schema", "--out",
+                result = subprocess.run([str(codex.program), "app-server", "generate-json-schema", "--out",
                                          str(out)], env=env, stdin=subprocess.DEVNULL, capture_output=True,
                                         text=True, timeout=timeout)
             except subprocess.TimeoutExpired as exc:

@@ -62,7 +62,7 @@ async def inprocess_adapter(root: Path, script: ModelScript,
                                server_env={HOME_ENV: str(root / "core"), SESSION_ENV: token},
                                base_url=model.base_url("B"))
     try:
-        await provider.attach(recipient, codex=str(codex.executable), codex_home=str(codex_home),
+        await provider.attach(recipient, codex=str(codex.program), codex_home=str(codex_home),
                               cwd=str(workspace.path), env={**codex.child_env(), **private_home(root / "B" / "home"),
                                    ScriptedProvider.env_key: MODEL_KEY_VALUE})
         yield InProcess(provider, requester, recipient, token, codex_home, workspace.path)

@@ -293,7 +293,7 @@ class CodexLab:
                                   approve_tools=self.approve_tools, native_tools=self.native_tools,
                                   trust_workspace=self.trust_workspaces)
         registration = Projection(codex_home, settings, parts=(REGISTRATION,)).apply()
-        launcher = write_launcher(base / LAUNCHER, self.codex.executable, cli_overrides(settings))
+        launcher = write_launcher(base / LAUNCHER, self.codex.program, cli_overrides(settings))
         return LabAgent(name, caller, codex_home, workspace.path, settings, registration, launcher,
                         private_home(base / "home"))
 
@@ -356,7 +356,7 @@ class CodexLab:
         edits kept. Nothing of it outlives the start-up, whether it succeeded or not."""
         launch = Projection(agent.codex_home, agent.settings, parts=(LAUNCH,)).apply()
         try:
-            self.core.attach(agent.caller, codex=str(self.codex.executable), codex_home=agent.codex_home,
+            self.core.attach(agent.caller, codex=str(self.codex.program), codex_home=agent.codex_home,
                              workspace=agent.workspace, env=env, listen=socket, **capabilities)
             return self._attach_tui(agent, socket, env)
         finally:

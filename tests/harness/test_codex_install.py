@@ -23,6 +23,7 @@ from harness.codex.install import (
     CodexVersionError,
     CodexVersionMismatchError,
     locate_codex,
+    native_launch,
     parse_codex_version,
     pinned_executable,
     pinned_version,
@@ -266,3 +267,89 @@ def test_a_child_started_elsewhere_runs_the_pinned_codex_by_name(tmp_path: Path)
     )
     assert result.returncode == 0, result.stderr
     assert parse_codex_version(result.stdout) == pinned_version()
+
+
+# -- starting the binary without npm's launcher ----------------------------------------------
+
+needs_node = pytest.mark.skipif(shutil.which("node") is None or sys.platform == "win32",
+                                reason="runs npm's launcher with Node (POSIX: on Windows the launcher is always used)")
+
+
+def launcher_install(root: Path, launcher: Path, *, binary_prints_env: bool = True) -> Path:
+    """An npm-shaped install under ``root``: ``launcher`` (npm's codex.js) as ``@openai/codex``, and a stand-in
+    platform binary that prints its argv and the variables the launcher sets; returns ``.bin/codex``."""
+    real_package = launcher.resolve().parent.parent
+    package = root / "node_modules" / "@openai" / "codex"
+    (package / "bin").mkdir(parents=True)
+    shutil.copy(real_package / "package.json", package / "package.json")
+    shutil.copy(launcher.resolve(), package / "bin" / "codex.js")
+    (package / "bin" / "codex.js").chmod(0o755)
+    triple, platform_package = {"x86_64": ("x86_64-unknown-linux-musl", "codex-linux-x64"),
+                                "aarch64": ("aarch64-unknown-linux-musl", "codex-linux-arm64"),
+                                "arm64": ("aarch64-apple-darwin", "codex-darwin-arm64")}[os.uname().machine]
+    if sys.platform == "darwin" and os.uname().machine == "x86_64":
+        triple, platform_package = "x86_64-apple-darwin", "codex-darwin-x64"
+    vendor = root / "node_modules" / "@openai" / platform_package
+    (vendor / "package.json").parent.mkdir(parents=True)
+    (vendor / "package.json").write_text(json.dumps({"name": f"@openai/{platform_package}", "version": "0.0.0"}))
+    binary = vendor / "vendor" / triple / "bin" / "codex"
+    binary.parent.mkdir(parents=True)
+    binary.write_text('#!/bin/sh\necho "binary=$0 args=$*"\nenv | grep "^CODEX_MANAGED_" | sort\n')
+    binary.chmod(0o755)
+    bin_link = root / "node_modules" / ".bin" / "codex"
+    bin_link.parent.mkdir()
+    bin_link.symlink_to(Path("..") / "@openai" / "codex" / "bin" / "codex.js")
+    return bin_link
+
+
+@pytest.mark.codex
+@needs_node
+def test_the_pinned_launcher_is_known_and_its_binary_is_the_pinned_codex(tmp_path: Path) -> None:
+    """A Codex pin bump fails here until its launcher has been read and its digest added to KNOWN_LAUNCHERS."""
+    installation = locate_codex(environ={})
+    native = native_launch(installation.executable)
+    assert native is not None, f"{installation.executable.resolve()} is not a launcher peerwire knows"
+    assert installation.program == native.binary != installation.executable
+    env = installation.child_env({"PATH": "/usr/bin:/bin", "CODEX_MANAGED_BY_PNPM": "1"})
+    assert {k: v for k, v in env.items() if k.startswith("CODEX_MANAGED_")} == native.env
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    done = subprocess.run([str(installation.program), "--version"], env={**env, "CODEX_HOME": str(home)},
+                          capture_output=True, text=True, timeout=WAIT_S)
+    assert done.returncode == 0 and parse_codex_version(done.stdout) == installation.version, done.stderr
+
+
+@pytest.mark.codex
+@needs_node
+def test_starting_the_binary_directly_is_what_the_launcher_does(tmp_path: Path) -> None:
+    """npm's launcher, run by Node, picks the same binary and sets the same variables as native_launch."""
+    launcher = launcher_install(tmp_path / "project", locate_codex(environ={}).executable)
+    native = native_launch(launcher)
+    assert native is not None
+    env = {"PATH": os.environ["PATH"], "CODEX_MANAGED_BY_BUN": "1"}  # the launcher drops what another manager set
+    through_launcher = subprocess.run([str(launcher), "app-server", "--x"], env=env, capture_output=True,
+                                      text=True, timeout=WAIT_S)
+    direct_env = {**env, **native.env}
+    direct_env.pop("CODEX_MANAGED_BY_BUN")
+    direct = subprocess.run([str(native.binary), "app-server", "--x"], env=direct_env, capture_output=True,
+                            text=True, timeout=WAIT_S)
+    assert through_launcher.returncode == 0, through_launcher.stderr
+    assert through_launcher.stdout == direct.stdout
+    assert f"binary={native.binary} args=app-server --x" in direct.stdout
+
+
+@needs_node
+def test_an_unknown_launcher_or_another_managers_install_is_started_through_its_launcher(tmp_path: Path) -> None:
+    launcher = launcher_install(tmp_path / "known", locate_codex(environ={}, expected_version=None).executable)
+    assert native_launch(launcher) is not None
+    edited = launcher_install(tmp_path / "edited", launcher)
+    script = edited.resolve()
+    script.write_text(script.read_text(encoding="utf-8") + "\n// one more line\n", encoding="utf-8")
+    assert native_launch(edited) is None
+    pnpm = launcher_install(tmp_path / "pnpm", launcher)
+    (tmp_path / "pnpm" / "node_modules" / ".modules.yaml").write_text("layoutVersion: 5\n")
+    assert native_launch(pnpm) is None
+    installation = locate_codex(write_executable(tmp_path / "plain" / "codex", stdout="codex-cli 1.2.3\n"),
+                                environ={}, expected_version=None)
+    assert installation.program == installation.executable
+    assert not any(k.startswith("CODEX_MANAGED_") for k in installation.child_env({"PATH": "/bin"}))
