@@ -104,7 +104,8 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
     """The pytest command line for ``args`` (public so tests can inspect it)."""
     # The suite's own configuration and root, wherever it runs from: the same options, and node ids
     # (harness/contract/suite/...) that recorded durations and shard merges agree on.
-    argv = ["-p", "harness.contract.plugin", "-p", "no:cacheprovider",
+    # The plugins the suite runs on, named, since none loads by itself (see AUTOLOAD_ENV).
+    argv = ["-p", "xdist.plugin", "-p", "pytest_timeout", "-p", "harness.contract.plugin", "-p", "no:cacheprovider",
             "--rootdir", str(packages_root()), "-c", str(contract_suite_config()),
             "--level", args.level, "--isolation", args.isolation, "--report-dir", str(report_dir)]
     if args.server_cmd:
@@ -138,6 +139,10 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
     return argv + list(extra) + [str(SUITE_DIR)]
 
 
+AUTOLOAD_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+"""Set for the suite's run: pytest loads no plugin from the environment's entry points, only those named."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(argv or [])
     extra: list[str] = []
@@ -157,11 +162,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if outer:
         print(f"contract: PYTEST_ADDOPTS ({outer}) is not applied to the contract suite; "
               "pass pytest options after --", file=sys.stderr)
+    # Nor do the pytest plugins installed beside the suite load: one that reorders tests, reruns failures or
+    # reseeds randomness would change what a verdict means. Its workers inherit the setting; a plugin a run
+    # wants goes after `--` (`-p NAME`).
+    autoload = os.environ.get(AUTOLOAD_ENV)
+    os.environ[AUTOLOAD_ENV] = "1"
     try:
         status = int(pytest.main(pytest_arguments(args, report_dir, extra)))
     finally:
         if outer is not None:
             os.environ["PYTEST_ADDOPTS"] = outer
+        if autoload is None:
+            os.environ.pop(AUTOLOAD_ENV)
+        else:
+            os.environ[AUTOLOAD_ENV] = autoload
     # The report states the exit status the plugin decided; it stands even if some other
     # plugin touched pytest's status after the verdict was set.
     try:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +22,8 @@ def test_contract_arguments_become_a_pytest_run_of_the_suite(tmp_path):
                                           "--baseline", "b.txt", "--provisioner", "m:C", "-n", "3",
                                           "--collab-server-cmd", "srv --collab", "--profiles", "messaging"])
     argv = cli.pytest_arguments(args, tmp_path / "r", ["-x"])
-    assert argv[:2] == ["-p", "harness.contract.plugin"] and argv[-1] == str(SUITE_DIR)
+    plugins = [value for option, value in zip(argv, argv[1:]) if option == "-p"]
+    assert plugins[:3] == ["xdist.plugin", "pytest_timeout", "harness.contract.plugin"] and argv[-1] == str(SUITE_DIR)
     pairs = dict(zip(argv, argv[1:]))
     assert pairs["--server-cmd"] == "srv --flag" and pairs["--level"] == "must" and pairs["--requirement"] == "wire"
     assert pairs["--collab-server-cmd"] == "srv --collab" and pairs["--profiles"] == "messaging"
@@ -233,7 +236,7 @@ def test_verdict_report_and_exit_status_agree_with_syrupy_installed(tmp_path, ro
     target = [*mutant_target("text-mirror-dropped"), "--requirement", "tools:result:text-mirror",
               "--requirement", "wire:ping"]
     if route == "runner":
-        run = run_contract(tmp_path, *target)
+        run = run_contract(tmp_path, *target, "--", "-p", "syrupy")  # by name: the runner loads no plugin by itself
     else:
         run = run_contract(tmp_path, command=[
             sys.executable, "-m", "pytest", "-p", "harness.contract.plugin",
@@ -245,6 +248,50 @@ def test_verdict_report_and_exit_status_agree_with_syrupy_installed(tmp_path, ro
     assert run.compliance["verdict"] == {**run.compliance["verdict"], "compliant": True, "exit_status": 0}
     assert "- Verdict: **compliant** (exit status 0)" in run.markdown
     assert run.returncode == 0, run.output[-3000:]
+
+
+PASSING_PLUGIN = """\
+import os
+
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"  # every test passes, whatever happened
+    with open(os.environ["PASSING_PLUGIN_LOADED"], "a") as marker:
+        marker.write(f"{os.getpid()}\\n")
+"""
+
+
+def _installed_plugin(site: Path) -> Path:
+    """A pytest plugin installed as any package installs one (an entry point in ``pytest11``), in ``site``."""
+    meta = site / "passing_plugin-1.0.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: passing-plugin\nVersion: 1.0\n")
+    (meta / "entry_points.txt").write_text("[pytest11]\npassing = passing_plugin\n")
+    (site / "passing_plugin.py").write_text(PASSING_PLUGIN)
+    return site
+
+
+@pytest.mark.slow
+def test_a_pytest_plugin_installed_beside_the_suite_changes_no_verdict(tmp_path):
+    """The environment's pytest plugins do not load in a contract run, its workers included: one that marks every
+    test passed leaves a planted bug failing. Named after ``--`` it loads (so it was there to be found)."""
+    site = _installed_plugin(tmp_path / "site")
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    selected = [*mutant_target("limit-ignored"), "--requirement", "receive:limit:honoured"]
+    loaded = tmp_path / "loaded.txt"
+    (tmp_path / "beside").mkdir()
+    (tmp_path / "named").mkdir()
+    run = run_contract(tmp_path / "beside", *selected, "-n", "2",
+                       env={"PYTHONPATH": path, "PASSING_PLUGIN_LOADED": str(loaded)})
+    assert not loaded.exists(), f"the installed plugin was loaded by {loaded.read_text()}"
+    assert run.returncode == 1 and run.result("receive:limit:honoured")["result"] == "fail", run.output[-3000:]
+    named = run_contract(tmp_path / "named", *selected, "--", "-p", "passing_plugin",
+                         env={"PYTHONPATH": path, "PASSING_PLUGIN_LOADED": str(loaded)})
+    assert loaded.exists(), named.output[-3000:]
 
 
 @pytest.mark.slow
