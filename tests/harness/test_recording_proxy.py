@@ -210,16 +210,18 @@ def test_a_stream_cut_before_completion_is_failed(tmp_path: Path, body: bytes) -
     assert last["outcome"] == "failed" and "response.completed" in last["error"] and last["items"] == [ITEM]
 
 
-def _first_event_then_hang_up(port: int, body: bytes, *, reset: bool = False) -> None:
-    """Codex as a raw client: post to agent B, read until the stream's first event, hang up (with a reset)."""
+def _hang_up_after(port: int, body: bytes, *, event: bytes = STREAM[0], agent: str = "B", reset: bool = False) -> None:
+    """Codex as a raw client: post for ``agent``, read until the stream's ``event`` arrived, hang up (with a reset)."""
     client = socket.create_connection(("127.0.0.1", port), timeout=BOUND_S)
     if reset:
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    client.sendall(b"POST /agents/B/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    client.sendall(f"POST /agents/{agent}/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
     got = b""
-    while STREAM[0] not in got:
-        got += client.recv(65536)
+    while event not in got:
+        chunk = client.recv(65536)
+        assert chunk, f"the proxy closed before {event!r}: {got[-300:]!r}"
+        got += chunk
     client.close()
 
 
@@ -243,7 +245,7 @@ def test_a_client_that_hangs_up_ends_the_upstream_request(tmp_path: Path, body: 
     log = tmp_path / "log.jsonl"
     try:
         with RecordingProxy(upstream.base_url, log_path=log) as proxy:
-            _first_event_then_hang_up(proxy.port, body)
+            _hang_up_after(proxy.port, body)
             assert upstream_saw_close.wait(BOUND_S), "the provider's request stayed open after Codex hung up"
     finally:
         upstream.close()
@@ -273,7 +275,7 @@ def test_a_client_that_hangs_up_while_the_provider_streams_on_is_disconnected_no
     log = tmp_path / "log.jsonl"
     try:
         with RecordingProxy(upstream.base_url, log_path=log) as proxy:
-            _first_event_then_hang_up(proxy.port, body, reset=True)
+            _hang_up_after(proxy.port, body, reset=True)
             client_closed.set()
             # the outcome as the proxy judged it, before stopping it (a stopping proxy calls every exchange gone)
             deadline = time.monotonic() + BOUND_S
@@ -319,13 +321,7 @@ def test_a_client_that_lets_go_after_the_completed_event_was_answered(tmp_path: 
     log = tmp_path / "log.jsonl"
     try:
         with RecordingProxy(upstream.base_url, log_path=log) as proxy:
-            client = socket.create_connection(("127.0.0.1", proxy.port), timeout=BOUND_S)
-            client.sendall(b"POST /agents/A/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-            got = b""
-            while STREAM[2] not in got:
-                got += client.recv(65536)
-            client.close()
+            _hang_up_after(proxy.port, body, event=STREAM[2], agent="A")
             (exchange,) = proxy.exchanges
             assert exchange.client_gone.wait(BOUND_S)
     finally:
