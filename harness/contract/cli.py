@@ -14,9 +14,11 @@ run itself broke.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
@@ -143,6 +145,26 @@ AUTOLOAD_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 """Set for the suite's run: pytest loads no plugin from the environment's entry points, only those named."""
 
 
+@contextlib.contextmanager
+def _environment(changes: Mapping[str, str | None]) -> Iterator[dict[str, str | None]]:
+    """Our environment with ``changes`` (None: unset) for the block; yields the values they replaced, which are
+    back afterwards."""
+    before = {name: os.environ.get(name) for name in changes}
+
+    def put(values: Mapping[str, str | None]) -> None:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    put(changes)
+    try:
+        yield before
+    finally:
+        put(before)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(argv or [])
     extra: list[str] = []
@@ -157,25 +179,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     import pytest
 
     # PYTEST_ADDOPTS belongs to the caller's own pytest session (a CI job's --junitxml, say). Applied here it
-    # would redirect or break this run's report; options for this run go after `--`.
-    outer = os.environ.pop("PYTEST_ADDOPTS", None)
-    if outer:
-        print(f"contract: PYTEST_ADDOPTS ({outer}) is not applied to the contract suite; "
-              "pass pytest options after --", file=sys.stderr)
-    # Nor do the pytest plugins installed beside the suite load: one that reorders tests, reruns failures or
-    # reseeds randomness would change what a verdict means. Its workers inherit the setting; a plugin a run
-    # wants goes after `--` (`-p NAME`).
-    autoload = os.environ.get(AUTOLOAD_ENV)
-    os.environ[AUTOLOAD_ENV] = "1"
-    try:
+    # would redirect or break this run's report; options for this run go after `--`. Nor do the pytest plugins
+    # installed beside the suite load: one that reorders tests, reruns failures or reseeds randomness would change
+    # what a verdict means. Its workers inherit both; a plugin a run wants goes after `--` (`-p NAME`).
+    with _environment({"PYTEST_ADDOPTS": None, AUTOLOAD_ENV: "1"}) as outer:
+        if outer["PYTEST_ADDOPTS"]:
+            print(f"contract: PYTEST_ADDOPTS ({outer['PYTEST_ADDOPTS']}) is not applied to the contract suite; "
+                  "pass pytest options after --", file=sys.stderr)
         status = int(pytest.main(pytest_arguments(args, report_dir, extra)))
-    finally:
-        if outer is not None:
-            os.environ["PYTEST_ADDOPTS"] = outer
-        if autoload is None:
-            os.environ.pop(AUTOLOAD_ENV)
-        else:
-            os.environ[AUTOLOAD_ENV] = autoload
     # The report states the exit status the plugin decided; it stands even if some other
     # plugin touched pytest's status after the verdict was set.
     try:

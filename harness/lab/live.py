@@ -95,7 +95,7 @@ class LabAgent:
     registration: Projection
     """The core's MCP server in the agent's config, for the whole run (restored when the lab stops)."""
     launcher: Path
-    home: dict[str, str]
+    home_env: dict[str, str]
     """The agent's own ``HOME`` (:func:`~harness.codex.launch.private_home`), added to its Codex's environment."""
     owner: dict[str, Any] = field(default_factory=dict)
     launch_conflicts: list[str] = field(default_factory=list)
@@ -329,7 +329,7 @@ class CodexLab:
             agent.owner = attach_acp(agent.caller, command=agent.command, cwd=agent.workspace, env=agent.env,
                                      resume=resume)
             return self._attached(name, agent.owner, resume)
-        env = {**agent.home, **({ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {})}
+        env = {**agent.home_env, **({ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {})}
         capabilities = {"capabilities": self.capabilities} if self.capabilities is not None else {}
         if self._tui_dir is not None and not resume:
             agent.owner = self._attach_interactive(agent, self._tui_dir / f"{name}.sock", env, capabilities)

@@ -284,11 +284,12 @@ def launcher_install(root: Path, launcher: Path, *, binary_prints_env: bool = Tr
     shutil.copy(real_package / "package.json", package / "package.json")
     shutil.copy(launcher.resolve(), package / "bin" / "codex.js")
     (package / "bin" / "codex.js").chmod(0o755)
-    triple, platform_package = {"x86_64": ("x86_64-unknown-linux-musl", "codex-linux-x64"),
-                                "aarch64": ("aarch64-unknown-linux-musl", "codex-linux-arm64"),
-                                "arm64": ("aarch64-apple-darwin", "codex-darwin-arm64")}[os.uname().machine]
-    if sys.platform == "darwin" and os.uname().machine == "x86_64":
-        triple, platform_package = "x86_64-apple-darwin", "codex-darwin-x64"
+    # Written out from the launcher's own table (not the code's), so a wrong table in the code still fails.
+    triple, platform_package = {("linux", "x86_64"): ("x86_64-unknown-linux-musl", "codex-linux-x64"),
+                                ("linux", "aarch64"): ("aarch64-unknown-linux-musl", "codex-linux-arm64"),
+                                ("darwin", "x86_64"): ("x86_64-apple-darwin", "codex-darwin-x64"),
+                                ("darwin", "arm64"): ("aarch64-apple-darwin", "codex-darwin-arm64"),
+                                }[(sys.platform, os.uname().machine)]
     vendor = root / "node_modules" / "@openai" / platform_package
     (vendor / "package.json").parent.mkdir(parents=True)
     (vendor / "package.json").write_text(json.dumps({"name": f"@openai/{platform_package}", "version": "0.0.0"}))
