@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from .envelope import TYPE_HEADER
+from .envelope import form_head
 from .errors import Code, PeerwireError
 
 ROOT = "/root"
@@ -120,8 +120,10 @@ def render(message_type: str, recipient_path: str, sender_path: str, body: str) 
 
 
 def head(message_type: str, recipient_path: str, sender_path: str) -> str:
-    """The collaboration envelope without its body (its routing metadata), ending with ``Payload:``."""
-    return f"{TYPE_HEADER}: {message_type}\nTask name: {recipient_path}\nSender: {sender_path}\nPayload:"
+    """The collaboration envelope without its body (its routing metadata), ending with ``Payload:``: the form
+    ``collab`` of ``contracts/envelope.json``."""
+    return form_head("collab", None, {"message_type": message_type, "recipient_path": recipient_path,
+                                      "sender_path": sender_path})
 
 
 PLAINTEXT = "plaintext"

@@ -1,4 +1,4 @@
-"""The envelope a receiving model sees around a message body.
+"""The envelope a receiving model sees around a message body, rendered from the contract's grammar.
 
 ::
 
@@ -9,7 +9,10 @@
     Payload:
     <body exactly as sent>
 
-The payload is last so the body is never altered or followed by anything.
+The headers, their order, their values and when each is present are
+``contracts/envelope.json`` (form ``peer``; the collaboration tree's form is
+``collab``, :func:`peerwire.collab.head`); this module only fills them in. The
+payload is last so the body is never altered or followed by anything.
 
 A task reaches Codex as a structured task item, not one rendered text: the
 headers (:func:`head`: type, request id, sender and how to answer) and the
@@ -21,14 +24,17 @@ message, they are exactly :func:`render`, so every envelope reader reads both.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from .contract_data import ENVELOPE, table
 from .lifecycle import Kind
 
-TYPE_HEADER = "Message Type"
+_GRAMMAR = table(ENVELOPE)
+TYPE_HEADER = _GRAMMAR["forms"]["peer"]["headers"][0]["name"]
 """The first header of every envelope, peer and collaboration alike."""
-MESSAGE_TYPES = {Kind.TASK: "NEW_TASK", Kind.INFORMATION: "MESSAGE", Kind.REPLY: "FINAL_ANSWER",
-                 Kind.NOTICE: "MESSAGE"}
+PAYLOAD_LINE = _GRAMMAR["payload_line"]
+MESSAGE_TYPES = {Kind(kind): name for kind, name in _GRAMMAR["message_types"].items()}
 """The message type a receiving model reads for each kind of record."""
 
 
@@ -39,29 +45,32 @@ def render(record: dict[str, Any]) -> str:
 
 def head(record: dict[str, Any]) -> str:
     """The envelope of a record without its body: every header, then ``Payload:`` (the routing metadata)."""
-    kind = record["kind"]
-    lines = [f"{TYPE_HEADER}: {MESSAGE_TYPES[kind]}"]
-    request_id = record.get("request_id")
-    if request_id:
-        lines.append(f"Request: {request_id}")
     sender = record["sender"]
-    lines.append(f"Sender: {sender['name']} ({sender['agent_id']})" if sender.get("agent_id")
-                 else f"Sender: {sender['name']}")
-    if kind == Kind.TASK:
-        lines.append(f"Answer: call the reply tool with request_id {request_id} and status done, blocked or "
-                     "failed; if you finish this turn without it, your final answer is sent as the reply")
-    elif kind == Kind.REPLY:
-        lines.append(f"Status: {record['status']}")
-    if record.get("code"):
-        lines.append(f"Notice: {record['code']}")
-    lines.append("Payload:")
-    return "\n".join(lines)
+    fields = {"message_type": MESSAGE_TYPES[record["kind"]], "request_id": record.get("request_id"),
+              "sender_name": sender["name"], "sender_agent_id": sender.get("agent_id"),
+              "status": record.get("status"), "code": record.get("code")}
+    return form_head("peer", record["kind"], fields)
+
+
+def form_head(form: str, kind: str | None, fields: Mapping[str, Any]) -> str:
+    """The header lines of envelope ``form`` for a record of ``kind`` with ``fields``, then the payload line."""
+    lines = [f"{header['name']}{_GRAMMAR['header_separator']}{header['value'].format_map(fields)}"
+             for header in _GRAMMAR["forms"][form]["headers"] if _applies(header.get("when"), kind, fields)]
+    return _GRAMMAR["line_break"].join([*lines, PAYLOAD_LINE])
+
+
+def _applies(when: Mapping[str, Any] | None, kind: str | None, fields: Mapping[str, Any]) -> bool:
+    if when is None:
+        return True
+    if "kind" in when:
+        return kind == when["kind"]
+    return bool(fields.get(when["field"])) != bool(when.get("absent"))
 
 
 def parse(text: str) -> dict[str, Any]:
     """Split an envelope into its headers and the exact payload (inverse of :func:`render`, and of
     :func:`peerwire.collab.render`)."""
-    head, sep, payload = text.partition("\nPayload:\n")
+    head, sep, payload = text.partition(f"\n{PAYLOAD_LINE}\n")
     if not sep or not head.startswith(f"{TYPE_HEADER}: "):
         raise ValueError("not a peerwire envelope")
     headers = {}

@@ -9,8 +9,11 @@ tables (:meth:`Lifecycle.mermaid`).
 The vocabulary is declared here once: record kinds (:class:`Kind`), lifecycle
 events (:class:`Event`) and the evidence stages a core records (:class:`Stage`).
 Each table also says which stage each of its events records, so no stage name
-is ever assembled from pieces. ``contracts/export.schema.json`` lists the same
-kinds and stages; a test keeps the two in agreement.
+is ever assembled from pieces. The tables themselves are contract data
+(``contracts/lifecycles.json``, which the acceptance checks read too); the
+vocabulary here must list exactly what that file lists, or the import fails.
+``contracts/export.schema.json`` lists the same kinds and stages; a test keeps
+them in agreement.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Mapping
 
+from . import contract_data
 from .errors import Code, PeerwireError
 
 
@@ -187,70 +191,43 @@ class Lifecycle(StateTable):
         return frozenset(self.stages[event] for (_src, event), dst in self.transitions.items() if dst == state)
 
 
-# A record's own events record stages of the same name.
-_RECORD_STAGES: Mapping[Event, Stage] = {
-    Event.CLAIM_BY_RECEIVE: Stage.CLAIM_BY_RECEIVE,
-    Event.CLAIM_BY_DISPATCH: Stage.CLAIM_BY_DISPATCH,
-    Event.RELEASE: Stage.RELEASE,
-    Event.PROVIDER_ACCEPTED: Stage.PROVIDER_ACCEPTED,
-    Event.PROVIDER_UNCERTAIN: Stage.PROVIDER_UNCERTAIN,
-    Event.PROVIDER_VISIBLE: Stage.PROVIDER_VISIBLE,
-    Event.PROVIDER_HANDOFF_STARTED_UNVERIFIED: Stage.PROVIDER_HANDOFF_STARTED_UNVERIFIED,
-    Event.OBSERVATION_LOST: Stage.OBSERVATION_LOST,
-    Event.REPLY: Stage.REPLY,
-}
-
-
-# A task (one request) from admission to its single reply.
-#
-# pending      persisted, receipt returned, nobody has it yet
-# claimed      exposed as new work by a receive (the durable claim)
-# dispatching  claimed by automatic delivery; the provider has not answered yet
-# accepted     the provider admitted it into an exact turn (binding persisted)
-# uncertain    it may or may not have reached the provider: never replayed
-# replied      the one reply exists (explicit or from the bound turn's outcome)
-TASK = Lifecycle(
-    name=Kind.TASK,
-    initial="pending",
-    transitions={
-        ("pending", Event.CLAIM_BY_RECEIVE): "claimed",
-        ("pending", Event.CLAIM_BY_DISPATCH): "dispatching",
-        ("dispatching", Event.RELEASE): "pending",
-        ("dispatching", Event.PROVIDER_ACCEPTED): "accepted",
-        ("dispatching", Event.PROVIDER_UNCERTAIN): "uncertain",
-        ("accepted", Event.OBSERVATION_LOST): "uncertain",
-        ("pending", Event.REPLY): "replied",
-        ("claimed", Event.REPLY): "replied",
-        ("dispatching", Event.REPLY): "replied",
-        ("accepted", Event.REPLY): "replied",
-        ("uncertain", Event.REPLY): "replied",
-    },
-    stages=_RECORD_STAGES,
-    terminal=frozenset({"replied"}),
-)
-
-
-def _delivery(kind: Kind, initial: str) -> Lifecycle:
-    """A record that is only ever made visible: the provider shows it, or may have."""
+def _load(name: str) -> Lifecycle:
+    """The table ``name`` of ``contracts/lifecycles.json``; every event and stage it names must be declared here."""
+    data = contract_data.table(contract_data.LIFECYCLES)["lifecycles"][name]
     return Lifecycle(
-        name=kind,
-        initial=initial,
-        transitions={
-            (initial, Event.PROVIDER_VISIBLE): "provider_visible",
-            (initial, Event.PROVIDER_UNCERTAIN): "uncertain",
-            (initial, Event.PROVIDER_HANDOFF_STARTED_UNVERIFIED): "handoff_started_unverified",
-        },
-        stages=_RECORD_STAGES,
-        terminal=frozenset({"provider_visible", "uncertain", "handoff_started_unverified"}),
+        name=Kind(name) if name in {kind.value for kind in Kind} else name,
+        initial=data["initial"],
+        transitions={(src, Event(event)): dst for src, event, dst in data["transitions"]},
+        stages={Event(event): Stage(stage) for event, stage in data["stages"].items()},
+        terminal=frozenset(data["terminal"]),
     )
 
 
+def _check_vocabulary() -> None:
+    # The enums above name what the code uses; the contract's lists are what a judge reads. They must agree.
+    data = contract_data.table(contract_data.LIFECYCLES)
+    for declared, listed in ((Kind, data["kinds"]), (Event, data["events"]), (Stage, list(data["stages"]))):
+        if [member.value for member in declared] != listed:
+            raise ValueError(f"contracts/{contract_data.LIFECYCLES} lists {declared.__name__} {listed}, the core "
+                             f"{[member.value for member in declared]}")
+
+
+_check_vocabulary()
+
+# The tables are contracts/lifecycles.json; what their states mean:
+#
+# task: pending (persisted, receipt returned, nobody has it yet), claimed (exposed as new work by a
+# receive: the durable claim), dispatching (claimed by automatic delivery; the provider has not answered
+# yet), accepted (the provider admitted it into an exact turn, binding persisted), uncertain (it may or
+# may not have reached the provider: never replayed), replied (the one reply exists).
+TASK = _load(Kind.TASK)
+
 # An information record: never runnable work, only made visible.
-INFORMATION = _delivery(Kind.INFORMATION, "admitted")
+INFORMATION = _load(Kind.INFORMATION)
 
 # A reply record, explicit or built from a provider turn's outcome. It is published
 # as it is admitted; what happens after is only about making it visible.
-REPLY = _delivery(Kind.REPLY, "published")
+REPLY = _load(Kind.REPLY)
 
 # A provider binding: one task admitted into one exact provider turn. Its events are
 # recorded on the task, under stages of their own.
@@ -261,27 +238,10 @@ REPLY = _delivery(Kind.REPLY, "published")
 # published  the reply (or blocked/failed outcome) exists
 # suppressed the recipient replied explicitly first: no automatic result
 # uncertain  observation of the turn was lost (owner died, app restarted)
-BINDING = Lifecycle(
-    name="binding",
-    initial="accepted",
-    transitions={
-        ("accepted", Event.CAPTURE): "captured",
-        ("accepted", Event.SUPPRESS): "suppressed",
-        ("accepted", Event.OBSERVATION_LOST): "uncertain",
-        ("captured", Event.PUBLISH): "published",
-        ("captured", Event.SUPPRESS): "suppressed",
-    },
-    stages={
-        Event.CAPTURE: Stage.BINDING_CAPTURE,
-        Event.SUPPRESS: Stage.BINDING_SUPPRESS,
-        Event.OBSERVATION_LOST: Stage.BINDING_OBSERVATION_LOST,
-        Event.PUBLISH: Stage.BINDING_PUBLISH,
-    },
-    terminal=frozenset({"published", "suppressed", "uncertain"}),
-)
+BINDING = _load("binding")
 
 # A notice from peerwire itself (an uncertain delivery, an interrupted turn).
-NOTICE = _delivery(Kind.NOTICE, "published")
+NOTICE = _load(Kind.NOTICE)
 
 LIFECYCLES: dict[Kind, Lifecycle] = {
     Kind.TASK: TASK,

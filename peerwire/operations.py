@@ -16,13 +16,14 @@ from typing import Any, Awaitable, Callable
 
 from . import collab, contract, export
 from .collab_ops import CollabOperations
+from .contract_data import providers as known_providers
 from .delivery import Delivery
 from .errors import Code, PeerwireError
 from .hub import PROVIDER_CONTEXT_AVAILABLE, require_present
 from .limits import DEFAULT_RECEIVE_LIMIT, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS
 from .providers import RuntimeOwner, require_known
 from .receipts import tool_receipt
-from .registry import KNOWN_PROVIDERS, AgentRow, validate_name
+from .registry import AgentRow, validate_name
 from .store import Call, Entry, Store
 
 Handler = Callable[..., Awaitable[dict[str, Any]]]
@@ -269,7 +270,7 @@ class Operations:
         out = {"agent": row.public(), "session_token": token_out}
         if provider not in self.providers:
             out["warning"] = (f"provider {provider!r} has no delivery adapter in this app "
-                              f"(known: {', '.join(KNOWN_PROVIDERS)}); sends to it fail with unknown_provider")
+                              f"(known: {', '.join(known_providers())}); sends to it fail with unknown_provider")
         return out
 
     async def agents(self, args: dict, token: str | None) -> dict:

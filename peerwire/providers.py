@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
+from .contract_data import providers as known_providers
 from .errors import Code, PeerwireError
 from .lifecycle import Event
-from .registry import KNOWN_PROVIDERS, AgentRow
+from .registry import AgentRow
 
 if TYPE_CHECKING:
     from .store import Store
@@ -184,7 +185,7 @@ def require_known(provider: str, providers: Mapping[str, Provider]) -> Provider:
     """The adapter for ``provider``; ``unknown_provider`` when there is none."""
     adapter = providers.get(provider)
     if adapter is None:
-        known = ", ".join(sorted(set(KNOWN_PROVIDERS) | set(providers)))
+        known = ", ".join(sorted(set(known_providers()) | set(providers)))
         raise PeerwireError(
             Code.UNKNOWN_PROVIDER,
             f"no delivery adapter for provider {provider!r} (known: {known}); nothing was sent",

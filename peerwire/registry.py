@@ -12,10 +12,6 @@ from typing import Any, Iterable, Sequence
 from .errors import Code, PeerwireError
 from .limits import MAX_NAME_CHARS
 
-KNOWN_PROVIDERS = ("manual", "codex")
-"""``manual``: no adapter, the agent receives and replies itself. ``codex``: the app
-delivers into a Codex app-server owner."""
-
 BROADCAST_TARGETS = frozenset({"*", "all", "everyone", "@all", "@everyone"})
 SYSTEM_SENDER = "peerwire"
 

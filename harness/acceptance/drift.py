@@ -37,9 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from peerwire.codex.capabilities import Capability
 
 from harness.acceptance import drift_report
+from harness.capabilities import Capability
 from harness.codex.capabilities import CapabilityReport, establish
 from harness.codex.install import CodexInstallation, CodexInstallError, install_release, locate_codex
 from harness.codex.protocol import ProtocolSchema, ProtocolSchemaError, check_fixture

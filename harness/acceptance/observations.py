@@ -9,7 +9,7 @@ questions the checks ask of both. An agent's rollout is the lines of its own
 threads: a collaboration child is a thread of its root's app-server, so its
 rollout file lies in the root's folder but belongs to the child.
 
-Agents are of a kind (``view.kinds``, :mod:`peerwire.agent_kinds`). An ACP
+Agents are of a kind (``view.kinds``, :mod:`harness.capabilities`). An ACP
 agent (OpenCode) leaves no rollout: its history is its ACP transcript, read as
 rollout lines (:mod:`harness.evidence.acp_history`), so :meth:`Observations.rollout`,
 :meth:`~Observations.tool_calls` and :meth:`~Observations.final_messages` answer
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from peerwire.agent_kinds import AgentKind, agent_kind
+from harness.capabilities import AgentKind, agent_kind
 
 from harness.names import TOOL_NAMESPACES
 from harness.evidence.acp_history import AcpHistory, AcpLine, AcpTurn

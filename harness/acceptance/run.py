@@ -42,7 +42,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from peerwire.agent_kinds import table as capability_table
+from harness.capabilities import table_rows as capability_table
 
 from harness.codex.capabilities import REPORT_NAME, CapabilityReport
 from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total

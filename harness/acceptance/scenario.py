@@ -17,7 +17,7 @@ validated against ``contracts/scenario.schema.json``:
   (:mod:`harness.model.probe`); the run's result then carries the probe summary;
 * ``[[steps]]`` — what the runner does, in order (:mod:`.steps`); a step with
   ``needs = { B = "inject" }`` runs only when B's kind has that capability
-  (:mod:`peerwire.agent_kinds`), one with ``lacks`` only when it has not;
+  (:mod:`harness.capabilities`), one with ``lacks`` only when it has not;
 * ``[[checks]]`` — the verdicts over the collected evidence (:mod:`.checks`).
 
 Loading fails with :class:`~harness.model.rules.ScenarioError` for anything
@@ -38,9 +38,7 @@ from typing import Any
 
 import jsonschema
 
-from peerwire import profiles
-from peerwire.agent_kinds import agent_kind
-from peerwire.codex.capabilities import Capability
+from harness.capabilities import Capability, agent_kind
 
 from harness.lab.kinds import DEFAULT_PAIR, pair_name
 
@@ -52,6 +50,8 @@ from harness.resources import contract_file, scenarios
 from .checks import JUDGEMENTS
 from .checks.kernel import CheckSpec
 
+MESSAGING, COLLAB = "messaging", "collab"
+"""The tool profiles a scenario may name (the ``profile`` enum of ``scenario.schema.json``)."""
 SCHEMA_PATH = contract_file("scenario.schema.json")
 SCENARIOS_DIR = scenarios()
 
@@ -116,10 +116,10 @@ class Scenario:
     checks: tuple[CheckSpec, ...]
     peers: tuple[Peer, ...] = ()
     group: str | None = None
-    profile: str = profiles.MESSAGING
+    profile: str = MESSAGING
     probe: ProbeExpectation | None = None
     requires: tuple[str, ...] = ()
-    """Codex delivery capabilities the file declares (names of :class:`~peerwire.codex.capabilities.Capability`)
+    """Codex delivery capabilities the file declares (names of :data:`~harness.capabilities.Capability`)
     beyond those its steps and checks imply; :meth:`needs` has both."""
     scripted_only: str | None = None
     """Why a real provider cannot run the scenario (None: it declares the openai provider)."""
@@ -196,7 +196,7 @@ def scenario_from_document(document: Mapping[str, Any], *, path: Path = Path("<s
         name=header["name"], description=header["description"], path=path, script=script, agents=agents,
         modes=tuple(header.get("modes", ("attached",))), providers=tuple(header.get("providers", ("scripted",))),
         prompts=prompts, steps=steps, checks=checks, peers=peers, group=header.get("group"),
-        profile=header.get("profile", profiles.MESSAGING),
+        profile=header.get("profile", MESSAGING),
         probe=ProbeExpectation.from_table(document["probe"]) if "probe" in document else None,
         requires=tuple(header.get("requires", ())),
         scripted_only=header.get("scripted_only"),
@@ -275,7 +275,7 @@ def _consistency(scenario: Scenario, known_checks: Sequence[str] | None) -> list
         problems.append(f"peers: {sorted(peers & agents)} are also Codex agents")
     if "openai" in scenario.providers and scenario.scripted_only is not None:
         problems.append("scenario.scripted_only: the scenario also declares the openai provider")
-    if scenario.probe is not None and scenario.profile != profiles.COLLAB:
+    if scenario.probe is not None and scenario.profile != COLLAB:
         problems.append("probe: the collaboration probe needs profile = \"collab\"")
     known = {c.value for c in Capability}
     for name in scenario.requires:

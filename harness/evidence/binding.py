@@ -23,11 +23,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from peerwire import envelope
-from peerwire.lifecycle import Stage
-
 from .core import CoreEvidence
+from .envelope_grammar import peer_fields, prescribed
 from .rollouts import UNVERIFIED, Location, RolloutIndex, Turn
+from .stages import Stage
 
 TOOLS_OF_KIND = {"information": ("send_message",), "task": ("followup_task", "spawn_agent"), "reply": ("reply",)}
 """The tools that create each kind of record (``spawn_agent``: a collaboration child's first task)."""
@@ -147,7 +146,8 @@ def _thread_agents(core: CoreEvidence, given: Mapping[str, str]) -> dict[str, st
 
 def _delivered(row: dict[str, Any], threads: Mapping[str, str], index: RolloutIndex) -> tuple[str, ...]:
     mine = [t for t, name in threads.items() if name == row["recipient"]["name"]]
-    envelope_text = envelope.render(row)
+    # The envelope the contract's grammar prescribes for the record, not what the reference core renders.
+    envelope_text = prescribed("peer", row, peer_fields(row))
     found: set[Location] = set()
     for thread_id in mine:
         found.update(o.at for o in index.occurrences(envelope_text, thread_id=thread_id,

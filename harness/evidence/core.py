@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from peerwire.contract import document_validator
+from harness.contract_data import document_validator
 
 from . import stored
 

@@ -12,7 +12,7 @@ own, as a Codex agent does.
   Completions face), so its requests are in the run's model request log.
 * ``acp:NAME``: the user's command (``--acp-agent NAME=COMMAND``) with the
   user's own environment, so it talks to the provider the user configured for
-  it; the run logs none of its model requests (:data:`peerwire.agent_kinds.ANY_ACP`).
+  it; the run logs none of its model requests (:data:`harness.capabilities.ANY_ACP`).
 
 Evidence besides the core's (the ACP transcripts come through the driver):
 OpenCode's own log, ``opencode/<agent>/<file>.log``.

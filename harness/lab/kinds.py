@@ -6,7 +6,7 @@ Codex adapter), ``opencode`` (``opencode acp`` in a private home on the run's
 model, the ACP adapter), or ``acp:NAME``, an ACP agent the user installed and
 named with ``--acp-agent NAME=COMMAND`` (the ACP adapter, the user's own
 environment and provider). What each kind can do is the capability table,
-:mod:`peerwire.agent_kinds`.
+:mod:`harness.capabilities` (``contracts/capabilities.json``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from peerwire.agent_kinds import ACP_PREFIX, agent_kind
+from harness.capabilities import ACP_PREFIX, agent_kind
 
 CODEX = "codex"
 OPENCODE = "opencode"

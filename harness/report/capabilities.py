@@ -1,7 +1,7 @@
 """The capability table in a report and in the README, rendered from its rows alone.
 
 A report carries the table as ``run.agent_kinds`` (rows of
-:func:`peerwire.agent_kinds.table`): per agent kind, each delivery feature
+:func:`harness.capabilities.table_rows`): per agent kind, each delivery feature
 (inject, steer, start, interrupt, exact completion, native reply) and each
 trace the checks read (rollout, call ``_meta``, model log), supported or not,
 and for each one it lacks the declared limit: what happens instead. The
@@ -92,10 +92,10 @@ def verdict_text(check: Mapping[str, Any]) -> str:
 
 
 def readme_table() -> str:
-    """The README's capability table: every kind of the table (peerwire/agent_kinds.py), between its markers."""
-    from peerwire.agent_kinds import table
+    """The README's capability table: every kind of the table (contracts/capabilities.json), between its markers."""
+    from harness.capabilities import table_rows
 
-    return "\n".join([README_START, *markdown(table()), README_END])
+    return "\n".join([README_START, *markdown(table_rows()), README_END])
 
 
 if __name__ == "__main__":

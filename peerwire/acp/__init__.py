@@ -8,7 +8,7 @@
 * :mod:`.turns` — one prompt turn and what its answer means for its tasks (pure rules);
 * :mod:`.opencode` — a private, offline home for OpenCode as an ACP agent.
 
-What each agent kind can do is a table in :mod:`peerwire.agent_kinds`.
+What each agent kind can do is a table in ``contracts/capabilities.json``.
 """
 
 from peerwire.acp.client import AcpClient, AcpSession, AgentExited, decline_agent_request, redact_credentials

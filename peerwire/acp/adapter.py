@@ -14,7 +14,7 @@ latest, answers it: only then is the binding persisted, and always before the
 answer is handled. The answer decides the reply (:mod:`.turns`). A prompt never
 answered (the agent went away) leaves its task uncertain; nothing is sent again.
 
-Declared limits (ACP has no native equivalent, :mod:`peerwire.agent_kinds`):
+Declared limits (ACP has no native equivalent, ``contracts/capabilities.json``):
 
 * **no inject**: information, replies and notices wait for the agent's next
   ``receive_messages`` or its next turn, whose prompt carries those it has not

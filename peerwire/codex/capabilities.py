@@ -1,6 +1,6 @@
 """What Codex delivery needs from a Codex version, per capability: data and one evaluation.
 
-Each :class:`Declaration` names the protocol facts a capability needs (methods,
+Each :class:`Declaration` (data: ``contracts/capabilities.json``) names the protocol facts a capability needs (methods,
 and fields inside their ``params``) and ``since``, the first Codex release
 whose generated app-server schema (``codex app-server generate-json-schema``)
 shows all of them. The releases were checked one by one; 0.58.0 is the first
@@ -25,6 +25,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from .. import contract_data
 
 __all__ = [
     "DECLARATIONS",
@@ -89,56 +91,28 @@ class OptionalField:
     since: str
 
 
-DECLARATIONS: Mapping[Capability, Declaration] = {d.capability: d for d in (
-    Declaration(Capability.IDLE_START, "a task or prompt opens a turn on an idle owner and its final answer is read",
-                "0.105.0", (Fact("thread/start"), Fact("turn/start"), Fact("turn/started"), Fact("turn/completed"),
-                            Fact("item/completed", "item.phase"))),
-    Declaration(Capability.STEER, "a task joins the active turn, fenced by expectedTurnId", "0.99.0",
-                (Fact("turn/steer"), Fact("turn/steer", "expectedTurnId")), requires=(Capability.IDLE_START,)),
-    Declaration(Capability.INJECT, "information, replies and notices enter the thread without starting a turn",
-                "0.121.0", (Fact("thread/inject_items"),)),
-    Declaration(Capability.INTERRUPT, "interrupt_agent ends the observed active turn", "0.58.0",
-                (Fact("turn/interrupt"),), requires=(Capability.IDLE_START,)),
-    Declaration(Capability.RESUME, "a new owner generation resumes the agent's thread", "0.58.0",
-                (Fact("thread/resume"),)),
-    Declaration(Capability.FORK, "a thread forks with its finished history (probed; collaboration children copy "
-                "their history from the parent's rollout instead, to leave its mail out)", "0.80.0",
-                (Fact("thread/fork"),)),
-    Declaration(Capability.HISTORY_READ, "a thread's turns read back (probed; collaboration children copy their "
-                "history from the parent's rollout instead, which keeps every item as the model saw it)",
-                "0.89.0", (Fact("thread/read"), Fact("thread/read", "includeTurns"))),
-    Declaration(Capability.MCP_STARTUP_STATUS, "the app-server reports whether the peerwire MCP server started",
-                "0.117.0", (Fact("mcpServer/startupStatus/updated"),)),
-    Declaration(Capability.STEER_CONTEXT, "a steer carries routing metadata apart from the peer text "
-                "(additionalContext)", None, (Fact("turn/steer", "additionalContext"),),
-                requires=(Capability.STEER,)),
-    # thread/inject_items takes raw Responses items (its schema types them only as `true`); the generated
-    # ResponseItem union of 0.171.0 has the agent_message variant {author, recipient, content: input_text |
-    # encrypted_content}, and the live probe shows it reaching the model as such. 0.171.0 is the release
-    # this was checked on; earlier ones were not, so none of them is claimed.
-    Declaration(Capability.AGENT_MESSAGE, "mail to an agent of a collaboration tree enters its thread as a "
-                "native agent message (author, recipient, the envelope)", "0.171.0",
-                (Fact("thread/inject_items"),), requires=(Capability.INJECT,)),
-    Declaration(Capability.ENCRYPTED_CALL_ARGS, "a collaboration call's encrypted_function_args reach the core, "
-                "so an encrypted message is forwarded as encrypted_content", None, (Fact("thread/inject_items"),),
-                requires=(Capability.AGENT_MESSAGE,),
-                unknown="Codex calls an MCP tool with its arguments only: the model's function_call keeps "
-                "encrypted_function_args in the rollout, but tools/call carries none of it, and the next model "
-                "request drops it from the replayed call"),
-    # The listen endpoint (app-server --listen unix://PATH) and the TUI's --remote are command-line facts,
-    # not schema facts; 0.171.0 is the release where they were checked (earlier ones were not).
-    Declaration(Capability.ATTACHED_TUI, "a Codex TUI attaches to the owner's app-server (--listen, --remote) and "
-                "the owner adopts the thread the TUI started", "0.171.0",
-                (Fact("thread/started"), Fact("thread/name/set"), Fact("thread/resume")),
-                requires=(Capability.IDLE_START,)),
-)}
+def _declarations() -> dict[Capability, Declaration]:
+    data = contract_data.table(contract_data.CAPABILITIES)["codex"]["declarations"]
+    listed = [d["capability"] for d in data]
+    if listed != [c.value for c in Capability]:
+        raise ValueError(f"contracts/{contract_data.CAPABILITIES} declares {listed}, the adapter "
+                         f"{[c.value for c in Capability]}")
+    return {Capability(d["capability"]): Declaration(
+        Capability(d["capability"]), d["summary"], d["since"], tuple(Fact(*need) for need in d["needs"]),
+        tuple(Capability(r) for r in d.get("requires", ())), d.get("unknown", "")) for d in data}
 
-OPTIONAL_FIELDS: tuple[OptionalField, ...] = (
-    OptionalField("turn/start", "clientUserMessageId", "0.136.0"),
-    OptionalField("turn/steer", "clientUserMessageId", "0.136.0"),
-    OptionalField("turn/start", "turnTrigger", "0.151.0"),
-    OptionalField("turn/start", "parentTurnId", "0.162.0"),
-)
+
+# The declarations are contracts/capabilities.json (``codex``), where the harness's probe, gate and reports
+# read them too. Two of them rest on more than schema facts: thread/inject_items takes raw Responses items
+# (its schema types them only as `true`), so agent_message's 0.171.0 is the release whose generated
+# ResponseItem union has the agent_message variant and where the live probe shows it reaching the model;
+# attached_tui's listen endpoint and the TUI's --remote are command-line facts, checked on 0.171.0. Earlier
+# releases were not checked, so none of them is claimed.
+DECLARATIONS: Mapping[Capability, Declaration] = _declarations()
+
+OPTIONAL_FIELDS: tuple[OptionalField, ...] = tuple(
+    OptionalField(f["method"], f["field"], f["since"])
+    for f in contract_data.table(contract_data.CAPABILITIES)["codex"]["optional_fields"])
 
 
 def version_key(version: str) -> tuple:

@@ -15,8 +15,8 @@ import pytest
 from harness.acceptance.checks.kernel import CheckSpec, Evidence, Verdict, judge
 from harness.acceptance.observations import Skipped
 from harness.acceptance.result import scenario_result
+from harness.capabilities import agent_kind
 from harness.report import SecretScan, load_report, write_report
-from peerwire.agent_kinds import agent_kind
 from tests.evidence.exchange import run_description, task_exchange
 
 

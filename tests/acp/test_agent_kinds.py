@@ -7,28 +7,31 @@ from pathlib import Path
 
 import pytest
 
-from peerwire.agent_kinds import AGENT_KINDS, Feature, kind_of_provider
+from harness.capabilities import AGENT_KINDS, ANY_ACP, FEATURES, PROVIDERS, TRACES, agent_kind, kind_of_provider
 from peerwire.app import RUNTIMES
+from peerwire.contract_data import providers
 
 ROOT = Path(__file__).resolve().parents[2]
-CELLS = [(kind, feature) for kind in AGENT_KINDS.values() for feature in Feature]
+CELLS = [(kind, feature) for kind in AGENT_KINDS.values() for feature in FEATURES]
 
 
-@pytest.mark.parametrize("kind, feature", CELLS, ids=lambda v: getattr(v, "name", getattr(v, "value", v)))
+@pytest.mark.parametrize("kind, feature", CELLS, ids=lambda v: getattr(v, "name", v))
 def test_every_cell_names_evidence_that_exists(kind, feature):
     cell = kind.cells[feature]
-    assert cell.how and cell.evidence, f"{kind.name}.{feature.value} names no evidence"
+    assert cell.how and cell.evidence, f"{kind.name}.{feature} names no evidence"
     for evidence in cell.evidence:
         path, _, test = evidence.partition("::")
-        assert (ROOT / path).is_file(), f"{kind.name}.{feature.value}: no {path}"
+        assert (ROOT / path).is_file(), f"{kind.name}.{feature}: no {path}"
         if test:
             source = (ROOT / path).read_text("utf-8")
             assert re.search(rf"^(async )?def {re.escape(test)}\(", source, re.MULTILINE), \
-                f"{kind.name}.{feature.value}: {path} has no test {test}"
+                f"{kind.name}.{feature}: {path} has no test {test}"
 
 
 def test_every_kind_is_driven_by_a_provider_the_app_runs():
-    assert {kind.provider for kind in AGENT_KINDS.values()} <= set(RUNTIMES)
+    assert {kind.provider for kind in [*AGENT_KINDS.values(), ANY_ACP]} <= set(RUNTIMES)
+    # The core's providers are the table's: every runtime it runs, and manual (no adapter), nothing else.
+    assert providers() == PROVIDERS and set(PROVIDERS) == {*RUNTIMES, "manual"}
     assert [k.name for k in kind_of_provider("acp")] == ["opencode"]
 
 
@@ -38,23 +41,19 @@ def test_the_declared_limits_of_an_acp_agent():
 
 
 def test_every_trace_cell_names_evidence_that_exists():
-    from peerwire.agent_kinds import ANY_ACP, Trace
-
     for kind in [*AGENT_KINDS.values(), ANY_ACP]:
-        for trace in Trace:
+        for trace in TRACES:
             cell = kind.traces[trace]
             for evidence in cell.evidence:
                 path, _, test = evidence.partition("::")
-                assert (ROOT / path).is_file(), f"{kind.name}.{trace.value}: no {path}"
+                assert (ROOT / path).is_file(), f"{kind.name}.{trace}: no {path}"
                 if test:
                     source = (ROOT / path).read_text("utf-8")
                     assert re.search(rf"^(async )?def {re.escape(test)}\(", source, re.MULTILINE), \
-                        f"{kind.name}.{trace.value}: {path} has no test {test}"
+                        f"{kind.name}.{trace}: {path} has no test {test}"
 
 
 def test_any_acp_agent_has_the_acp_adapters_features_and_no_trace_of_its_own():
-    from peerwire.agent_kinds import ANY_ACP, agent_kind
-
     mine = agent_kind("acp:mine")
     assert (mine.name, mine.provider) == ("acp:mine", "acp")
     assert mine.row() == AGENT_KINDS["opencode"].row() == ANY_ACP.row()

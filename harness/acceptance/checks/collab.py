@@ -24,12 +24,12 @@ from typing import Any
 from harness.evidence.rollouts import RolloutLine
 from harness.model.probe import LEGS
 from harness.evidence.responses import is_incoming, item_text
-from peerwire import collab, envelope
-from peerwire.lifecycle import Stage
+from harness.evidence.envelope_grammar import message_type
+from harness.evidence.stages import Stage
 
 from ..observations import EvidenceMissing, Observations, output_json
 from .kernel import Evidence, judgements, require
-from .readings import inject_lines, opened_turn, result_thread
+from .readings import carries, inject_lines, opened_turn, result_thread, why_not_carried
 
 
 def _origin(obs: Observations, record: Mapping[str, Any], sender: str, recipient_path: str,
@@ -150,7 +150,7 @@ def tree_message(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
     sender_id, recipient_id = record["sender"]["agent_id"], record["recipient"]["agent_id"]
     sender_path, recipient_path = obs.paths.get(sender_id), obs.paths.get(recipient_id)
     require(sender_path and recipient_path, f"{record['record_id']} is not between agents of a tree")
-    kind = envelope.MESSAGE_TYPES[record["kind"]]
+    kind = message_type(record["kind"])
     require(kind == params["type"], f"{record['record_id']} is a {kind}, not a {params['type']}")
     if "body" in params:
         require(record["body"] == params["body"], f"the body is {record['body']!r}, not {params['body']!r}")
@@ -161,10 +161,17 @@ def tree_message(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
     thread = visible[0]["detail"].get("thread_id")
     require(visible[0]["detail"].get("via") == "thread/inject_items" and thread in obs.threads(recipient),
             f"made visible {visible[0]['detail']}, not injected into {recipient}'s thread")
-    text = collab.render(kind, recipient_path, sender_path, record["body"])
+    # The envelope is judged by the contract's grammar (contracts/envelope.json, form collab): the recipient's
+    # and the sender's paths and the exact body, whatever the core under test renders.
     host = obs.host(recipient)
     injects = [line for line in inject_lines(obs, host, record) if line.params.get("threadId") == thread
-               and [item_text(item) for item in line.params.get("items") or []] == [text]]
+               and len(line.params.get("items") or []) == 1]
+    if not injects:
+        sent = [item_text(item) for line in obs.transcript(host) if line.dir == "sent"
+                and line.method == "thread/inject_items" and line.params.get("threadId") == thread
+                for item in line.params.get("items") or []]
+        require(False, f"{host}'s transcript has no inject_items of the envelope into {thread}: "
+                       f"{why_not_carried(obs, sent, record)}")
     require(len(injects) == 1, f"{host}'s transcript has {len(injects)} inject_items of the envelope into {thread}")
     answer = obs.response_to(host, injects[0])
     ev.cite(injects[0], answer)
@@ -178,12 +185,12 @@ def tree_message(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> 
                                                                == "user"),
             f"recorded as {form}, injected as {json.dumps({k: item.get(k) for k in ('type', 'role', 'author', 'recipient')})}")
     seen: list[RolloutLine] = [line for line in obs.rollout(recipient) if line.record_type == "response_item"
-                               and is_incoming(line.payload) and line.text() == text]
+                               and is_incoming(line.payload) and carries(obs, line.text(), record)]
     require(len(seen) == 1, f"{recipient}'s rollout holds the envelope {len(seen)} times, not once")
     ev.cite(seen[0])
     where = "its rollout"
     requests = [exchange.seq for exchange in obs.thread_exchanges(thread)
-                if any(is_incoming(sent) and sent.get("type") == item.get("type") and item_text(sent) == text
+                if any(is_incoming(sent) and sent.get("type") == item.get("type") and carries(obs, item_text(sent), record)
                        for sent in exchange.input_items())]
     require(requests, f"no model request of thread {thread} carries the envelope")
     ev.cite(*requests[:3])

@@ -1,7 +1,7 @@
 """Judgements over delivery: inject without a turn, the envelope in the model's input, a task bound to its
 turn, nothing delivered twice.
 
-Each judges the path the recipient's kind has (:mod:`peerwire.agent_kinds`): a Codex agent's app-server
+Each judges the path the recipient's kind has (:mod:`harness.capabilities`): a Codex agent's app-server
 transcript (``turn/start``, ``thread/inject_items``), an ACP agent's ACP transcript (``session/prompt``; no
 inject, so information waits for its next prompt). A path the kind lacks (steering an ACP agent) is skipped,
 naming the capability."""
@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from harness.evidence.responses import is_incoming, item_text
-from peerwire.envelope import TYPE_HEADER
-from peerwire.lifecycle import Stage
+from harness.evidence.envelope_grammar import type_header
+from harness.evidence.stages import Stage
 
 from ..observations import Observations, TranscriptLine
 from .kernel import Evidence, judgements, require
@@ -256,7 +256,7 @@ def delivered_at_most_once(obs: Observations, params: Mapping[str, Any], ev: Evi
             elif line.method == "thread/inject_items":
                 texts = [item_text(item) for item in line.params.get("items") or []]
                 matched = [row["record_id"] for row in records if any(carries(obs, t, row) for t in texts)]
-                if not matched and not any(f"{TYPE_HEADER}: " in t for t in texts):
+                if not matched and not any(f"{type_header()}: " in t for t in texts):
                     continue  # a collaboration child's inherited history: it carries no mail, by construction
                 if len(matched) != 1:
                     problems.append(f"{line.ref} injects {len(matched)} known records")

@@ -9,38 +9,50 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.evidence.envelope_grammar import collab_fields, deviations, peer_fields, read
 from harness.evidence.rollouts import RolloutLine
 from harness.evidence.responses import MAIL_TYPES, is_incoming, item_text
-from peerwire import envelope
 
 from ..observations import Observations, TranscriptLine, output_json
 from .kernel import require
 
 
-def envelope_of(text: str) -> dict[str, Any] | None:
-    try:
-        return envelope.parse(text)
-    except ValueError:
-        return None
+def expected_envelope(obs: Observations, record: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The envelope form ``record`` travels in, and the fields it must carry.
 
-
-def carries(obs: Observations, text: str, record: Mapping[str, Any]) -> bool:
-    """Whether ``text`` is the envelope of ``record``: its type, request and exact body.
-
-    Between agents of a collaboration tree the envelope names no request but
-    the recipient's and the sender's paths (:func:`peerwire.collab.render`).
+    Between agents of a collaboration tree the envelope (form ``collab``) names no
+    request but the recipient's and the sender's paths; any other record travels in
+    the ``peer`` form, with its type, request, sender, and status or notice code.
     """
-    parsed = envelope_of(text)
-    if parsed is None or parsed["payload"] != record["body"]:
-        return False
-    headers = parsed["headers"]
-    if headers.get(envelope.TYPE_HEADER) != envelope.MESSAGE_TYPES[record["kind"]]:
-        return False
     recipient_path = obs.paths.get(record["recipient"]["agent_id"])
     if recipient_path is not None:
         sender = obs.paths.get(record["sender"]["agent_id"]) or obs.agent_name(record["sender"]["agent_id"])
-        return headers.get("Task name") == recipient_path and headers.get("Sender") == sender
-    return headers.get("Request") == record.get("request_id") if record.get("request_id") else True
+        return "collab", collab_fields(record, recipient_path, sender)
+    return "peer", peer_fields(record)
+
+
+def carries(obs: Observations, text: str, record: Mapping[str, Any]) -> bool:
+    """Whether ``text`` is exactly the envelope the contract prescribes for ``record``: every header the
+    grammar names for it, with the record's values, and the exact body."""
+    parsed = read(text)
+    if parsed is None or parsed.payload != record["body"]:
+        return False
+    return not deviations(parsed, *_expected(obs, record))
+
+
+def _expected(obs: Observations, record: Mapping[str, Any]) -> tuple[str, Mapping[str, Any], dict[str, Any]]:
+    form, fields = expected_envelope(obs, record)
+    return form, record, fields
+
+
+def why_not_carried(obs: Observations, texts: list[str], record: Mapping[str, Any]) -> str:
+    """Why none of ``texts`` is ``record``'s envelope: how the nearest one (an envelope with the exact body, else
+    any envelope) departs from the grammar's, or that none is an envelope."""
+    parsed = [found for found in map(read, texts) if found is not None]
+    nearest = [found for found in parsed if found.payload == record["body"]] or parsed
+    if not nearest:
+        return "no text is an envelope by the contract's grammar"
+    return "the envelope departs from the contract's: " + "; ".join(deviations(nearest[0], *_expected(obs, record)))
 
 
 def texts_of(item: Mapping[str, Any]) -> list[str]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.evidence.responses import item_text
-from peerwire.lifecycle import BINDING, Stage
+from harness.evidence.stages import BINDING, Stage
 
 from ..observations import Observations, output_json
 from .kernel import Evidence, assess_content, judgements, require
