@@ -187,6 +187,38 @@ def test_what_another_core_implements_imports_nothing_of_the_reference(interface
     assert core == [], f"{interface} pulls in {core}: another core's provisioner or driver could not use it alone"
 
 
+JUDGES = ("harness.evidence", "harness.acceptance")
+"""What judges a core: it takes stage names, the envelope grammar and the capability table from the contract's
+data (:mod:`harness.contract_data`), never from the reference core, so a change to the reference cannot move
+the verdicts with it."""
+CONTRACT_READERS = ("harness.contract_data", "harness.capabilities", "harness.evidence.envelope_grammar",
+                    "harness.evidence.stages")
+FINDS_THE_DATA = {"peerwire", "peerwire.resources"}
+"""Where the package data is found (:mod:`harness.resources` builds on it): no rule of the core."""
+
+
+def imports_of_the_reference(graph: dict[str, set[str]], packages: tuple[str, ...]) -> dict[str, list[str]]:
+    found = {name: sorted(t for t in targets if within(t, "peerwire"))
+             for name, targets in graph.items() if any(within(name, package) for package in packages)}
+    return {name: targets for name, targets in found.items() if targets}
+
+
+def test_the_judges_import_nothing_from_the_reference_core():
+    assert imports_of_the_reference(dependency_graph(), JUDGES) == {}
+
+
+@pytest.mark.parametrize("reader", CONTRACT_READERS)
+def test_what_the_judges_read_of_the_contract_reaches_no_rule_of_the_reference(reader):
+    reached = sorted(name for name in reach(dependency_graph(), reader) if within(name, "peerwire"))
+    assert set(reached) <= FINDS_THE_DATA, f"{reader} pulls in {reached}"
+
+
+def test_the_judges_check_finds_an_import_of_the_reference():
+    graph = {"harness.acceptance.checks.x": {"peerwire.envelope"}, "harness.evidence.y": {"harness.evidence.z"},
+             "harness.lab.w": {"peerwire.app"}}
+    assert imports_of_the_reference(graph, JUDGES) == {"harness.acceptance.checks.x": ["peerwire.envelope"]}
+
+
 HARNESS_FLOORS: tuple[tuple[str, ...], ...] = (
     ("cli",),                                                   # peerwire-harness: names every command's module
     ("acceptance",),                                            # the runner: scenarios, checks, its commands

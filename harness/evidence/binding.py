@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .core import CoreEvidence
-from .envelope_grammar import peer_fields, prescribed
-from .rollouts import UNVERIFIED, Location, RolloutIndex, Turn
+from .envelope_grammar import deviations, peer_fields, prescribed, read
+from .rollouts import UNVERIFIED, Location, RolloutIndex, RolloutLine, Turn
 from .stages import Stage
 
 TOOLS_OF_KIND = {"information": ("send_message",), "task": ("followup_task", "spawn_agent"), "reply": ("reply",)}
@@ -146,17 +146,26 @@ def _thread_agents(core: CoreEvidence, given: Mapping[str, str]) -> dict[str, st
 
 def _delivered(row: dict[str, Any], threads: Mapping[str, str], index: RolloutIndex) -> tuple[str, ...]:
     mine = [t for t, name in threads.items() if name == row["recipient"]["name"]]
-    # The envelope the contract's grammar prescribes for the record, not what the reference core renders.
-    envelope_text = prescribed("peer", row, peer_fields(row))
+    # The envelope the contract's grammar prescribes for the record, not what the reference core renders: a
+    # message that holds it and more (another header, a changed body) is not it.
+    fields = peer_fields(row)
+    envelope_text = prescribed("peer", row, fields)
     found: set[Location] = set()
     for thread_id in mine:
         found.update(o.at for o in index.occurrences(envelope_text, thread_id=thread_id,
                                                      record_types=("response_item",))
-                     if o.payload_type == "message")
+                     if o.payload_type == "message" and _is_envelope_of(index.line(o.at), row, fields))
         found.update(o.at for o in index.occurrences(row["record_id"], thread_id=thread_id,
                                                      record_types=("response_item",))
                      if o.payload_type == "function_call_output")
     return tuple(str(at) for at in sorted(found))
+
+
+def _is_envelope_of(line: RolloutLine | None, row: dict[str, Any], fields: Mapping[str, Any]) -> bool:
+    if line is None:
+        return False
+    parsed = read(line.text())
+    return parsed is not None and not deviations(parsed, "peer", row, fields)
 
 
 def _bind(row: dict[str, Any], core: CoreEvidence, threads: Mapping[str, str],

@@ -10,6 +10,7 @@ The rollout lines follow real rollouts of the pinned Codex (``session_meta``,
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,12 +178,15 @@ PEERWIRE_TOOLS = {"type": "namespace", "name": "mcp__peerwire", "description": "
 
 
 def task_exchange(*, effort_a: str | None = "low", effort_b: str | None = None,
-                  interrupted_second_task: bool = False) -> Exchange:
+                  interrupted_second_task: bool = False,
+                  render: Callable[[dict[str, Any]], str] = envelope.render) -> Exchange:
     """A asks B a question with ``followup_task``; B's completed turn answers it.
 
     B's turn context omits the effort by default (``effort_b=None``), as Codex does
     when no reasoning effort is configured. With ``interrupted_second_task`` a second
     task reaches B and its turn is interrupted: peerwire publishes a blocked reply.
+    ``render`` is the core's envelope renderer whose output the rollouts carry (a
+    test plants a deviating one to see the judges catch it).
     """
     a, b = Rollout(THREAD_A), Rollout(THREAD_B, clock=0.005)
     lines: dict[str, int] = {}
@@ -200,14 +204,14 @@ def task_exchange(*, effort_a: str | None = "low", effort_b: str | None = None,
                        status="done", state="provider_visible", received_at=stamp(0.5))
     b.clock = a.clock
     lines["b_start"] = b.start(TURN_B, "peerwire_task", effort=effort_b, parent=TURN_A)
-    lines["b_task_message"] = b.message(TURN_B, "user", envelope.render(task_row))
+    lines["b_task_message"] = b.message(TURN_B, "user", render(task_row))
     lines["b_final"] = b.message(TURN_B, "assistant", ANSWER, phase="final_answer", item_id="msg_b_final")
     lines["b_complete"] = b.complete(TURN_B, ANSWER)
     a.clock = b.clock
     lines["wait_call"], lines["wait_output"] = a.call(TURN_A, CALL_WAIT, "wait_agent", {"timeout_ms": 60000},
                                                       {"woke": True, "timed_out": False,
                                                        "wake_reason": "mailbox_activity"})
-    lines["a_inject"] = a.message(TURN_A, "user", envelope.render(reply_row))
+    lines["a_inject"] = a.message(TURN_A, "user", render(reply_row))
     lines["a_final"] = a.message(TURN_A, "assistant", FINAL_A, phase="final_answer")
     lines["a_complete"] = a.complete(TURN_A, FINAL_A)
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.evidence import UNVERIFIED, RolloutIndex
 from harness.evidence.binding import bind_records as bind_core
 from harness.evidence.core import CoreEvidence, violations
+from peerwire import envelope
 
 from .exchange import (A_ID, B_ID, BINDING_ID, BLOCKED_ID, CALL_TASK, MODEL, REPLY_ID, ROLLOUT_A, ROLLOUT_B, TASK_ID,
                        THREAD_A, THREAD_B, TURN_A, TURN_B, ident, record, task_exchange)
@@ -146,3 +149,55 @@ def test_to_json_round_trips_through_json(tmp_path):
         data = binding.to_json()
         assert json.loads(json.dumps(data)) == data
         assert data["interaction_id"] == binding.interaction_id
+
+
+REFERENCE_RENDER, REFERENCE_HEAD = envelope.render, envelope.head
+
+
+def _sender_without_id(record):
+    return REFERENCE_RENDER(record).replace(f" ({record['sender']['agent_id']})", "", 1)
+
+
+def _headers_reordered(record):
+    head, body = REFERENCE_HEAD(record).split("\n"), record["body"]
+    head[1], head[2] = head[2], head[1]
+    return "\n".join([*head, body])
+
+
+def _status_dropped(record):
+    return "\n".join(line for line in REFERENCE_RENDER(record).split("\n") if not line.startswith("Status: "))
+
+
+def _answer_dropped(record):
+    return "\n".join(line for line in REFERENCE_RENDER(record).split("\n") if not line.startswith("Answer: "))
+
+
+def _body_with_a_final_line_break(record):
+    return REFERENCE_RENDER(record) + "\n"
+
+
+def _reply_announced_as_a_message(record):
+    return REFERENCE_RENDER(record).replace("FINAL_ANSWER", "MESSAGE", 1)
+
+
+# A core whose renderer deviates from the contract's grammar in one way each. The reference's own renderer is
+# replaced by the same mutant, as a change to the reference would: the judge must still not find the record
+# delivered, because it judges by the contract (contracts/envelope.json), not by the reference's code.
+PLANTED = {"sender without its id": (_sender_without_id, TASK_ID), "headers reordered": (_headers_reordered, TASK_ID),
+           "no answer instructions": (_answer_dropped, TASK_ID), "body changed": (_body_with_a_final_line_break, TASK_ID),
+           "no status": (_status_dropped, REPLY_ID), "wrong message type": (_reply_announced_as_a_message, REPLY_ID)}
+
+
+@pytest.mark.parametrize("planted", sorted(PLANTED))
+def test_a_planted_envelope_deviation_is_not_found_delivered(tmp_path, monkeypatch, planted):
+    mutant, record_id = PLANTED[planted]
+
+    def render(record):
+        return mutant(record) if record["record_id"] == record_id else REFERENCE_RENDER(record)
+
+    monkeypatch.setattr(envelope, "render", render)
+    exchange, index = setup(tmp_path, render=render)
+    bound = by_id(bind_records(exchange.export, index))
+    assert bound[record_id].delivered == (), f"{planted}: the judge accepted an envelope the contract does not"
+    other = REPLY_ID if record_id == TASK_ID else TASK_ID
+    assert bound[other].delivered, "the record rendered as the contract says is still found"
