@@ -27,7 +27,8 @@ TABLES = (ENVELOPE, LIFECYCLES, CAPABILITIES)
 
 @lru_cache(maxsize=None)
 def table(name: str) -> dict[str, Any]:
-    """The contract file ``name`` (one of :data:`TABLES`), parsed; read once per process."""
+    """The contract file ``name`` (one of :data:`TABLES`, or a schema such as ``export.schema.json``), parsed;
+    read once per process."""
     return json.loads(contract_file(name).read_text(encoding="utf-8"))
 
 

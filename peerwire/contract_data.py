@@ -27,5 +27,6 @@ def providers() -> tuple[str, ...]:
 
 @lru_cache(maxsize=None)
 def table(name: str) -> dict[str, Any]:
-    """The contract file ``name`` (e.g. :data:`ENVELOPE`), parsed; read once per process."""
+    """The contract file ``name`` (e.g. :data:`ENVELOPE`, or ``export.schema.json``), parsed; read once per
+    process."""
     return json.loads((contracts() / name).read_text(encoding="utf-8"))

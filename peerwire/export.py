@@ -24,7 +24,7 @@ import sqlite3
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
+from . import __version__, contract_data
 from .errors import Code, PeerwireError
 from .home import Home
 from .home_files import identify_store
@@ -34,8 +34,10 @@ from .store import views
 if TYPE_CHECKING:
     from .store import Store
 
-FORMAT = "peerwire-export"
-VERSION = 1
+_FORMAT_FIELDS = contract_data.table("export.schema.json")["properties"]
+FORMAT = _FORMAT_FIELDS["format"]["const"]
+VERSION = _FORMAT_FIELDS["version"]["const"]
+"""The format and version the export's schema fixes (``contracts/export.schema.json``)."""
 
 
 def of_store(store: "Store") -> dict[str, Any]:

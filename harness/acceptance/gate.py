@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from harness.capabilities import Capability
+
 PROBE_FAILED = "the capability probe failed"
 
 
@@ -81,7 +83,12 @@ def read_verdict(stream: IO[bytes]) -> Callable[[], Verdict]:
 
 def gate(verdict: Callable[[], Verdict], needs: Sequence[str]) -> Callable[[], list[str]]:
     """The capabilities a run's owners attach with, once the verdict is in; raises :class:`RunSkipped` when
-    the run ``needs`` one it did not enable."""
+    the run ``needs`` one it did not enable, and ``ValueError`` at once for a need that is no Codex capability
+    (``contracts/capabilities.json``): a misspelt need would otherwise read as a capability the probe lacks."""
+    unknown = [name for name in needs if name not in {c.value for c in Capability}]
+    if unknown:
+        raise ValueError(f"unknown capabilities {unknown} (known: {', '.join(c.value for c in Capability)})")
+
     def capabilities() -> list[str]:
         known = verdict()
         missing = known.missing(needs)

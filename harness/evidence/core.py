@@ -21,12 +21,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.contract_data import document_validator
+from harness.contract_data import document_validator, table
 
 from . import stored
 
 SCHEMA = "export.schema.json"
-FORMAT, VERSION = "peerwire-export", 1
+_FORMAT_FIELDS = table(SCHEMA)["properties"]
+FORMAT, VERSION = _FORMAT_FIELDS["format"]["const"], _FORMAT_FIELDS["version"]["const"]
+"""The export's format and version, as its schema fixes them (the reference writes the same)."""
 
 
 class ExportError(ValueError):

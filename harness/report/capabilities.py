@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-FEATURES = ("inject", "steer", "start", "interrupt", "exact_completion", "native_reply")
-TRACES = ("rollout", "call_meta", "model_log")
+from harness.capabilities import FEATURES, TRACES, table_rows
+
 TITLES = {"exact_completion": "exact completion", "native_reply": "native reply", "call_meta": "call _meta",
           "model_log": "model log"}
 README_START = "<!-- capability table: python -m harness.report.capabilities -->"
@@ -93,8 +93,6 @@ def verdict_text(check: Mapping[str, Any]) -> str:
 
 def readme_table() -> str:
     """The README's capability table: every kind of the table (contracts/capabilities.json), between its markers."""
-    from harness.capabilities import table_rows
-
     return "\n".join([README_START, *markdown(table_rows()), README_END])
 
 

@@ -38,6 +38,11 @@ def test_the_gate_passes_what_the_probe_enabled_and_skips_a_run_that_needs_more(
         gate(lambda: Verdict.of(None), ["idle_start"])()
 
 
+def test_the_gate_refuses_a_need_the_capability_table_does_not_declare() -> None:
+    with pytest.raises(ValueError, match=r"unknown capabilities \['stear'\]"):
+        gate(lambda: PROBED, ["idle_start", "stear"])
+
+
 def test_a_worker_reads_its_verdict_once_and_an_ended_pipe_is_a_failed_probe() -> None:
     stream = io.BytesIO(PROBED.to_line() + b"anything after it is not read\n")
     verdict = read_verdict(stream)

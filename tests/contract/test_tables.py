@@ -64,6 +64,16 @@ def test_the_export_schema_lists_the_tables_kinds_and_stages():
     assert defs["stage"]["enum"] == list(data["stages"]) == [stage.value for stage in Stage]
 
 
+def test_the_export_schema_admits_each_kinds_states_and_the_bindings():
+    schema = json.loads(contract_file("export.schema.json").read_text(encoding="utf-8"))
+    per_kind = {rule["if"]["properties"]["kind"]["const"]: rule["then"]["properties"]["state"]["enum"]
+                for rule in schema["$defs"]["record"]["allOf"]}
+    for name, lifecycle in LIFECYCLE_TABLES.items():
+        states = {lifecycle.initial} | {s for (src, _), dst in lifecycle.transitions.items() for s in (src, dst)}
+        listed = per_kind.get(name) or schema["$defs"]["binding"]["properties"]["state"]["enum"]
+        assert set(listed) == states, f"{name}: the export admits {sorted(listed)}, the table has {sorted(states)}"
+
+
 def test_the_core_and_the_judges_read_the_same_tables():
     from peerwire import lifecycle
     from peerwire.contract_data import table as core_table
