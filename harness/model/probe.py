@@ -32,10 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from peerwire import collab, envelope
-from peerwire.envelope import MESSAGE_TYPES
-from peerwire.lifecycle import Kind
-
+from harness.evidence.envelope_grammar import collab_fields, message_type, prescribed, read, type_header
 from harness.evidence.model_log import ModelRequestLog
 from harness.evidence.responses import is_incoming, item_text
 
@@ -81,7 +78,7 @@ def _texts(items: Iterable[Any]) -> list[str]:
 
 
 def _envelopes(items: Iterable[Any], item_type: str) -> int:
-    return sum(item_text(item).count(f"{envelope.TYPE_HEADER}: ") for item in items
+    return sum(item_text(item).count(f"{type_header()}: ") for item in items
                if is_incoming(item) and item.get("type") == item_type)
 
 
@@ -110,11 +107,15 @@ def _stop_reason(response: Mapping[str, Any] | None) -> str:
 
 def _opens_child_task(text: str, child: str) -> bool:
     """Whether ``text`` is the envelope of a task to ``child`` (its first input as a thread of its own)."""
-    try:
-        headers = envelope.parse(text)["headers"]
-    except ValueError:
-        return False
-    return headers.get(envelope.TYPE_HEADER) == MESSAGE_TYPES[Kind.TASK] and headers.get("Task name") == child
+    parsed = read(text)
+    return (parsed is not None and parsed.form == "collab" and parsed.fields["message_type"] == message_type("task")
+            and parsed.fields["recipient_path"] == child)
+
+
+def _tree_envelope(kind: str, recipient_path: str, sender_path: str, body: str) -> str:
+    """The collaboration envelope the contract's grammar prescribes (``contracts/envelope.json``, form collab)."""
+    record = {"kind": kind, "body": body}
+    return prescribed("collab", record, collab_fields(record, recipient_path, sender_path))
 
 
 def mail_forms(summary: Mapping[str, Any]) -> str:
@@ -137,10 +138,9 @@ def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> Pro
     else by its position. ``finalExact`` is seen in the request that produced
     the parent's last final answer.
     """
-    message, final_answer = MESSAGE_TYPES[Kind.INFORMATION], MESSAGE_TYPES[Kind.REPLY]
-    question = collab.render(message, expect.parent, expect.child, expect.question)
-    reply = collab.render(message, expect.child, expect.parent, expect.reply)
-    final = collab.render(final_answer, expect.parent, expect.child, expect.child_final)
+    question = _tree_envelope("information", expect.parent, expect.child, expect.question)
+    reply = _tree_envelope("information", expect.child, expect.parent, expect.reply)
+    final = _tree_envelope("reply", expect.parent, expect.child, expect.child_final)
     summary: dict[str, Any] = {"requests": 0, "nativeMessageOccurrences": 0, "agentMessageOccurrences": 0,
                                "userMessageOccurrences": 0, "encryptedMessageOccurrences": 0,
                                "childQuestionObserved": False, "parentReplyObserved": False,
@@ -153,7 +153,7 @@ def observe(requests: Iterable[dict[str, Any]], expect: ProbeExpectation) -> Pro
         seq = request.get("seq", position)
         summary["requests"] += 1
         texts = _texts(request.get("input") or [])
-        summary["nativeMessageOccurrences"] += sum(t.count(f"{envelope.TYPE_HEADER}: ") for t in texts)
+        summary["nativeMessageOccurrences"] += sum(t.count(f"{type_header()}: ") for t in texts)
         summary["agentMessageOccurrences"] += _envelopes(request.get("input") or [], "agent_message")
         summary["userMessageOccurrences"] += _envelopes(request.get("input") or [], "message")
         summary["encryptedMessageOccurrences"] += sum(_encrypted(item) for item in request.get("input") or [])
