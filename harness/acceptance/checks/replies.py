@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.evidence.responses import item_text
+from harness.evidence.responses import is_incoming, item_text
 from harness.evidence.stages import BINDING, Stage
 
 from ..observations import Observations, output_json
 from .kernel import Evidence, assess_content, judgements, require
-from .readings import arrivals, carried_by, reply_of, turn_of_request
+from .readings import arrivals, carried_by, reply_of, turn_of_request, why_not_carried
 
 
 def reply_correlated(obs: Observations, params: Mapping[str, Any], ev: Evidence) -> str:
@@ -60,8 +60,11 @@ def reply_correlated(obs: Observations, params: Mapping[str, Any], ev: Evidence)
                 f"{reply['reply_source']}{', ' + reply.get('code') if reply.get('code') else ''}) "
                 f"delivered to {requester}")
     found = arrivals(obs, requester, reply)
-    require(found, f"{reply['record_id']} never reached {requester}'s model (no receive_messages output and no "
-                   f"injected envelope with its exact body and request {task['request_id']})")
+    if not found:
+        offered = [line.text() for line in obs.rollout(requester)
+                   if line.record_type == "response_item" and is_incoming(line.payload)]
+        require(False, f"{reply['record_id']} never reached {requester}'s model (no receive_messages output and no "
+                       f"injected envelope of it; {why_not_carried(obs, offered, reply)})")
     line, how = found[0]
     ev.cite(line)
     return (f"{task['request_id']} has one reply {reply['record_id']} ({reply['status']}, "
