@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
+from harness.capabilities import PROVIDERS
 from harness.process.app import AppProcess
 from peerwire.control import ControlClient
 from peerwire.errors import Code, PeerwireError
@@ -95,3 +97,10 @@ def test_cli_errors_match_mcp_codes(core):
     a = core.register("a")
     out = cli_json(core, "send", "--to", "all", "--body", "x", caller=a)
     assert out["error"]["code"] == "broadcast_not_supported"
+
+
+def test_an_agent_of_a_provider_without_adapter_is_told_every_provider_of_the_table(core):
+    out = ControlClient(core.home).call("register_agent", {"name": "odd", "provider": "carrier_pigeon"})
+    known = re.search(r"\(known: ([^)]*)\)", out["warning"])
+    assert known is not None, out["warning"]
+    assert known.group(1).split(", ") == list(PROVIDERS), "the providers are the capability table's, acp included"
