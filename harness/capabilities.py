@@ -13,12 +13,12 @@ Both are ``contracts/capabilities.json``; this module is how the harness reads i
 * **Providers**: every provider an agent may be registered with (the core reads the
   same list).
 * **Codex delivery capabilities** (:data:`Capability`): what the capability probe
-  (:mod:`harness.codex.capabilities`) establishes per Codex installation, what a
+  (:mod:`harness.codex.capability_probe`) establishes per Codex installation, what a
   scenario may require (``needs``), and what the gate (:mod:`harness.acceptance.gate`)
   hands to runs. Their declarations (the protocol facts each needs, and the first
   release with them) are evaluated by the adapter's :mod:`peerwire.codex.capabilities`.
 
-The reports render the table from its rows (:mod:`harness.report.capabilities`).
+The reports render the table from its rows (:mod:`harness.report.capability_table`).
 """
 
 from __future__ import annotations

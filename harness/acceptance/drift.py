@@ -8,7 +8,7 @@ It answers before anyone moves the pin, in seven steps, each announced on stderr
    the surface peerwire uses (:mod:`harness.codex.surface_diff`);
 3. validate every recorded fixture (``fixtures/appserver/``) against V's schema
    (:func:`harness.codex.protocol.check_fixture`);
-4. detect and probe the capabilities of both versions (:mod:`harness.codex.capabilities`);
+4. detect and probe the capabilities of both versions (:mod:`harness.codex.capability_probe`);
 5. run every live delivery route (:mod:`harness.lab.recorded.routes`) with V,
    recording V's exchange the way ``runner.py record`` would, and compare its
    outline (the requests peerwire sent, the answers, and the notifications the
@@ -40,7 +40,7 @@ from typing import Any
 
 from harness.acceptance import drift_report
 from harness.capabilities import Capability
-from harness.codex.capabilities import CapabilityReport, establish
+from harness.codex.capability_probe import CapabilityReport, establish
 from harness.codex.install import CodexInstallation, CodexInstallError, install_release, locate_codex
 from harness.codex.protocol import ProtocolSchema, ProtocolSchemaError, check_fixture
 from harness.lab.recorded import routes

@@ -1,7 +1,7 @@
 """The capability probe's verdict, handed to scenario runs that started before it was known.
 
 The acceptance runner starts its first scenario runs while the capability probe
-(:mod:`harness.codex.capabilities`) still runs. A run brings up its scripted
+(:mod:`harness.codex.capability_probe`) still runs. A run brings up its scripted
 model, its core, its agents' registrations, workspaces and projections at once;
 only its owners' attach waits for the verdict, because an owner takes the
 capabilities its deliveries may use when it attaches: nothing is delivered

@@ -2,7 +2,7 @@
 
 The run owns one locked run home (``<runs root>/<run id>/``): each scenario
 run gets its own run home under ``scenarios/`` and writes its artifacts to
-``artifacts/<scenario>.<mode>/``. A live probe (:mod:`harness.codex.capabilities`,
+``artifacts/<scenario>.<mode>/``. A live probe (:mod:`harness.codex.capability_probe`,
 its evidence in ``artifacts/capabilities/``) establishes which delivery
 capabilities the selected Codex has while the first scenario runs start up:
 their owners attach only once its verdict is in (:mod:`.gate`), a scenario
@@ -44,7 +44,7 @@ from typing import Any, TextIO
 
 from harness.capabilities import table_rows as capability_table
 
-from harness.codex.capabilities import REPORT_NAME, CapabilityReport
+from harness.codex.capability_probe import REPORT_NAME, CapabilityReport
 from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total
 from harness.codex.install import PINNED, CodexInstallError, CodexInstallation, locate_codex
 from harness.private import private_dir, write_private
@@ -273,7 +273,7 @@ def probe_capabilities(codex: CodexInstallation, job: Job, evidence: Path, err: 
     log = evidence / "probe.log"
     with log.open("wb") as out:
         try:
-            probe = job.spawn([sys.executable, "-m", "harness.codex.capabilities", "--codex", str(codex.executable),
+            probe = job.spawn([sys.executable, "-m", "harness.codex.capability_probe", "--codex", str(codex.executable),
                                "--expected-version", codex.version, "--version-read", codex.version, str(evidence)],
                               name="capability probe", env=_worker_env(), stdout=subprocess.DEVNULL, stderr=out)
             status = probe.popen.wait()

@@ -33,7 +33,7 @@ from harness.evidence import stored
 from harness.evidence.delivery_paths import describe as describe_delivery
 from harness.model.probe import mail_forms
 
-from . import capabilities
+from . import capability_table
 from .excerpts import ArtifactLines, Excerpt
 from .picture import STYLE as SEQUENCE_STYLE, sequence_svg
 from .store import tool_list
@@ -55,7 +55,7 @@ def render(report: dict[str, Any], folder: Path) -> str:
     verdict = "PASSED" if run["passed"] else "FAILED"
     body = [_header(report), _summary(report)]
     if report["run"].get("agent_kinds"):
-        body.append(capabilities.html(report["run"]["agent_kinds"]))
+        body.append(capability_table.html(report["run"]["agent_kinds"]))
     body += [_scenario(s, lines) for s in report["scenarios"]]
     body += [_tool_schemas(report), _artifacts(report), _secret_scan(report["secret_scan"])]
     return "\n".join([
@@ -175,7 +175,7 @@ def _checks(s: dict[str, Any], lines: ArtifactLines) -> str:
         missing = "".join(f'<li class="fail">missing: {escape(p)}</li>' for p in check["evidence_problems"])
         cited = (f'<details class="evidence"><summary>evidence ({len(evidence)})</summary><ul>{"".join(evidence)}'
                  f'{missing}</ul></details>' if evidence or missing else '<span class="muted">no evidence cited</span>')
-        verdict = (f'<span class="badge muted">{escape(capabilities.verdict_text(check))}</span>'
+        verdict = (f'<span class="badge muted">{escape(capability_table.verdict_text(check))}</span>'
                    if check["verdict"] == "skip" else _badge(check["verdict"] == "pass"))
         rows.append(f'<tr class="{"muted" if check["verdict"] == "skip" else _cls(check["verdict"] == "pass")}" '
                     f'id="{anchor}-check-{_id(check["id"])}">'

@@ -9,7 +9,7 @@ from typing import Any
 from harness.evidence.delivery_paths import describe as describe_delivery
 from harness.model.probe import mail_forms
 
-from . import capabilities
+from . import capability_table
 from .store import tool_list
 
 _BACKTICKS = re.compile(r"`+")
@@ -35,7 +35,7 @@ def render(report: dict[str, Any]) -> str:
         "",
     ]
     if run.get("agent_kinds"):
-        out += ["## Agent kinds and their capabilities", "", *capabilities.markdown(run["agent_kinds"]), "",
+        out += ["## Agent kinds and their capabilities", "", *capability_table.markdown(run["agent_kinds"]), "",
                 "A check that needs a capability or trace an agent lacks is skipped for it, naming what it lacks; "
                 "a skip is never counted as a pass.", ""]
     for scenario in report["scenarios"]:
@@ -95,7 +95,7 @@ def _scenario(s: dict[str, Any]) -> list[str]:
             evidence += " — **missing:** " + "; ".join(check["evidence_problems"])
         content = check.get("content")
         summary = check["summary"] + (f" — content ({content['label']}): {content['grade']}" if content else "")
-        verdict = capabilities.verdict_text(check)
+        verdict = capability_table.verdict_text(check)
         out.append(f"| `{check['id']}` | {verdict if check['verdict'] != 'fail' else '**FAIL**'} | "
                    f"{_cell(summary)} | {_cell(evidence)} |")
     if s.get("usage") is not None:

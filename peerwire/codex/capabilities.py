@@ -10,7 +10,7 @@ eligible. A capability no release is known to offer has ``since = None``.
 :func:`evaluate` judges a version, and optionally the set of facts its schema
 offers, against the declarations. The adapter evaluates the version the
 app-server reports at ``initialize`` and never attempts what the version
-lacks; the harness adds the schema and a live probe (``harness.codex.capabilities``)
+lacks; the harness adds the schema and a live probe (``harness.codex.capability_probe``)
 before it enables delivery, because a version that qualifies on paper is not
 evidence that delivery works.
 

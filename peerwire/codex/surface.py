@@ -42,7 +42,7 @@ READERS = (
     "harness/acceptance/checks/tools.py",
     "harness/acceptance/checks/turns.py",
     "harness/report/sequence.py",
-    "harness/codex/capabilities.py",
+    "harness/codex/capability_probe.py",
 )
 """Modules (relative to the project root) whose protocol use the table declares."""
 

@@ -67,8 +67,8 @@ def test_any_acp_agent_has_the_acp_adapters_features_and_no_trace_of_its_own():
 
 
 def test_the_readme_shows_the_capability_table_as_the_table_makes_it():
-    from harness.report.capabilities import README_END, README_START, readme_table
+    from harness.report.capability_table import README_END, README_START, readme_table
 
     readme = (ROOT / "README.md").read_text("utf-8")
     shown = readme[readme.index(README_START):readme.index(README_END) + len(README_END)]
-    assert shown == readme_table(), "README.md's capability table is stale: python -m harness.report.capabilities"
+    assert shown == readme_table(), "README.md's capability table is stale: python -m harness.report.capability_table"

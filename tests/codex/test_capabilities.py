@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.codex.capabilities import CapabilityReport, ProbeCheck
+from harness.codex.capability_probe import CapabilityReport, ProbeCheck
 from peerwire.codex.capabilities import (DECLARATIONS, OPTIONAL_FIELDS, Assessment, Capability, Fact,
                                          declared_facts, evaluate, version_from_user_agent, version_key)
 
@@ -134,7 +134,7 @@ def test_every_capability_is_declared_once_with_needs() -> None:
         assert all(required in DECLARATIONS for required in declaration.requires)
 
 
-# -- what a probe's checks enable (harness.codex.capabilities) -----------------------------------------
+# -- what a probe's checks enable (harness.codex.capability_probe) -----------------------------------------
 
 
 def report_with(*checks: ProbeCheck, version: str = "0.171.0") -> CapabilityReport:
@@ -182,7 +182,7 @@ def test_every_answer_the_probe_model_gives_inside_the_held_turn_is_held():
     """The held turn must stay open until the probe interrupts it (or releases it): the steer joins the turn and
     Codex asks again with the steer as its newest input, so an answer to that request must wait on the hold too,
     or the turn completes before the interrupt lands and the capability is not proven, on a busy machine only."""
-    from harness.codex.capabilities import _HOLD, _STEER, PROBE_AGENT, probe_model_document
+    from harness.codex.capability_probe import _HOLD, _STEER, PROBE_AGENT, probe_model_document
 
     rules = probe_model_document()["rules"][PROBE_AGENT]
     inside = [rule for rule in rules

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.acceptance.run import main as run_acceptance
-from harness.codex.capabilities import REPORT_NAME, CapabilityReport, establish
+from harness.codex.capability_probe import REPORT_NAME, CapabilityReport, establish
 from harness.codex.install import locate_codex
 from harness.lab.reference import ReferenceLab
 from harness.lab.recorded import routes

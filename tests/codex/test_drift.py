@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.acceptance import drift_report
-from harness.codex.capabilities import establish
+from harness.codex.capability_probe import establish
 from harness.acceptance.drift import OBSERVED, ROUTE_NEEDS, Drift, exchange_outline
 from harness.codex.install import locate_codex
 from harness.lab.recorded import routes

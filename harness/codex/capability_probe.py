@@ -559,13 +559,13 @@ def _texts(exchange: Any) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness.codex.capabilities --codex PATH --expected-version V [--version-read V] EVIDENCE_DIR``.
+    """``python -m harness.codex.capability_probe --codex PATH --expected-version V [--version-read V] EVIDENCE_DIR``.
 
     Detects and probes, writes ``EVIDENCE_DIR/capabilities.json`` and prints
     progress to stderr. Exit status 0 when the report was written (whatever it
     says), 2 when the Codex cannot be used.
     """
-    parser = argparse.ArgumentParser(prog="python -m harness.codex.capabilities",
+    parser = argparse.ArgumentParser(prog="python -m harness.codex.capability_probe",
                                      description="Detect and probe the delivery capabilities of a Codex CLI.")
     parser.add_argument("--codex", metavar="PATH")
     parser.add_argument("--expected-version", metavar="V")

@@ -6,7 +6,7 @@ A report carries the table as ``run.agent_kinds`` (rows of
 trace the checks read (rollout, call ``_meta``, model log), supported or not,
 and for each one it lacks the declared limit: what happens instead. The
 README's table is this module's output for the table itself
-(``python -m harness.report.capabilities``; a test keeps them equal).
+(``python -m harness.report.capability_table``; a test keeps them equal).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from harness.capabilities import FEATURES, TRACES, table_rows
 
 TITLES = {"exact_completion": "exact completion", "native_reply": "native reply", "call_meta": "call _meta",
           "model_log": "model log"}
-README_START = "<!-- capability table: python -m harness.report.capabilities -->"
+README_START = "<!-- capability table: python -m harness.report.capability_table -->"
 README_END = "<!-- end of capability table -->"
 
 
