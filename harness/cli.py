@@ -2,7 +2,7 @@
 
   peerwire-harness contract [OPTIONS]   the messaging contract suite against an MCP server command
   peerwire-harness accept [OPTIONS]     the acceptance runner: real Codex agents against a core
-  peerwire-harness report ...           summarize a report, compare two, or merge shard reports
+  peerwire-harness report ...           summarize a report, compare two, merge shard reports, or a results matrix
   peerwire-harness record [ROUTE ...]   refresh the recorded app-server fixtures from the pinned Codex
   peerwire-harness drift --codex-version V   what would change on another Codex release
   peerwire-harness pins [suite|accept|all]   the npm packages (and versions) a use needs
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "contract": ("harness.contract.cli", "run the messaging contract suite against a server command"),
     "accept": ("harness.acceptance.run", "run the acceptance scenarios against two real Codex agents"),
-    "report": ("harness.report.cli", "summarize a run report, compare two (--compare OLD NEW), or merge shards"),
+    "report": ("harness.report.cli", "summarize a run report, compare two (--compare OLD NEW), merge shards, or put many runs side by side (matrix)"),
     "record": ("harness.acceptance.record", "refresh the adapter fixtures from the pinned Codex"),
     "drift": ("harness.acceptance.drift", "report what would change for peerwire on another Codex release"),
     "pins": ("harness.npm", "print the npm packages a use needs, pinned: npm install $(peerwire-harness pins ...)"),
