@@ -174,6 +174,8 @@ def matrix_document(columns: Sequence[Column]) -> dict[str, Any]:
         "rows": [{"id": r.id, "level": r.level, "profile": r.profile, "source_group": r.source_group,
                   "citation": r.citation,
                   "cells": [{"state": c.state(r.id),
+                             **({"because": c.requirements[r.id]["because"]}
+                                if c.state(r.id) == "not applicable" and c.requirements[r.id].get("because") else {}),
                              **({"evidence": f"matrix.html#{anchor(c, r.id)}"} if c.state(r.id) in FAILING else {})}
                             for c in columns]}
                  for r in rows(columns)],
@@ -215,6 +217,9 @@ def render_markdown(columns: Sequence[Column]) -> str:
         for c in columns:
             state = c.state(row.id)
             text = SYMBOLS.get(state, state)
+            because = (c.requirements.get(row.id) or {}).get("because")
+            if because and state == "not applicable":
+                text += f" ({_md(because)})"
             cells.append(f"[{text}](matrix.html#{anchor(c, row.id)})" if state in FAILING else text)
         lines.append(f"| `{row.id}` | {row.level} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -260,7 +265,11 @@ def render_html(columns: Sequence[Column]) -> str:
             text = escape(SYMBOLS.get(state, state))
             if state in FAILING:
                 text = f'<a href="#{anchor(c, row.id)}">{text}</a>'
-            cells.append(f'<td class="{css}" title="{escape(state)}">{text}</td>')
+            because = (c.requirements.get(row.id) or {}).get("because")
+            title = f"{state}, because {because}" if because and state == "not applicable" else state
+            if because and state == "not applicable":
+                text += f"<br><small>{escape(because)}</small>"
+            cells.append(f'<td class="{css}" title="{escape(title)}">{text}</td>')
         body.append(f'<tr><td><code title="{escape(row.behaviour)}">{escape(row.id)}</code></td>'
                     f"<td>{escape(row.level)}</td>{''.join(cells)}</tr>")
     body.append("</tbody></table><h2>Evidence of every failure</h2>")
@@ -281,6 +290,9 @@ def _evidence_html(column: Column, row: Row) -> str:
              f'<p class="rule">Rule: {escape(row.citation)}</p>']
     if entry.get("baselined"):
         parts.append(f"<p>Baselined: {escape(str(entry['baselined']))}</p>")
+    if entry.get("design_finding"):
+        parts.append("<p>A finding about the design, by the messaging contract's rule (not MCP's): "
+                     f"{escape(str(entry['design_finding']))}</p>")
     for failure in entry.get("failures") or []:
         where = failure.get("case") or failure.get("item", "")
         parts.append(f"<p>Expected <b>{escape(str(failure.get('check', '')))}</b> in <code>{escape(str(where))}"
