@@ -28,7 +28,7 @@ REPORT_DIR ?=
 SHARDS ?= shards
 OUT ?= reports/merged
 
-.PHONY: setup bytecode chromium tmux test full personas accept accept-pairs contract merge bench drift wheel clean
+.PHONY: setup bytecode chromium tmux test full personas accept accept-pairs contract merge matrix bench drift wheel clean
 
 setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux bytecode
 
@@ -87,6 +87,24 @@ contract: setup
 
 merge: setup
 	$(PY) runner.py report merge $(SHARDS) --out $(OUT)
+
+# The results matrix in docs/contract-suite.md: the protocol profile of the reference beside two official MCP servers,
+# the messaging profile of the reference beside the app-less core in tests/contract/appless; each run's own verdict is
+# not this target's (a server that fails a requirement is what the matrix shows), so only the matrix decides.
+MATRIX_RUNS ?= reports/matrix-runs
+MATRIX_OUT ?= reports/matrix
+EVERYTHING_SERVER := node node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio
+matrix: setup
+	rm -rf $(MATRIX_RUNS)
+	-$(PY) runner.py contract --report-dir $(MATRIX_RUNS)/reference
+	-$(PY) runner.py contract --server-cmd "$(EVERYTHING_SERVER)" --tool-call 'echo {"message": "hello"}' \
+		--report-dir $(MATRIX_RUNS)/server-everything
+	-$(PY) runner.py contract --server-cmd "$(VENV)/bin/mcp-server-time" --tool-call 'get_current_time {"timezone": "UTC"}' \
+		--report-dir $(MATRIX_RUNS)/mcp-server-time
+	-PYTHONPATH=tests/contract $(PY) runner.py contract --profiles messaging --server-cmd "$(PY) tests/contract/appless/server.py" \
+		--provisioner appless.provisioner:AppLessProvisioner --report-dir $(MATRIX_RUNS)/appless
+	$(PY) runner.py report matrix reference=$(MATRIX_RUNS)/reference server-everything=$(MATRIX_RUNS)/server-everything \
+		mcp-server-time=$(MATRIX_RUNS)/mcp-server-time appless=$(MATRIX_RUNS)/appless --out $(MATRIX_OUT)
 
 bench: setup
 	$(PY) -m pip install --quiet -e '.[test,bench]'

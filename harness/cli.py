@@ -1,8 +1,9 @@
 """``peerwire-harness``: the harness's one command line, installed as a console script.
 
   peerwire-harness contract [OPTIONS]   the messaging contract suite against an MCP server command
+  peerwire-harness mailbox [OPTIONS]    the mailbox profile against any messaging server, through a binding
   peerwire-harness accept [OPTIONS]     the acceptance runner: real Codex agents against a core
-  peerwire-harness report ...           summarize a report, compare two, or merge shard reports
+  peerwire-harness report ...           summarize a report, compare two, merge shard reports, or a results matrix
   peerwire-harness record [ROUTE ...]   refresh the recorded app-server fixtures from the pinned Codex
   peerwire-harness drift --codex-version V   what would change on another Codex release
   peerwire-harness pins [suite|accept|all]   the npm packages (and versions) a use needs
@@ -21,14 +22,15 @@ from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "contract": ("harness.contract.cli", "run the messaging contract suite against a server command"),
+    "mailbox": ("harness.contract.mailbox.cli", "judge any messaging server's semantics through a binding of its tools"),
     "accept": ("harness.acceptance.run", "run the acceptance scenarios against two real Codex agents"),
-    "report": ("harness.report.cli", "summarize a run report, compare two (--compare OLD NEW), or merge shards"),
+    "report": ("harness.report.cli", "summarize a run report, compare two (--compare OLD NEW), merge shards, or put many runs side by side (matrix)"),
     "record": ("harness.acceptance.record", "refresh the adapter fixtures from the pinned Codex"),
     "drift": ("harness.acceptance.drift", "report what would change for peerwire on another Codex release"),
     "pins": ("harness.npm", "print the npm packages a use needs, pinned: npm install $(peerwire-harness pins ...)"),
 }
 """Command -> (the module whose ``main(argv)`` runs it, a one-line summary)."""
-EXTRAS = {"contract": "suite", "accept": "accept", "record": "accept", "drift": "accept"}
+EXTRAS = {"contract": "suite", "mailbox": "suite", "accept": "accept", "record": "accept", "drift": "accept"}
 """Command -> the extra that installs its dependencies (``pip install 'peerwire[suite]'``); others need none."""
 OWN_PACKAGES = ("peerwire", "harness", "peerwire_data")
 PROG = "peerwire-harness"

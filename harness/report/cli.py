@@ -2,6 +2,12 @@
 
     runner.py report PATH                 summary: scenarios, verdicts, failed checks with evidence
     runner.py report --compare OLD NEW    checks whose verdict changed, and checks only one run has
+    runner.py report matrix [LABEL=]RUN... [--out DIR]
+                                          contract runs of many implementations side by side
+                                          (:mod:`.matrix`: matrix.html, matrix.md, matrix.json)
+    runner.py report matrix --compare OLD NEW
+                                          what newly fails, is fixed or changed between two contract
+                                          runs of one implementation; exit 1 on a new MUST failure
     runner.py report merge DIR... --out OUT [--force] [--run-id ID]
                                           the reports of a sharded run as one (see below)
     runner.py report PATH --request RUN SEQ
@@ -44,6 +50,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["merge"]:
         return merge(argv[1:], out)
+    if argv[:1] == ["matrix"]:
+        from . import matrix
+        return matrix.main(argv[1:], out)
     parser = argparse.ArgumentParser(prog="peerwire-harness report", description="Summarize or compare run reports.")
     parser.add_argument("path", nargs="?", help="a report folder or its report.json")
     parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="list checks whose verdict changed")
