@@ -88,13 +88,22 @@ contract: setup
 merge: setup
 	$(PY) runner.py report merge $(SHARDS) --out $(OUT)
 
-# The results matrix in docs/contract-suite.md: the protocol profile of the reference beside two official MCP servers,
-# the messaging profile of the reference beside the app-less core in tests/contract/appless; each run's own verdict is
-# not this target's (a server that fails a requirement is what the matrix shows), so only the matrix decides.
+# The results matrix in docs/contract-suite.md (docs/mailbox-profile.md): the protocol profile of the reference
+# beside two official MCP servers, the messaging profile of the reference beside the app-less core in
+# tests/contract/appless, and the mailbox profile of the reference beside mcp-agent-mail (in a virtualenv of its own:
+# it pins another major version of the MCP SDK) and the documented example binding. A run's own verdict is not this
+# target's (a server failing a requirement is what the matrix shows): only the matrix's own exit status counts.
 MATRIX_RUNS ?= reports/matrix-runs
 MATRIX_OUT ?= reports/matrix
+AGENT_MAIL_VENV ?= $(HOME)/.cache/peerwire/mcp-agent-mail-0.1.0
 EVERYTHING_SERVER := node node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio
-matrix: setup
+
+$(AGENT_MAIL_VENV)/.installed:
+	$(PYTHON) -m venv --clear $(AGENT_MAIL_VENV)
+	$(AGENT_MAIL_VENV)/bin/python -m pip install --quiet mcp-agent-mail==0.1.0
+	touch $@
+
+matrix: setup $(AGENT_MAIL_VENV)/.installed
 	rm -rf $(MATRIX_RUNS)
 	-$(PY) runner.py contract --report-dir $(MATRIX_RUNS)/reference
 	-$(PY) runner.py contract --server-cmd "$(EVERYTHING_SERVER)" --tool-call 'echo {"message": "hello"}' \
@@ -103,8 +112,12 @@ matrix: setup
 		--report-dir $(MATRIX_RUNS)/mcp-server-time
 	-PYTHONPATH=tests/contract $(PY) runner.py contract --profiles messaging --server-cmd "$(PY) tests/contract/appless/server.py" \
 		--provisioner appless.provisioner:AppLessProvisioner --report-dir $(MATRIX_RUNS)/appless
-	$(PY) runner.py report matrix reference=$(MATRIX_RUNS)/reference server-everything=$(MATRIX_RUNS)/server-everything \
-		mcp-server-time=$(MATRIX_RUNS)/mcp-server-time appless=$(MATRIX_RUNS)/appless --out $(MATRIX_OUT)
+	-$(PY) runner.py mailbox --report-dir $(MATRIX_RUNS)/mailbox-reference
+	-PEERWIRE_AGENT_MAIL_PYTHON=$(AGENT_MAIL_VENV)/bin/python $(PY) runner.py mailbox \
+		--binding harness.contract.mailbox.agent_mail:AgentMailBinding --report-dir $(MATRIX_RUNS)/mcp-agent-mail
+	$(PY) runner.py report matrix reference=$(MATRIX_RUNS)/reference reference=$(MATRIX_RUNS)/mailbox-reference \
+		server-everything=$(MATRIX_RUNS)/server-everything mcp-server-time=$(MATRIX_RUNS)/mcp-server-time \
+		appless=$(MATRIX_RUNS)/appless mcp-agent-mail=$(MATRIX_RUNS)/mcp-agent-mail --out $(MATRIX_OUT)
 
 bench: setup
 	$(PY) -m pip install --quiet -e '.[test,bench]'

@@ -138,6 +138,26 @@ def _command_name(command: Any) -> str | None:
     return Path(words[0]).name
 
 
+def combine(columns: Sequence[Column]) -> list[Column]:
+    """One column per label: runs of one implementation over different profiles (a contract run and a mailbox
+    run, say) become one column; two runs of one label that share a profile are refused."""
+    out: dict[str, Column] = {}
+    for column in columns:
+        first = out.get(column.label)
+        if first is None:
+            out[column.label] = column
+            continue
+        shared = sorted(set(first.profiles) & set(column.profiles))
+        if shared:
+            raise MatrixInputError(f"two runs labelled {column.label!r} both ran the profile {', '.join(shared)}: "
+                                   "label them apart, as LABEL=RUN")
+        own = {rid: e for rid, e in column.requirements.items() if e["profile"] in column.profiles}
+        out[column.label] = Column(first.label, first.version or column.version, max(first.date, column.date),
+                                   first.path, first.profiles + column.profiles,
+                                   {**first.requirements, **own}, first.document)
+    return list(out.values())
+
+
 @dataclass(frozen=True)
 class Row:
     id: str
@@ -385,11 +405,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, *,
     except MatrixInputError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    labels = [c.label for c in columns]
-    duplicates = sorted({label for label in labels if labels.count(label) > 1})
-    if duplicates:
-        print(f"{prog}: two columns are both labelled {', '.join(map(repr, duplicates))}: "
-              f"name them, as LABEL=RUN", file=sys.stderr)
+    try:
+        columns = combine(columns)
+    except MatrixInputError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     for path in write_matrix(columns, args.out):
         print(f"wrote {path}", file=out)

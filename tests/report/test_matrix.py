@@ -123,6 +123,20 @@ def test_the_page_links_every_failing_cell_to_its_evidence_in_chromium(four_runs
         assert page.exceptions == []
 
 
+def test_runs_of_one_implementation_over_other_profiles_are_one_column(tmp_path):
+    protocol, messaging = _ids(PROTOCOL), _ids(MESSAGING)
+    wire = _run(tmp_path, "wire", (PROTOCOL,), failing={protocol[0]})
+    tools = _run(tmp_path, "tools", (MESSAGING,), failing={messaging[0]})
+    out = tmp_path / "matrix"
+    assert report_cli.main(["matrix", f"impl={wire}", f"impl={tools}", "--out", str(out)], out=io.StringIO()) == 0
+    document = json.loads((out / "matrix.json").read_text("utf-8"))
+    assert [c["label"] for c in document["columns"]] == ["impl"]
+    assert document["columns"][0]["profiles"] == [PROTOCOL, MESSAGING]
+    states = {row["id"]: row["cells"][0]["state"] for row in document["rows"]}
+    assert states[protocol[0]] == "fail" and states[messaging[0]] == "fail"
+    assert states[protocol[1]] == "pass" and states[messaging[1]] == "pass"
+
+
 def test_compare_gates_on_a_new_must_failure_and_lists_fixes(tmp_path):
     protocol, messaging = _ids(PROTOCOL), _ids(MESSAGING)
     old = _run(tmp_path, "old", (PROTOCOL, MESSAGING), failing={protocol[0]})
@@ -154,7 +168,7 @@ def test_unreadable_or_ambiguous_input_is_one_line_and_status_2(tmp_path, capsys
     assert "not a contract run" in capsys.readouterr().err
     run = str(four_runs["sdk"])
     assert report_cli.main(["matrix", run, run, "--out", str(tmp_path / "m")], out=io.StringIO()) == 2
-    assert "LABEL=RUN" in capsys.readouterr().err
+    assert "both ran the profile" in capsys.readouterr().err
     assert report_cli.main(["matrix", run, f"again={run}", "--out", str(tmp_path / "m")], out=io.StringIO()) == 0
     columns = [load_column(run), load_column(f"again={run}")]
     write_matrix(columns, tmp_path / "m2")
