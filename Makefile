@@ -34,7 +34,7 @@ setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux bytecode
 
 # Up to date in a fraction of a second: only what changed since is compiled again.
 bytecode: $(PY_STAMP)
-	@$(PY) -m compileall -q peerwire harness runner.py >/dev/null
+	@$(PY) -m compileall -q peerwire peerwire_lab harness runner.py >/dev/null
 
 # setup.py maps the data folders (contracts/, scenarios/, fixtures/, .ci/) into the package: a change to
 # either file means a new editable install.
@@ -90,7 +90,7 @@ merge: setup
 
 bench: setup
 	$(PY) -m pip install --quiet -e '.[test,bench]'
-	$(PY) -m peerwire.bench $(BENCH_ARGS)
+	$(PY) -m peerwire_lab.bench $(BENCH_ARGS)
 
 # What would change on another Codex release: make drift V=0.160.1
 drift: setup

@@ -2,7 +2,9 @@
 
 * The harness reads a core only through its evidence export and its operator
   interface: no harness module imports ``sqlite3`` or the reference core's store.
-* The core imports nothing from the harness.
+* The core imports nothing from the harness nor from its lab (``peerwire_lab``: the fault
+  campaign and the benchmark), and no third-party package beyond its declared dependencies.
+* ``peerwire/`` holds only the core: its commands are the core's own (:data:`CORE_COMMANDS`).
 * The harness's folders keep their order: each imports only from floors below its own
   (:data:`HARNESS_FLOORS`), so no two folders depend on each other.
 * Every import of a project module names one that exists, even inside a function.
@@ -11,13 +13,15 @@
 from __future__ import annotations
 
 import ast
+import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("peerwire", "harness")
+PACKAGES = ("peerwire", "harness", "peerwire_lab")
 
 CORE_IMPORTS_HARNESS_TODAY: set[str] = set()
 """Modules of the core that still import the harness; each must go, and an entry that no longer does fails."""
@@ -73,6 +77,64 @@ def test_the_core_imports_nothing_from_the_harness():
     assert offenders - CORE_IMPORTS_HARNESS_TODAY == set(), "the core must not depend on the harness"
     assert CORE_IMPORTS_HARNESS_TODAY <= offenders, (
         f"{sorted(CORE_IMPORTS_HARNESS_TODAY - offenders)} no longer import the harness: drop them from the list")
+
+
+def test_the_core_imports_nothing_from_its_lab():
+    offenders = {name: found for name, path in modules("peerwire").items()
+                 if (found := sorted(i for i in imports(name, path) if within(i, "peerwire_lab")))}
+    assert offenders == {}, "the fault campaign and the benchmark drive the core from peerwire_lab/, never the reverse"
+
+
+JSONSCHEMA_BRINGS = {"referencing"}
+"""What the core may import of what its one dependency, jsonschema, installs with it."""
+
+
+def third_party(package: str) -> dict[str, set[str]]:
+    """Module -> the top-level packages it imports that are neither the standard library nor the project's."""
+    found: dict[str, set[str]] = {}
+    for name, path in modules(package).items():
+        tops = {i.split(".")[0] for i in imports(name, path)} - {""}
+        outside = {top for top in tops if top not in sys.stdlib_module_names and top not in PACKAGES}
+        if outside:
+            found[name] = outside
+    return found
+
+
+def test_the_core_needs_only_its_declared_dependencies():
+    # psutil, the MCP SDK and persist-queue belong to the suite, the runner and the lab: an import of one in
+    # peerwire/ would break the core as installed with jsonschema alone.
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    allowed = {dependency.split(">")[0].split("=")[0].split("<")[0].strip() for dependency in declared}
+    allowed |= JSONSCHEMA_BRINGS
+    assert {name: tops - allowed for name, tops in third_party("peerwire").items() if tops - allowed} == {}
+
+
+CORE_COMMANDS = {"peerwire.__main__", "peerwire.cli", "peerwire.codex.listen_bridge", "peerwire.diagrams"}
+"""The core's modules that run as a command: ``peerwire`` itself, the listen socket's stdio face the Codex
+adapter starts, and the lifecycle diagrams' generator. A campaign or a benchmark is a command too, which is
+how one put back into peerwire/ shows."""
+
+
+def commands(package: str) -> set[str]:
+    found = set()
+    for name, path in modules(package).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        guarded = any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body)
+        if guarded or path.name == "__main__.py":
+            found.add(name)
+    return found
+
+
+def test_the_core_package_holds_only_the_core():
+    assert commands("peerwire") == CORE_COMMANDS, (
+        "peerwire/ holds the core alone: a new command of the core joins CORE_COMMANDS, a tool that drives the "
+        "core goes to peerwire_lab/")
+
+
+def test_the_lab_is_found_as_commands_and_third_party_imports():
+    # The two checks above must see what the lab is made of, or they would pass on anything.
+    assert {"peerwire_lab.faults", "peerwire_lab.bench.__main__"} <= commands("peerwire_lab")
+    assert "psutil" in third_party("harness")["harness.contract.unread_flood"]
 
 
 def test_every_project_import_names_a_module_that_exists():

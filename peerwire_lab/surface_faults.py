@@ -1,4 +1,4 @@
-"""Faults of the local surface, for the fault campaign (``python -m peerwire.faults --local ...``).
+"""Faults of the local surface, for the fault campaign (``python -m peerwire_lab.faults --local ...``).
 
 Each check puts one fault on a real app, real ``mcp serve`` processes and real
 files, and counts what went wrong; every count named in ``failures`` must be
@@ -37,11 +37,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .control import ControlClient, answer_bound
-from .home import HOME_ENV, SESSION_ENV, Home
-from .home_files import FILES
-from .limits import CODEX_TOOL_TIMEOUT_S
-from . import unread_flood
+from harness.contract import unread_flood
+from peerwire.control import ControlClient, answer_bound
+from peerwire.home import HOME_ENV, SESSION_ENV, Home
+from peerwire.home_files import FILES
+from peerwire.limits import CODEX_TOOL_TIMEOUT_S
 
 CHECKS = ("hung", "lock", "flood", "planted", "wal", "orphans")
 FLOOD_BOUND_MB = 64
