@@ -167,7 +167,8 @@ class CodexProvider:
             )
         except (AppServerError, OSError, TimeoutError) as exc:
             self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc}")
-            raise PeerwireError(Code.APP_UNAVAILABLE, f"could not start codex app-server for {agent.name}: {exc}")
+            raise PeerwireError(Code.APP_UNAVAILABLE,
+                                f"could not start codex app-server for {agent.name}: {exc}") from exc
         servers = tuple(configured_servers(codex_home))
         try:
             assessment = assess(client, capabilities)
@@ -191,12 +192,17 @@ class CodexProvider:
                 result = await client.thread_start(cwd=cwd, extra=role, timeout=REQUEST_TIMEOUT_S)
             thread_id = result["thread"]["id"]
             await _tools_ready(client, assessment, thread_id, servers, since=since, agent=agent.name)
-        except BaseException as exc:
+        except PeerwireError as exc:
             await client.close()
-            if isinstance(exc, PeerwireError):
-                self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}")
-                raise
-            raise PeerwireError(Code.APP_UNAVAILABLE, f"codex could not open the thread of {agent.name}: {exc}")
+            self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}")
+            raise
+        except Exception as exc:
+            await client.close()
+            raise PeerwireError(Code.APP_UNAVAILABLE, f"codex could not open the thread of {agent.name}: {exc}") from exc
+        except BaseException:
+            # Cancelled or interrupted: the app-server goes with the attach, which stays cancelled.
+            await client.close()
+            raise
         return await self._enable(agent, client, generation, result["thread"], cwd, assessment, servers, codex_home,
                                   child_mcp_servers)
 
