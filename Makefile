@@ -28,7 +28,7 @@ REPORT_DIR ?=
 SHARDS ?= shards
 OUT ?= reports/merged
 
-.PHONY: setup bytecode chromium tmux test full personas accept accept-pairs contract merge bench drift wheel clean
+.PHONY: setup bytecode chromium tmux lint test full personas accept accept-pairs contract merge bench drift wheel clean
 
 setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux bytecode
 
@@ -55,8 +55,14 @@ chromium:
 tmux:
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux; }
 
-# What every change needs: every fault class once, the exhaustive matrices as their covering designs.
-test: setup
+# The linters, configured in pyproject.toml: ruff over the whole tree, mypy over the core and the interface
+# another core's provisioner implements. Seconds; make test runs them first.
+lint: setup
+	$(PY) -m ruff check --quiet .
+	$(PY) -m mypy
+
+# What every change needs: the linters, every fault class once, the exhaustive matrices as their covering designs.
+test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS) -m "not full"
 
 # Everything: make test plus the rest of every exhaustive matrix (tests marked full).

@@ -89,7 +89,7 @@ class Delivery:
         """A record the app wrote itself (a turn's reply, a notice): wake and deliver it."""
         self.after_commit(self.store.agent(recipient_id), interaction_id)
 
-    def in_background(self, coro: Awaitable[None], what: str) -> None:
+    def in_background(self, coro: Awaitable[object], what: str) -> None:
         """Run provider work after the reply to the caller; failures are logged, never lost silently."""
         task = asyncio.ensure_future(coro)
         self._background.add(task)

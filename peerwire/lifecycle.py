@@ -176,7 +176,7 @@ class Lifecycle(StateTable):
 
     @property
     def events(self) -> frozenset[Event]:
-        return frozenset(event for (_src, event) in self.transitions)
+        return frozenset(Event(event) for (_src, event) in self.transitions)
 
     def stage(self, event: str) -> Stage:
         """The evidence stage ``event`` records."""
@@ -184,7 +184,7 @@ class Lifecycle(StateTable):
 
     def stages_into(self, state: str) -> frozenset[Stage]:
         """The stages of the events that lead into ``state`` (what evidence says it was reached)."""
-        return frozenset(self.stages[event] for (_src, event), dst in self.transitions.items() if dst == state)
+        return frozenset(self.stages[Event(event)] for (_src, event), dst in self.transitions.items() if dst == state)
 
 
 # A record's own events record stages of the same name.

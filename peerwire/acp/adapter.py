@@ -153,6 +153,8 @@ class AcpProvider:
                                     {"PEERWIRE_HOME": os.fspath(self.home), "PEERWIRE_SESSION_ID": session_token})]
         try:
             if resume:
+                if not agent.provider_session_id:
+                    raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} has no session to resume")
                 if not ((client.initialize_result or {}).get("agentCapabilities") or {}).get("loadSession"):
                     raise PeerwireError(Code.UNSUPPORTED, f"{agent.name}'s ACP agent cannot load a session")
                 await client.session_load(agent.provider_session_id, cwd, servers, timeout=REQUEST_TIMEOUT_S)
@@ -440,7 +442,7 @@ class AcpProvider:
                 if note.method != "session/update" or note.params.get("sessionId") != owner.session_id:
                     continue
                 turn = owner.turn
-                if turn is None or turn.finished or note.index < turn.since:
+                if turn is None or turn.finished or note.after <= turn.since:
                     continue
                 if turn.observe(note.params.get("update") or {}):
                     async with owner.lock:

@@ -247,7 +247,7 @@ class CodexProvider:
                 # already, to the TUI only.
                 ready = await listed_ready(client, thread_id, list(servers), timeout=REQUEST_TIMEOUT_S)
                 await _tools_ready(client, assessment, thread_id, [s for s in servers if s not in ready],
-                                   since=started.index, agent=agent.name)
+                                   since=started.after - 1, agent=agent.name)
         except (AppServerError, TimeoutError, KeyError, StopAsyncIteration, PeerwireError) as exc:
             why = exc.message if isinstance(exc, PeerwireError) else f"{type(exc).__name__}: {exc}"
             self.store.update_agent(agent.agent_id, last_error=f"no attached TUI thread to adopt: {why}"[:500])
@@ -256,7 +256,7 @@ class CodexProvider:
         finally:
             self._adopting.pop(agent.agent_id, None)
         await self._enable(self.store.agent(agent.agent_id), client, generation, resumed["thread"], cwd, assessment,
-                           servers, codex_home, child_mcp_servers, since=started.index + 1)
+                           servers, codex_home, child_mcp_servers, since=started.after)
 
     async def detach(self, agent_id: str, *, reason: str = "owner detached") -> dict[str, Any]:
         if agent_id in self._adopting:  # its TUI never started a thread: nothing was delivered
@@ -308,20 +308,21 @@ class CodexProvider:
             self.store.update_agent(child.agent_id, last_error="its parent has no live owner; it starts when one "
                                     "attaches")
             return
-        client, parent = parent_owner.client, parent_owner.setup
-        kept = tuple(s for s in parent.mcp_servers if s in parent.tree_servers or s in parent.child_servers)
+        client, setup = parent_owner.client, parent_owner.setup
+        kept = tuple(s for s in setup.mcp_servers if s in setup.tree_servers or s in setup.child_servers)
         try:
             if fork != "none":
-                _require(parent.capabilities, Capability.INJECT)
-            records = await _rollout_through(parent.rollout, after_call if fork != "none" else None)
-            settings = collab_fork.child_settings(child.path, collab_fork.latest_settings(records),
-                                                  parent.mcp_servers, parent.tree_servers, parent.child_servers)
+                _require(setup.capabilities, Capability.INJECT)
+            records = await _rollout_through(setup.rollout, after_call if fork != "none" else None)
+            settings = collab_fork.child_settings(child.path,  # type: ignore[arg-type]  # a spawned child has a path
+                                                  collab_fork.latest_settings(records),
+                                                  setup.mcp_servers, setup.tree_servers, setup.child_servers)
             since = len(client.received)
-            result = await client.thread_start(cwd=parent.cwd, extra=settings, timeout=REQUEST_TIMEOUT_S)
+            result = await client.thread_start(cwd=setup.cwd, extra=settings, timeout=REQUEST_TIMEOUT_S)
             items = collab_fork.fork_history(records, fork, until_call=after_call)
             if items:
                 await client.thread_inject_items(result["thread"]["id"], items, timeout=REQUEST_TIMEOUT_S)
-            await _tools_ready(client, parent.capabilities, result["thread"]["id"], kept, since=since,
+            await _tools_ready(client, setup.capabilities, result["thread"]["id"], kept, since=since,
                                agent=child.name)
         except (AppServerError, TimeoutError, PeerwireError) as exc:
             # Nothing was submitted to the child: its first task fails, attributed to peerwire.
@@ -333,9 +334,9 @@ class CodexProvider:
             return
         thread_id = result["thread"]["id"]
         owner = Owner(child.agent_id, child.name, 1, thread_id, client, OwnerSetup(
-            cwd=parent.cwd, shared=True, capabilities=parent.capabilities, mcp_servers=kept,
-            rollout=result["thread"].get("path"), tree_servers=parent.tree_servers,
-            child_servers=parent.child_servers))
+            cwd=setup.cwd, shared=True, capabilities=setup.capabilities, mcp_servers=kept,
+            rollout=result["thread"].get("path"), tree_servers=setup.tree_servers,
+            child_servers=setup.child_servers))
         self.owners[child.agent_id] = owner
         self.store.update_agent(child.agent_id, generation=1, provider_session_id=thread_id, status="idle")
         owner.watcher = asyncio.ensure_future(self._watch(owner, since=len(client.received)))

@@ -43,7 +43,7 @@ def _calls(core, token, calls: list[tuple[str, dict]], *, thread: str | None = N
     lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}]
     lines += [{"jsonrpc": "2.0", "id": i + 2, "method": "tools/call", "params": {"name": n, "arguments": a, **meta}}
               for i, (n, a) in enumerate(calls)]
-    data = b"".join(json.dumps(l).encode() + b"\n" for l in lines)
+    data = b"".join(json.dumps(entry).encode() + b"\n" for entry in lines)
     done = subprocess.run(SERVE, input=data, env=env, capture_output=True, timeout=WAIT_S)
     by_id = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
     return [by_id[i + 2]["result"] for i in range(len(calls))]
