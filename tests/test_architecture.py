@@ -303,3 +303,13 @@ def test_the_floor_check_finds_an_import_back_up_and_one_across():
         "harness.codex.home -> harness.report.writer (codex may import only from floors below its own)",
         "harness.model.rules -> harness.codex.home (model may import only from floors below its own)",
     ]
+
+
+def test_windows_code_is_tested_or_declared_experimental():
+    # Code for a platform no CI job runs must say so where a reader decides whether to rely on it.
+    workflows = " ".join(path.read_text(encoding="utf-8") for path in (ROOT / ".github" / "workflows").glob("*.yml"))
+    if "windows-" in workflows:
+        return
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "jobs_windows.py" in readme and "**experimental**" in readme
+    assert "Experimental: no CI job runs it." in (ROOT / "harness/process/jobs_windows.py").read_text(encoding="utf-8")
