@@ -156,7 +156,7 @@ def hung(root: Path, start_app: Callable[[Home], subprocess.Popen], *, sessions:
                 if (id(client), msg_id) in cancelled:
                     client.notify("notifications/cancelled", {"requestId": msg_id, "reason": "gave up"})
             out["calls"], out["cancelled"] = len(calls), len(cancelled)
-            for client, msg_id, _, bound in calls:
+            for client, msg_id, _, _ in calls:
                 if (id(client), msg_id) in cancelled:
                     continue
                 answer = client.wait(msg_id, max(0.0, CODEX_TOOL_TIMEOUT_S - (time.monotonic() - began)))
@@ -168,7 +168,7 @@ def hung(root: Path, start_app: Callable[[Home], subprocess.Popen], *, sessions:
                     out["app_not_responding"] += 1
         finally:
             os.kill(app.pid, signal.SIGCONT)
-        for client, msg_id, call_id, _ in calls:
+        for client, _msg_id, call_id, _ in calls:
             if call_id is None:
                 continue
             out["retried"] += 1
