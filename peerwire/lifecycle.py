@@ -1,4 +1,4 @@
-"""Lifecycles of tasks, information records and replies, as data.
+"""Lifecycles of tasks, information records, replies, provider bindings and Codex owners, as data.
 
 Every state change in the store goes through :meth:`Lifecycle.next`. An event
 that the table does not allow raises :class:`IllegalTransition` before anything
@@ -7,7 +7,10 @@ it was. The state diagrams in the documentation are generated from these same
 tables (:meth:`Lifecycle.mermaid`).
 
 The vocabulary is declared here once: record kinds (:class:`Kind`), lifecycle
-events (:class:`Event`) and the evidence stages a core records (:class:`Stage`).
+events (:class:`Event`), each table's states (:class:`TaskState`,
+:class:`DeliveryState`, :class:`BindingState`, :class:`OwnerState`) and the
+evidence stages a core records (:class:`Stage`). They are ``StrEnum``: a state
+compares equal to, and is stored as, its string.
 Each table also says which stage each of its events records, so no stage name
 is ever assembled from pieces. ``contracts/export.schema.json`` lists the same
 kinds and stages; a test keeps the two in agreement.
@@ -60,6 +63,62 @@ CLAIM_EVENTS: Mapping[Claimant, Event] = {
     Claimant.DISPATCH: Event.CLAIM_BY_DISPATCH,
 }
 """The task event each claimant's claim is."""
+
+
+class TaskState(StrEnum):
+    """Where a task is in :data:`TASK` (the ``state`` column of its record)."""
+
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    DISPATCHING = "dispatching"
+    ACCEPTED = "accepted"
+    UNCERTAIN = "uncertain"
+    REPLIED = "replied"
+
+
+class DeliveryState(StrEnum):
+    """Where an information record, a reply or a notice is in its table: only ever made visible."""
+
+    ADMITTED = "admitted"
+    """An information record's first state."""
+    PUBLISHED = "published"
+    """A reply's or a notice's first state."""
+    PROVIDER_VISIBLE = "provider_visible"
+    UNCERTAIN = "uncertain"
+    HANDOFF_STARTED_UNVERIFIED = "handoff_started_unverified"
+
+
+class BindingState(StrEnum):
+    """Where a provider binding is in :data:`BINDING`."""
+
+    ACCEPTED = "accepted"
+    CAPTURED = "captured"
+    PUBLISHED = "published"
+    SUPPRESSED = "suppressed"
+    UNCERTAIN = "uncertain"
+
+
+class OwnerState(StrEnum):
+    """Where a Codex owner is in :data:`OWNER`."""
+
+    IDLE = "idle"
+    STARTING = "starting"
+    ACTIVE = "active"
+    DETACHED = "detached"
+    EXITED = "exited"
+
+
+class OwnerEvent(StrEnum):
+    """What moves a Codex owner (:data:`OWNER`); its events record no evidence stage."""
+
+    TURN_ACCEPTED = "turn_accepted"
+    """turn/start answered with the id of the turn it opened."""
+    TURN_STARTED = "turn_started"
+    """turn/started: Codex runs the turn (one the owner started, or one a person's TUI did)."""
+    TURN_ENDED = "turn_ended"
+    """turn/completed of the owner's current turn, whatever its status."""
+    DETACH = "detach"
+    EXIT = "exit"
 
 
 class Stage(StrEnum):
@@ -211,46 +270,46 @@ _RECORD_STAGES: Mapping[Event, Stage] = {
 # replied      the one reply exists (explicit or from the bound turn's outcome)
 TASK = Lifecycle(
     name=Kind.TASK,
-    initial="pending",
+    initial=TaskState.PENDING,
     transitions={
-        ("pending", Event.CLAIM_BY_RECEIVE): "claimed",
-        ("pending", Event.CLAIM_BY_DISPATCH): "dispatching",
-        ("dispatching", Event.RELEASE): "pending",
-        ("dispatching", Event.PROVIDER_ACCEPTED): "accepted",
-        ("dispatching", Event.PROVIDER_UNCERTAIN): "uncertain",
-        ("accepted", Event.OBSERVATION_LOST): "uncertain",
-        ("pending", Event.REPLY): "replied",
-        ("claimed", Event.REPLY): "replied",
-        ("dispatching", Event.REPLY): "replied",
-        ("accepted", Event.REPLY): "replied",
-        ("uncertain", Event.REPLY): "replied",
+        (TaskState.PENDING, Event.CLAIM_BY_RECEIVE): TaskState.CLAIMED,
+        (TaskState.PENDING, Event.CLAIM_BY_DISPATCH): TaskState.DISPATCHING,
+        (TaskState.DISPATCHING, Event.RELEASE): TaskState.PENDING,
+        (TaskState.DISPATCHING, Event.PROVIDER_ACCEPTED): TaskState.ACCEPTED,
+        (TaskState.DISPATCHING, Event.PROVIDER_UNCERTAIN): TaskState.UNCERTAIN,
+        (TaskState.ACCEPTED, Event.OBSERVATION_LOST): TaskState.UNCERTAIN,
+        (TaskState.PENDING, Event.REPLY): TaskState.REPLIED,
+        (TaskState.CLAIMED, Event.REPLY): TaskState.REPLIED,
+        (TaskState.DISPATCHING, Event.REPLY): TaskState.REPLIED,
+        (TaskState.ACCEPTED, Event.REPLY): TaskState.REPLIED,
+        (TaskState.UNCERTAIN, Event.REPLY): TaskState.REPLIED,
     },
     stages=_RECORD_STAGES,
-    terminal=frozenset({"replied"}),
+    terminal=frozenset({TaskState.REPLIED}),
 )
 
 
-def _delivery(kind: Kind, initial: str) -> Lifecycle:
+def _delivery(kind: Kind, initial: DeliveryState) -> Lifecycle:
     """A record that is only ever made visible: the provider shows it, or may have."""
     return Lifecycle(
         name=kind,
         initial=initial,
         transitions={
-            (initial, Event.PROVIDER_VISIBLE): "provider_visible",
-            (initial, Event.PROVIDER_UNCERTAIN): "uncertain",
-            (initial, Event.PROVIDER_HANDOFF_STARTED_UNVERIFIED): "handoff_started_unverified",
+            (initial, Event.PROVIDER_VISIBLE): DeliveryState.PROVIDER_VISIBLE,
+            (initial, Event.PROVIDER_UNCERTAIN): DeliveryState.UNCERTAIN,
+            (initial, Event.PROVIDER_HANDOFF_STARTED_UNVERIFIED): DeliveryState.HANDOFF_STARTED_UNVERIFIED,
         },
         stages=_RECORD_STAGES,
-        terminal=frozenset({"provider_visible", "uncertain", "handoff_started_unverified"}),
+        terminal=frozenset({DeliveryState.PROVIDER_VISIBLE, DeliveryState.UNCERTAIN, DeliveryState.HANDOFF_STARTED_UNVERIFIED}),
     )
 
 
 # An information record: never runnable work, only made visible.
-INFORMATION = _delivery(Kind.INFORMATION, "admitted")
+INFORMATION = _delivery(Kind.INFORMATION, DeliveryState.ADMITTED)
 
 # A reply record, explicit or built from a provider turn's outcome. It is published
 # as it is admitted; what happens after is only about making it visible.
-REPLY = _delivery(Kind.REPLY, "published")
+REPLY = _delivery(Kind.REPLY, DeliveryState.PUBLISHED)
 
 # A provider binding: one task admitted into one exact provider turn. Its events are
 # recorded on the task, under stages of their own.
@@ -263,13 +322,13 @@ REPLY = _delivery(Kind.REPLY, "published")
 # uncertain  observation of the turn was lost (owner died, app restarted)
 BINDING = Lifecycle(
     name="binding",
-    initial="accepted",
+    initial=BindingState.ACCEPTED,
     transitions={
-        ("accepted", Event.CAPTURE): "captured",
-        ("accepted", Event.SUPPRESS): "suppressed",
-        ("accepted", Event.OBSERVATION_LOST): "uncertain",
-        ("captured", Event.PUBLISH): "published",
-        ("captured", Event.SUPPRESS): "suppressed",
+        (BindingState.ACCEPTED, Event.CAPTURE): BindingState.CAPTURED,
+        (BindingState.ACCEPTED, Event.SUPPRESS): BindingState.SUPPRESSED,
+        (BindingState.ACCEPTED, Event.OBSERVATION_LOST): BindingState.UNCERTAIN,
+        (BindingState.CAPTURED, Event.PUBLISH): BindingState.PUBLISHED,
+        (BindingState.CAPTURED, Event.SUPPRESS): BindingState.SUPPRESSED,
     },
     stages={
         Event.CAPTURE: Stage.BINDING_CAPTURE,
@@ -277,11 +336,11 @@ BINDING = Lifecycle(
         Event.OBSERVATION_LOST: Stage.BINDING_OBSERVATION_LOST,
         Event.PUBLISH: Stage.BINDING_PUBLISH,
     },
-    terminal=frozenset({"published", "suppressed", "uncertain"}),
+    terminal=frozenset({BindingState.PUBLISHED, BindingState.SUPPRESSED, BindingState.UNCERTAIN}),
 )
 
 # A notice from peerwire itself (an uncertain delivery, an interrupted turn).
-NOTICE = _delivery(Kind.NOTICE, "published")
+NOTICE = _delivery(Kind.NOTICE, DeliveryState.PUBLISHED)
 
 LIFECYCLES: dict[Kind, Lifecycle] = {
     Kind.TASK: TASK,
@@ -290,3 +349,34 @@ LIFECYCLES: dict[Kind, Lifecycle] = {
     Kind.NOTICE: NOTICE,
 }
 """Lifecycles of interaction records, by kind. Bindings use :data:`BINDING`."""
+
+# A Codex owner: one app-server per agent and generation, and its thread's turns.
+#
+# idle      its thread has no turn: a task or a prompt starts one (turn/start)
+# starting  turn/start answered with a turn that Codex has not reported started
+#           (until it does, Codex refuses to interrupt it)
+# active    a turn runs: a task is steered into it (turn/steer), an interrupt ends it
+# detached  the operator detached it (or the app stopped): nothing more is observed
+# exited    its app-server went away under it
+
+_LIVE = (OwnerState.IDLE, OwnerState.STARTING, OwnerState.ACTIVE)
+
+OWNER = StateTable(
+    name="owner",
+    initial=OwnerState.IDLE,
+    transitions={
+        (OwnerState.IDLE, OwnerEvent.TURN_ACCEPTED): OwnerState.STARTING,
+        (OwnerState.IDLE, OwnerEvent.TURN_STARTED): OwnerState.ACTIVE,  # a turn the owner did not start
+        (OwnerState.STARTING, OwnerEvent.TURN_STARTED): OwnerState.ACTIVE,
+        (OwnerState.STARTING, OwnerEvent.TURN_ENDED): OwnerState.IDLE,  # ended before it was seen starting
+        # Codex reported the turn started before turn/start answered for it.
+        (OwnerState.ACTIVE, OwnerEvent.TURN_ACCEPTED): OwnerState.ACTIVE,
+        # A new turn runs while the end of the last one was never seen: the new one is current.
+        (OwnerState.ACTIVE, OwnerEvent.TURN_STARTED): OwnerState.ACTIVE,
+        (OwnerState.ACTIVE, OwnerEvent.TURN_ENDED): OwnerState.IDLE,
+        **{(state, OwnerEvent.DETACH): OwnerState.DETACHED for state in _LIVE},
+        **{(state, OwnerEvent.EXIT): OwnerState.EXITED for state in _LIVE},
+    },
+    terminal=frozenset({OwnerState.DETACHED, OwnerState.EXITED}),
+)
+"""Every state a Codex owner can be in, and the events that move it (:mod:`peerwire.codex.owner`)."""

@@ -313,3 +313,11 @@ def test_windows_code_is_tested_or_declared_experimental():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "jobs_windows.py" in readme and "**experimental**" in readme
     assert "Experimental: no CI job runs it." in (ROOT / "harness/process/jobs_windows.py").read_text(encoding="utf-8")
+
+
+def test_every_state_table_is_in_the_lifecycle_module():
+    # One place for every lifecycle, as h11 keeps its state machine: a table built elsewhere is a second home.
+    built = [f"{name}:{node.lineno}" for name, path in modules("peerwire").items() if name != "peerwire.lifecycle"
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("StateTable", "Lifecycle")]
+    assert built == [], "build state tables in peerwire/lifecycle.py"
