@@ -18,7 +18,7 @@ from .delivery import Delivery
 from .errors import Code, PeerwireError
 from .hub import USER_INPUT, require_present
 from .receipts import tool_receipt
-from .registry import AgentRow
+from .registry_rules import AgentRow
 from .store import Store
 
 class CollabOperations:

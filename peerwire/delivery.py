@@ -15,7 +15,7 @@ from typing import Awaitable
 
 from .hub import MAILBOX_ACTIVITY, PROVIDER_CONTEXT_AVAILABLE, USER_INPUT, WakeHub
 from .providers import Provider, ProviderResult
-from .registry import AgentRow
+from .registry_rules import AgentRow
 from .store import Store
 
 log = logging.getLogger("peerwire.app")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, ru
 
 from .errors import Code, PeerwireError
 from .lifecycle import Event
-from .registry import KNOWN_PROVIDERS, AgentRow
+from .registry_rules import KNOWN_PROVIDERS, AgentRow
 
 if TYPE_CHECKING:
     from .store import Store

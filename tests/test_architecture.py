@@ -321,3 +321,22 @@ def test_every_state_table_is_in_the_lifecycle_module():
              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("StateTable", "Lifecycle")]
     assert built == [], "build state tables in peerwire/lifecycle.py"
+
+
+NAMES_REUSED_TODAY = {"adapter.py", "app.py", "artifacts.py", "capabilities.py", "cli.py", "collab.py", "delivery.py",
+                      "driver.py", "fixtures.py", "home.py", "layout.py", "limits.py", "reference.py", "resources.py",
+                      "scenario.py", "tui.py", "turns.py"}
+"""File names more than one package uses today; a name joins only by a rename that says the concept, and leaves
+when one of its files is renamed (a stale entry fails)."""
+
+
+def test_no_file_name_is_reused_beyond_todays():
+    # merge.py once meant a TOML three-way merge, shard verdicts and shard reports: a name should say which.
+    counts: dict[str, int] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if path.name not in ("__init__.py", "__main__.py"):
+                counts[path.name] = counts.get(path.name, 0) + 1
+    reused = {name for name, count in counts.items() if count > 1}
+    assert reused - NAMES_REUSED_TODAY == set(), "name the new file after its concept"
+    assert NAMES_REUSED_TODAY - reused == set(), "no longer reused: drop it from NAMES_REUSED_TODAY"

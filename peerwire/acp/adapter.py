@@ -42,7 +42,7 @@ from .. import envelope
 from ..errors import Code, PeerwireError
 from ..lifecycle import Event
 from ..providers import Committed, no_active_turn
-from ..registry import AgentRow
+from ..registry_rules import AgentRow
 from ..stdio_peer import JsonRpcError, PeerError, PeerExited
 from ..store import Store
 from .client import AcpClient, AcpSession, stdio_mcp_server, text_block

@@ -39,7 +39,7 @@ from typing import Any, Awaitable, Callable, Sequence
 from .. import collab, collab_fork, envelope
 from ..errors import Code, PeerwireError
 from ..providers import Committed, ProviderResult, no_active_turn
-from ..registry import AgentRow
+from ..registry_rules import AgentRow
 from ..store import Store
 from .app_server import (AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError,
                          Notification)
