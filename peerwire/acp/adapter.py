@@ -153,8 +153,7 @@ class AcpProvider:
                                     {"PEERWIRE_HOME": os.fspath(self.home), "PEERWIRE_SESSION_ID": session_token})]
         try:
             if resume:
-                if not agent.provider_session_id:
-                    raise PeerwireError(Code.INVALID_ARGUMENT, f"agent {agent.name!r} has no session to resume")
+                assert agent.provider_session_id is not None  # a resume without one was refused above
                 if not ((client.initialize_result or {}).get("agentCapabilities") or {}).get("loadSession"):
                     raise PeerwireError(Code.UNSUPPORTED, f"{agent.name}'s ACP agent cannot load a session")
                 await client.session_load(agent.provider_session_id, cwd, servers, timeout=REQUEST_TIMEOUT_S)
