@@ -28,13 +28,13 @@ REPORT_DIR ?=
 SHARDS ?= shards
 OUT ?= reports/merged
 
-.PHONY: setup bytecode chromium tmux test full personas accept accept-pairs contract merge matrix bench drift wheel clean
+.PHONY: setup bytecode chromium tmux lint test full personas accept accept-pairs contract merge matrix bench drift wheel clean
 
 setup: $(PY_STAMP) $(NODE_STAMP) chromium tmux bytecode
 
 # Up to date in a fraction of a second: only what changed since is compiled again.
 bytecode: $(PY_STAMP)
-	@$(PY) -m compileall -q peerwire harness runner.py >/dev/null
+	@$(PY) -m compileall -q peerwire peerwire_lab harness runner.py >/dev/null
 
 # setup.py maps the data folders (contracts/, scenarios/, fixtures/, .ci/) into the package: a change to
 # either file means a new editable install.
@@ -55,8 +55,14 @@ chromium:
 tmux:
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux; }
 
-# What every change needs: every fault class once, the exhaustive matrices as their covering designs.
-test: setup
+# The linters, configured in pyproject.toml: ruff over the whole tree, mypy over the core and the interface
+# another core's provisioner implements. Seconds; make test runs them first.
+lint: setup
+	$(PY) -m ruff check --quiet .
+	$(PY) -m mypy
+
+# What every change needs: the linters, every fault class once, the exhaustive matrices as their covering designs.
+test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS) -m "not full"
 
 # Everything: make test plus the rest of every exhaustive matrix (tests marked full).
@@ -121,7 +127,7 @@ matrix: setup $(AGENT_MAIL_VENV)/.installed
 
 bench: setup
 	$(PY) -m pip install --quiet -e '.[test,bench]'
-	$(PY) -m peerwire.bench $(BENCH_ARGS)
+	$(PY) -m peerwire_lab.bench $(BENCH_ARGS)
 
 # What would change on another Codex release: make drift V=0.160.1
 drift: setup

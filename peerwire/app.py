@@ -48,7 +48,10 @@ def _configure_logging(home: Home) -> logging.Handler:
     return file_handler
 
 
-RUNTIMES: dict[str, ProviderFactory] = {"codex": CodexProvider, "acp": AcpProvider}
+RUNTIMES: dict[str, ProviderFactory] = {
+    "codex": CodexProvider,
+    "acp": AcpProvider,  # type: ignore[dict-item]  # no publish_captured: Delivery looks it up with getattr
+}
 """The providers that own agent runtimes, each built on the app's store (in the folder of its name)."""
 
 

@@ -18,7 +18,7 @@ from .delivery import Delivery
 from .errors import Code, PeerwireError
 from .hub import USER_INPUT, require_present
 from .receipts import tool_receipt
-from .registry import AgentRow
+from .registry_rules import AgentRow
 from .store import Store
 
 class CollabOperations:
@@ -66,7 +66,7 @@ class CollabOperations:
     # -- tools --------------------------------------------------------------------------------
 
     async def spawn_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
-        path = collab.child_path(caller.path, args.get("task_name"))
+        path = collab.child_path(caller.path, args.get("task_name"))  # type: ignore[arg-type]  # task_name is checked there; a collab tool's caller is a tree member
         fork = collab.fork_turns(args.get("fork_turns"))
         message = args.get("message")
         if not isinstance(message, str) or not message:
@@ -139,7 +139,7 @@ class CollabOperations:
         prefix = args.get("path_prefix") or collab.ROOT
         rows = [a for a in self.store.agents() if a.path and (a.path == prefix or a.path.startswith(
             prefix.rstrip("/") + "/"))]
-        return {"agents": [{"name": a.path, "status": a.status} for a in sorted(rows, key=lambda a: a.path)]}
+        return {"agents": [{"name": a.path, "status": a.status} for a in sorted(rows, key=lambda a: a.path or "")]}
 
     async def interrupt_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         target = self._target(caller, args.get("target"))

@@ -19,7 +19,7 @@ from .errors import Code, PeerwireError
 from .jsonrpc import lone_surrogate_at
 from .limits import MAX_BODY_BYTES
 from .profiles import COLLAB, MESSAGING
-from .registry import is_broadcast
+from .registry_rules import is_broadcast
 from .resources import PackageDataMissing, contracts
 
 if TYPE_CHECKING:  # jsonschema loads on the first validation, not on import (the MCP server never needs it)

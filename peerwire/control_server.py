@@ -40,7 +40,7 @@ from .hub import CallerGone, Presence, presence
 from .jsonrpc import strict_loads
 from .limits import CONTROL_FD_RESERVE, MAX_CONNECTIONS_PER_CALLER, MAX_CONTROL_CONNECTIONS
 from .operations import Operations
-from .registry import AgentRow
+from .registry_rules import AgentRow
 from .store import storage_error
 
 log = logging.getLogger("peerwire.app")

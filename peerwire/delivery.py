@@ -15,7 +15,7 @@ from typing import Awaitable
 
 from .hub import MAILBOX_ACTIVITY, PROVIDER_CONTEXT_AVAILABLE, USER_INPUT, WakeHub
 from .providers import Provider, ProviderResult
-from .registry import AgentRow
+from .registry_rules import AgentRow
 from .store import Store
 
 log = logging.getLogger("peerwire.app")
@@ -89,7 +89,7 @@ class Delivery:
         """A record the app wrote itself (a turn's reply, a notice): wake and deliver it."""
         self.after_commit(self.store.agent(recipient_id), interaction_id)
 
-    def in_background(self, coro: Awaitable[None], what: str) -> None:
+    def in_background(self, coro: Awaitable[object], what: str) -> None:
         """Run provider work after the reply to the caller; failures are logged, never lost silently."""
         task = asyncio.ensure_future(coro)
         self._background.add(task)

@@ -2,9 +2,8 @@
 
     python -m peerwire.diagrams > docs/lifecycles.md
 
-Every lifecycle the core keeps as a table (:mod:`peerwire.lifecycle` for
-records and bindings, :mod:`peerwire.codex.owner` for a Codex owner) is drawn
-here, so the page cannot say what the code does not do; a test keeps the page
+Every lifecycle the core keeps as a table (:mod:`peerwire.lifecycle`: records,
+bindings and a Codex owner) is drawn here, so the page cannot say what the code does not do; a test keeps the page
 equal to what this prints.
 """
 
@@ -12,8 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from .codex.owner import OWNER
-from .lifecycle import BINDING, LIFECYCLES, Kind, StateTable
+from .lifecycle import BINDING, LIFECYCLES, OWNER, Kind, StateTable
 
 TABLES: tuple[tuple[StateTable, str], ...] = (
     (LIFECYCLES[Kind.TASK], "A task, from admission to its one reply."),

@@ -186,7 +186,9 @@ def _own_copy(error: BaseException) -> BaseException:
     from .errors import PeerwireError
 
     if isinstance(error, PeerwireError):
-        return PeerwireError(error.code, error.message, dict(error.details))
+        copy = PeerwireError(error.code, error.message, dict(error.details))
+        copy.__cause__ = error.__cause__
+        return copy
     return error
 
 

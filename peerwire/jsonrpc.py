@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -73,6 +74,13 @@ class Notification:
     method: str
     params: Any
     index: int | None = None
+
+    @property
+    def after(self) -> int:
+        """The index just past this one, where a consumer resumes; only a kept notification has one."""
+        if self.index is None:
+            raise ValueError(f"{self.method}: a notification nobody keeps has no place to resume after")
+        return self.index + 1
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,7 @@ def depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     stack = [(value, 1)]
     while stack:
         node, level = stack.pop()
+        children: Iterable[Any]
         if isinstance(node, dict):
             children = node.values()
         elif isinstance(node, list):

@@ -1,4 +1,4 @@
-"""Lifecycles of tasks, information records and replies, as data.
+"""Lifecycles of tasks, information records, replies, provider bindings and Codex owners, as data.
 
 Every state change in the store goes through :meth:`Lifecycle.next`. An event
 that the table does not allow raises :class:`IllegalTransition` before anything
@@ -7,7 +7,10 @@ it was. The state diagrams in the documentation are generated from these same
 tables (:meth:`Lifecycle.mermaid`).
 
 The vocabulary is declared here once: record kinds (:class:`Kind`), lifecycle
-events (:class:`Event`) and the evidence stages a core records (:class:`Stage`).
+events (:class:`Event`), each table's states (:class:`TaskState`,
+:class:`DeliveryState`, :class:`BindingState`, :class:`OwnerState`) and the
+evidence stages a core records (:class:`Stage`). They are ``StrEnum``: a state
+compares equal to, and is stored as, its string.
 Each table also says which stage each of its events records, so no stage name
 is ever assembled from pieces. The tables themselves are contract data
 (``contracts/lifecycles.json``, which the acceptance checks read too); the
@@ -64,6 +67,62 @@ CLAIM_EVENTS: Mapping[Claimant, Event] = {
     Claimant.DISPATCH: Event.CLAIM_BY_DISPATCH,
 }
 """The task event each claimant's claim is."""
+
+
+class TaskState(StrEnum):
+    """Where a task is in :data:`TASK` (the ``state`` column of its record)."""
+
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    DISPATCHING = "dispatching"
+    ACCEPTED = "accepted"
+    UNCERTAIN = "uncertain"
+    REPLIED = "replied"
+
+
+class DeliveryState(StrEnum):
+    """Where an information record, a reply or a notice is in its table: only ever made visible."""
+
+    ADMITTED = "admitted"
+    """An information record's first state."""
+    PUBLISHED = "published"
+    """A reply's or a notice's first state."""
+    PROVIDER_VISIBLE = "provider_visible"
+    UNCERTAIN = "uncertain"
+    HANDOFF_STARTED_UNVERIFIED = "handoff_started_unverified"
+
+
+class BindingState(StrEnum):
+    """Where a provider binding is in :data:`BINDING`."""
+
+    ACCEPTED = "accepted"
+    CAPTURED = "captured"
+    PUBLISHED = "published"
+    SUPPRESSED = "suppressed"
+    UNCERTAIN = "uncertain"
+
+
+class OwnerState(StrEnum):
+    """Where a Codex owner is in :data:`OWNER`."""
+
+    IDLE = "idle"
+    STARTING = "starting"
+    ACTIVE = "active"
+    DETACHED = "detached"
+    EXITED = "exited"
+
+
+class OwnerEvent(StrEnum):
+    """What moves a Codex owner (:data:`OWNER`); its events record no evidence stage."""
+
+    TURN_ACCEPTED = "turn_accepted"
+    """turn/start answered with the id of the turn it opened."""
+    TURN_STARTED = "turn_started"
+    """turn/started: Codex runs the turn (one the owner started, or one a person's TUI did)."""
+    TURN_ENDED = "turn_ended"
+    """turn/completed of the owner's current turn, whatever its status."""
+    DETACH = "detach"
+    EXIT = "exit"
 
 
 class Stage(StrEnum):
@@ -180,7 +239,7 @@ class Lifecycle(StateTable):
 
     @property
     def events(self) -> frozenset[Event]:
-        return frozenset(event for (_src, event) in self.transitions)
+        return frozenset(Event(event) for (_src, event) in self.transitions)
 
     def stage(self, event: str) -> Stage:
         """The evidence stage ``event`` records."""
@@ -188,18 +247,19 @@ class Lifecycle(StateTable):
 
     def stages_into(self, state: str) -> frozenset[Stage]:
         """The stages of the events that lead into ``state`` (what evidence says it was reached)."""
-        return frozenset(self.stages[event] for (_src, event), dst in self.transitions.items() if dst == state)
+        return frozenset(self.stages[Event(event)] for (_src, event), dst in self.transitions.items() if dst == state)
 
 
-def _load(name: str) -> Lifecycle:
-    """The table ``name`` of ``contracts/lifecycles.json``; every event and stage it names must be declared here."""
+def _load(name: str, states: type[StrEnum]) -> Lifecycle:
+    """The table ``name`` of ``contracts/lifecycles.json``, its states as members of ``states``; every event and
+    stage it names must be declared here."""
     data = contract_data.table(contract_data.LIFECYCLES)["lifecycles"][name]
     return Lifecycle(
         name=Kind(name) if name in {kind.value for kind in Kind} else name,
-        initial=data["initial"],
-        transitions={(src, Event(event)): dst for src, event, dst in data["transitions"]},
+        initial=states(data["initial"]),
+        transitions={(states(src), Event(event)): states(dst) for src, event, dst in data["transitions"]},
         stages={Event(event): Stage(stage) for event, stage in data["stages"].items()},
-        terminal=frozenset(data["terminal"]),
+        terminal=frozenset(states(state) for state in data["terminal"]),
     )
 
 
@@ -220,14 +280,14 @@ _check_vocabulary()
 # receive: the durable claim), dispatching (claimed by automatic delivery; the provider has not answered
 # yet), accepted (the provider admitted it into an exact turn, binding persisted), uncertain (it may or
 # may not have reached the provider: never replayed), replied (the one reply exists).
-TASK = _load(Kind.TASK)
+TASK = _load(Kind.TASK, TaskState)
 
 # An information record: never runnable work, only made visible.
-INFORMATION = _load(Kind.INFORMATION)
+INFORMATION = _load(Kind.INFORMATION, DeliveryState)
 
 # A reply record, explicit or built from a provider turn's outcome. It is published
 # as it is admitted; what happens after is only about making it visible.
-REPLY = _load(Kind.REPLY)
+REPLY = _load(Kind.REPLY, DeliveryState)
 
 # A provider binding: one task admitted into one exact provider turn. Its events are
 # recorded on the task, under stages of their own.
@@ -238,10 +298,10 @@ REPLY = _load(Kind.REPLY)
 # published  the reply (or blocked/failed outcome) exists
 # suppressed the recipient replied explicitly first: no automatic result
 # uncertain  observation of the turn was lost (owner died, app restarted)
-BINDING = _load("binding")
+BINDING = _load("binding", BindingState)
 
 # A notice from peerwire itself (an uncertain delivery, an interrupted turn).
-NOTICE = _load(Kind.NOTICE)
+NOTICE = _load(Kind.NOTICE, DeliveryState)
 
 LIFECYCLES: dict[Kind, Lifecycle] = {
     Kind.TASK: TASK,
@@ -250,3 +310,34 @@ LIFECYCLES: dict[Kind, Lifecycle] = {
     Kind.NOTICE: NOTICE,
 }
 """Lifecycles of interaction records, by kind. Bindings use :data:`BINDING`."""
+
+# A Codex owner: one app-server per agent and generation, and its thread's turns.
+#
+# idle      its thread has no turn: a task or a prompt starts one (turn/start)
+# starting  turn/start answered with a turn that Codex has not reported started
+#           (until it does, Codex refuses to interrupt it)
+# active    a turn runs: a task is steered into it (turn/steer), an interrupt ends it
+# detached  the operator detached it (or the app stopped): nothing more is observed
+# exited    its app-server went away under it
+
+_LIVE = (OwnerState.IDLE, OwnerState.STARTING, OwnerState.ACTIVE)
+
+OWNER = StateTable(
+    name="owner",
+    initial=OwnerState.IDLE,
+    transitions={
+        (OwnerState.IDLE, OwnerEvent.TURN_ACCEPTED): OwnerState.STARTING,
+        (OwnerState.IDLE, OwnerEvent.TURN_STARTED): OwnerState.ACTIVE,  # a turn the owner did not start
+        (OwnerState.STARTING, OwnerEvent.TURN_STARTED): OwnerState.ACTIVE,
+        (OwnerState.STARTING, OwnerEvent.TURN_ENDED): OwnerState.IDLE,  # ended before it was seen starting
+        # Codex reported the turn started before turn/start answered for it.
+        (OwnerState.ACTIVE, OwnerEvent.TURN_ACCEPTED): OwnerState.ACTIVE,
+        # A new turn runs while the end of the last one was never seen: the new one is current.
+        (OwnerState.ACTIVE, OwnerEvent.TURN_STARTED): OwnerState.ACTIVE,
+        (OwnerState.ACTIVE, OwnerEvent.TURN_ENDED): OwnerState.IDLE,
+        **{(state, OwnerEvent.DETACH): OwnerState.DETACHED for state in _LIVE},
+        **{(state, OwnerEvent.EXIT): OwnerState.EXITED for state in _LIVE},
+    },
+    terminal=frozenset({OwnerState.DETACHED, OwnerState.EXITED}),
+)
+"""Every state a Codex owner can be in, and the events that move it (:mod:`peerwire.codex.owner`)."""

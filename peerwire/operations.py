@@ -23,7 +23,7 @@ from .hub import PROVIDER_CONTEXT_AVAILABLE, require_present
 from .limits import DEFAULT_RECEIVE_LIMIT, DEFAULT_RECEIVE_TIMEOUT_MS, DEFAULT_WAIT_TIMEOUT_MS
 from .providers import RuntimeOwner, require_known
 from .receipts import tool_receipt
-from .registry import AgentRow, validate_name
+from .registry_rules import AgentRow, validate_name
 from .store import Call, Entry, Store
 
 Handler = Callable[..., Awaitable[dict[str, Any]]]

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from .contract_data import providers as known_providers
 from .errors import Code, PeerwireError
 from .lifecycle import Event
-from .registry import AgentRow
+from .registry_rules import AgentRow
 
 if TYPE_CHECKING:
     from .store import Store
@@ -117,7 +117,9 @@ class RuntimeOwner(Protocol):
     """A provider that owns agent runtimes the operator attaches and prompts (``attach_codex`` ...)."""
 
     async def attach(self, agent: AgentRow, *, codex: str, codex_home: str, cwd: str,
-                     env: Mapping[str, str] | None = None, resume: bool = False) -> dict[str, Any]:
+                     env: Mapping[str, str] | None = None, resume: bool = False,
+                     capabilities: Sequence[str] | None = None, child_mcp_servers: Sequence[str] = (),
+                     listen: str | None = None) -> dict[str, Any]:
         """Start the agent's owner (a new generation); resume its known thread when ``resume``."""
 
     async def detach(self, agent_id: str) -> dict[str, Any]:

@@ -146,16 +146,21 @@ class Transcript:
 
 
 class TranscriptFile(Protocol):
-    path: Path | None
-    """Where the session's lines are written (``None``: kept in memory only, or nowhere)."""
+    @property
+    def path(self) -> Path | None:
+        """Where the session's lines are written (``None``: kept in memory only, or nowhere)."""
 
 
 class PeerSession(Protocol):
     """What an adapter uses of any peer's session, whatever its protocol: a live :class:`StdioPeer`, or a
     recorded exchange replayed through the same surface. Each protocol's session adds its requests."""
 
-    received: list[Notification]
-    transcript: TranscriptFile
+    @property
+    def received(self) -> list[Notification]: ...
+
+    @property
+    def transcript(self) -> TranscriptFile: ...
+
     initialize_result: dict[str, Any] | None
     """The peer's answer to ``initialize`` (it names the peer and its version); None when not known."""
 
@@ -231,7 +236,7 @@ class Arrivals:
         while batch := await self.since(index):
             for note in batch:
                 yield note
-                index = note.index + 1
+                index = note.after
 
 
 class StdioPeer:
@@ -351,7 +356,7 @@ class StdioPeer:
                 for notification in await self.arrivals.since(index):
                     if notification.method == method and (where is None or where(notification.params)):
                         return notification
-                    index = notification.index + 1
+                    index = notification.after
 
     async def notifications(self, *, since: int = 0) -> AsyncIterator[Notification]:
         """Yield notifications in arrival order from index ``since``, waiting for new ones;

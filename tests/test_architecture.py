@@ -2,7 +2,9 @@
 
 * The harness reads a core only through its evidence export and its operator
   interface: no harness module imports ``sqlite3`` or the reference core's store.
-* The core imports nothing from the harness.
+* The core imports nothing from the harness nor from its lab (``peerwire_lab``: the fault
+  campaign and the benchmark), and no third-party package beyond its declared dependencies.
+* ``peerwire/`` holds only the core: its commands are the core's own (:data:`CORE_COMMANDS`).
 * The harness's folders keep their order: each imports only from floors below its own
   (:data:`HARNESS_FLOORS`), so no two folders depend on each other.
 * Every import of a project module names one that exists, even inside a function.
@@ -11,13 +13,15 @@
 from __future__ import annotations
 
 import ast
+import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("peerwire", "harness")
+PACKAGES = ("peerwire", "harness", "peerwire_lab")
 
 CORE_IMPORTS_HARNESS_TODAY: set[str] = set()
 """Modules of the core that still import the harness; each must go, and an entry that no longer does fails."""
@@ -73,6 +77,64 @@ def test_the_core_imports_nothing_from_the_harness():
     assert offenders - CORE_IMPORTS_HARNESS_TODAY == set(), "the core must not depend on the harness"
     assert CORE_IMPORTS_HARNESS_TODAY <= offenders, (
         f"{sorted(CORE_IMPORTS_HARNESS_TODAY - offenders)} no longer import the harness: drop them from the list")
+
+
+def test_the_core_imports_nothing_from_its_lab():
+    offenders = {name: found for name, path in modules("peerwire").items()
+                 if (found := sorted(i for i in imports(name, path) if within(i, "peerwire_lab")))}
+    assert offenders == {}, "the fault campaign and the benchmark drive the core from peerwire_lab/, never the reverse"
+
+
+JSONSCHEMA_BRINGS = {"referencing"}
+"""What the core may import of what its one dependency, jsonschema, installs with it."""
+
+
+def third_party(package: str) -> dict[str, set[str]]:
+    """Module -> the top-level packages it imports that are neither the standard library nor the project's."""
+    found: dict[str, set[str]] = {}
+    for name, path in modules(package).items():
+        tops = {i.split(".")[0] for i in imports(name, path)} - {""}
+        outside = {top for top in tops if top not in sys.stdlib_module_names and top not in PACKAGES}
+        if outside:
+            found[name] = outside
+    return found
+
+
+def test_the_core_needs_only_its_declared_dependencies():
+    # psutil, the MCP SDK and persist-queue belong to the suite, the runner and the lab: an import of one in
+    # peerwire/ would break the core as installed with jsonschema alone.
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    allowed = {dependency.split(">")[0].split("=")[0].split("<")[0].strip() for dependency in declared}
+    allowed |= JSONSCHEMA_BRINGS
+    assert {name: tops - allowed for name, tops in third_party("peerwire").items() if tops - allowed} == {}
+
+
+CORE_COMMANDS = {"peerwire.__main__", "peerwire.cli", "peerwire.codex.listen_bridge", "peerwire.diagrams"}
+"""The core's modules that run as a command: ``peerwire`` itself, the listen socket's stdio face the Codex
+adapter starts, and the lifecycle diagrams' generator. A campaign or a benchmark is a command too, which is
+how one put back into peerwire/ shows."""
+
+
+def commands(package: str) -> set[str]:
+    found = set()
+    for name, path in modules(package).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        guarded = any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body)
+        if guarded or path.name == "__main__.py":
+            found.add(name)
+    return found
+
+
+def test_the_core_package_holds_only_the_core():
+    assert commands("peerwire") == CORE_COMMANDS, (
+        "peerwire/ holds the core alone: a new command of the core joins CORE_COMMANDS, a tool that drives the "
+        "core goes to peerwire_lab/")
+
+
+def test_the_lab_is_found_as_commands_and_third_party_imports():
+    # The two checks above must see what the lab is made of, or they would pass on anything.
+    assert {"peerwire_lab.faults", "peerwire_lab.bench.__main__"} <= commands("peerwire_lab")
+    assert "psutil" in third_party("harness")["harness.contract.unread_flood"]
 
 
 def test_every_project_import_names_a_module_that_exists():
@@ -275,3 +337,40 @@ def test_the_floor_check_finds_an_import_back_up_and_one_across():
         "harness.codex.home -> harness.report.writer (codex may import only from floors below its own)",
         "harness.model.rules -> harness.codex.home (model may import only from floors below its own)",
     ]
+
+
+def test_windows_code_is_tested_or_declared_experimental():
+    # Code for a platform no CI job runs must say so where a reader decides whether to rely on it.
+    workflows = " ".join(path.read_text(encoding="utf-8") for path in (ROOT / ".github" / "workflows").glob("*.yml"))
+    if "windows-" in workflows:
+        return
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "jobs_windows.py" in readme and "**experimental**" in readme
+    assert "Experimental: no CI job runs it." in (ROOT / "harness/process/jobs_windows.py").read_text(encoding="utf-8")
+
+
+def test_every_state_table_is_in_the_lifecycle_module():
+    # One place for every lifecycle, as h11 keeps its state machine: a table built elsewhere is a second home.
+    built = [f"{name}:{node.lineno}" for name, path in modules("peerwire").items() if name != "peerwire.lifecycle"
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("StateTable", "Lifecycle")]
+    assert built == [], "build state tables in peerwire/lifecycle.py"
+
+
+NAMES_REUSED_TODAY = {"adapter.py", "app.py", "artifacts.py", "capabilities.py", "cli.py", "collab.py", "delivery.py",
+                      "driver.py", "fixtures.py", "home.py", "layout.py", "limits.py", "reference.py", "resources.py",
+                      "scenario.py", "tui.py", "turns.py"}
+"""File names more than one package uses today; a name joins only by a rename that says the concept, and leaves
+when one of its files is renamed (a stale entry fails)."""
+
+
+def test_no_file_name_is_reused_beyond_todays():
+    # merge.py once meant a TOML three-way merge, shard verdicts and shard reports: a name should say which.
+    counts: dict[str, int] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if path.name not in ("__init__.py", "__main__.py"):
+                counts[path.name] = counts.get(path.name, 0) + 1
+    reused = {name for name, count in counts.items() if count > 1}
+    assert reused - NAMES_REUSED_TODAY == set(), "name the new file after its concept"
+    assert NAMES_REUSED_TODAY - reused == set(), "no longer reused: drop it from NAMES_REUSED_TODAY"

@@ -14,9 +14,9 @@ A run's settings come in two parts (see :mod:`harness.codex.launch`):
 A projection adds its part(s) and keeps every other entry, comment and format
 of the user's file (tomlkit round-trip). Afterwards the file is restored: byte for
 byte when nobody touched it during the run, otherwise key by key (see
-:mod:`harness.codex.merge`): projected values the user did not change go
+:mod:`harness.codex.config_merge`): projected values the user did not change go
 back to their originals, the user's edits stay, and a key both changed is kept
-as the user left it and reported as a :class:`~harness.codex.merge.Conflict`.
+as the user left it and reported as a :class:`~harness.codex.config_merge.Conflict`.
 
 Crash safety: before the projected file is written, the original is copied
 to `config.toml.peerwire-backup`, the projected text to
@@ -52,7 +52,7 @@ from peerwire.contract import PROFILES
 
 from harness.names import AUTH_FILE, CONFIG_NAME, PEERWIRE_SERVER_NAME, SERVER_NAMES
 
-from .merge import Conflict, merge
+from .config_merge import Conflict, merge
 
 BACKUP_SUFFIX = ".peerwire-backup"
 PROJECTED_SUFFIX = ".peerwire-projected"

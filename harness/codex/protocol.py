@@ -172,11 +172,11 @@ class ProtocolSchema:
 
     # -- documents ---------------------------------------------------------------------------
 
-    @functools.cache
+    @functools.cache  # noqa: B019  (one schema per Codex install, kept for the process's life)
     def _document(self, name: str) -> dict[str, Any]:
         return json.loads((self.root / name).read_text(encoding="utf-8"))
 
-    @functools.cache
+    @functools.cache  # noqa: B019  (as above)
     def _branches(self, kind: Kind) -> dict[str, Node]:
         """Method -> the union branch of its family document (``method``, ``params`` ...)."""
         document = self._document(_FAMILIES[kind])

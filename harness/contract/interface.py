@@ -169,7 +169,7 @@ def adapt(provisioner: Any) -> Provisioner:
     if callable(getattr(provisioner, "crash", None)):
         return provisioner
     if callable(getattr(provisioner, "restart", None)):
-        return _FirstVersion(provisioner)  # type: ignore[return-value]
+        return _FirstVersion(provisioner)
     raise TypeError(f"{type(provisioner).__name__} has neither crash(server_pids) nor restart(): see "
                     "harness.contract.interface.Provisioner")
 

@@ -62,13 +62,13 @@ from harness.contract.report import JUNIT_NAME, group_junit_by_source, not_teste
     write_reports
 from harness.contract.target import CALL_TOOLS, Target, TargetError
 from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, decode_votes, encode_votes
+from harness.shards import DURATIONS_FILE, Shard, ShardError, load_durations, plan, write_durations
 
 STARTUP_PROPERTY = "contract_startup_ms"
 """Each test item's server start-up times, carried like its votes."""
 LAUNCH_PROPERTY = "contract_launches"
 """What each test item started (server processes by kind, homes) and shared sessions it closed, carried like its
 votes."""
-from harness.shards import DURATIONS_FILE, Shard, ShardError, load_durations, plan, write_durations
 
 RUN_KEY = pytest.StashKey["ContractRun"]()
 SHARD_PLAN = "shard-plan.json"

@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator
 from peerwire import profiles
 from peerwire.codex.adapter import CodexProvider
 from peerwire.home import HOME_ENV, SESSION_ENV
-from peerwire.registry import AgentRow
+from peerwire.registry_rules import AgentRow
 
 from harness.codex.home import MODEL_KEY_VALUE, ScriptedProvider, project_agent
 from harness.codex.install import CodexInstallation, locate_codex

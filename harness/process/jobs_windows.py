@@ -1,4 +1,4 @@
-"""A job's processes on Windows: one Job Object with kill-on-close.
+"""A job's processes on Windows: one Job Object with kill-on-close. Experimental: no CI job runs it.
 
 Every child is assigned to one Job Object created with
 ``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE``. The kernel places descendants in the

@@ -16,7 +16,7 @@ known the runner writes them to ``F`` as JSON, prints ``ready`` and waits.
 :func:`kill_runner_and_count` starts that tree, SIGKILLs the runner's whole
 process group together with the worker (nothing gets to tear down), and
 counts the processes of the tree still alive after a bound: the orphans.
-The fault campaign (``python -m peerwire.faults``) and the process tests use it.
+The fault campaign (``python -m peerwire_lab.faults``) and the process tests use it.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ regressed from pass to fail or disappeared; 1 otherwise; 2 for unreadable input.
 ``merge`` finds every acceptance report (``report.json``) and contract-suite
 report (``compliance.json``) in or below the given folders and writes
 ``OUT/acceptance/`` (:mod:`.merge`: report.json, report.md, report.html,
-junit.xml, artifacts/) and ``OUT/contract/`` (:mod:`harness.contract.merge`:
+junit.xml, artifacts/) and ``OUT/contract/`` (:mod:`harness.contract.shard_compliance`:
 compliance.json, compliance.md, junit.xml), and ``OUT/durations.json``, the
 shards' recorded durations for balancing later splits. Exit status: 0 when
 every merged verdict passes, 1 when a check fails or a shard is missing or
@@ -78,10 +78,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
 
 def merge(argv: Sequence[str], out: TextIO) -> int:
     """``runner.py report merge``: see the module docs."""
-    from harness.contract.merge import ContractMergeRefused, find_compliance, merge_compliance
+    from harness.contract.shard_compliance import ContractMergeRefused, find_compliance, merge_compliance
     from harness.shards import DURATIONS_FILE, load_durations, write_durations
 
-    from .merge import MergeRefused, durations, find_reports, merge_reports
+    from .shard_reports import MergeRefused, durations, find_reports, merge_reports
 
     parser = argparse.ArgumentParser(prog="peerwire-harness report merge",
                                      description="Merge the shard reports of one run into one report.")

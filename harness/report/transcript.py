@@ -69,7 +69,7 @@ def transcripts(index: RolloutIndex, model_log: ModelRequestLog, thread_agents: 
             model_request=request.seq))
     starts = [parse_time(e["at"]) for entries in out.values() for e in entries if e["at"]]
     zero = min((s for s in starts if s is not None), default=None)
-    for agent, entries in out.items():
+    for entries in out.values():
         # Stable: entries at the same instant keep their reading order (rollout order first).
         entries.sort(key=lambda e: parse_time(e["at"]) or datetime.max.replace(tzinfo=timezone.utc))
         for number, entry in enumerate(entries):

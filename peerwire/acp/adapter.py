@@ -42,7 +42,7 @@ from .. import envelope
 from ..errors import Code, PeerwireError
 from ..lifecycle import Event
 from ..providers import Committed, no_active_turn
-from ..registry import AgentRow
+from ..registry_rules import AgentRow
 from ..stdio_peer import JsonRpcError, PeerError, PeerExited
 from ..store import Store
 from .client import AcpClient, AcpSession, stdio_mcp_server, text_block
@@ -148,26 +148,30 @@ class AcpProvider:
                    else f"{type(exc).__name__}: {exc}")
             self.store.update_agent(agent.agent_id, last_error=f"attach failed: {why}"[:500])
             raise PeerwireError(Code.APP_UNAVAILABLE, f"could not start the ACP agent of {agent.name}: {why}; "
-                                f"see {stem}.stderr.log")
+                                f"see {stem}.stderr.log") from exc
         servers = [stdio_mcp_server(MCP_SERVER_NAME, list(mcp_command or DEFAULT_MCP_COMMAND),
                                     {"PEERWIRE_HOME": os.fspath(self.home), "PEERWIRE_SESSION_ID": session_token})]
         try:
             if resume:
+                assert agent.provider_session_id is not None  # a resume without one was refused above
                 if not ((client.initialize_result or {}).get("agentCapabilities") or {}).get("loadSession"):
                     raise PeerwireError(Code.UNSUPPORTED, f"{agent.name}'s ACP agent cannot load a session")
                 await client.session_load(agent.provider_session_id, cwd, servers, timeout=REQUEST_TIMEOUT_S)
                 session_id = agent.provider_session_id
             else:
                 session_id = (await client.session_new(cwd, servers, timeout=REQUEST_TIMEOUT_S))["sessionId"]
-        except BaseException as exc:
+        except PeerwireError as exc:
             await client.close()
-            if isinstance(exc, PeerwireError):
-                self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}"[:500])
-                raise
-            if not isinstance(exc, Exception):
-                raise
+            self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}"[:500])
+            raise
+        except Exception as exc:
+            await client.close()
             why = "no answer within {:.0f}s".format(REQUEST_TIMEOUT_S) if isinstance(exc, TimeoutError) else str(exc)
-            raise PeerwireError(Code.APP_UNAVAILABLE, f"the ACP agent of {agent.name} opened no session: {why}")
+            raise PeerwireError(Code.APP_UNAVAILABLE, f"the ACP agent of {agent.name} opened no session: {why}") from exc
+        except BaseException:
+            # Cancelled or interrupted: the agent's process goes with the attach, which stays cancelled.
+            await client.close()
+            raise
         owner = AcpOwner(agent.agent_id, agent.name, generation, session_id, client, cwd)
         self.owners[agent.agent_id] = owner
         self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=session_id,
@@ -437,7 +441,7 @@ class AcpProvider:
                 if note.method != "session/update" or note.params.get("sessionId") != owner.session_id:
                     continue
                 turn = owner.turn
-                if turn is None or turn.finished or note.index < turn.since:
+                if turn is None or turn.finished or note.after <= turn.since:
                     continue
                 if turn.observe(note.params.get("update") or {}):
                     async with owner.lock:

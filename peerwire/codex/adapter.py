@@ -39,7 +39,7 @@ from typing import Any, Awaitable, Callable, Sequence
 from .. import collab, collab_fork, envelope
 from ..errors import Code, PeerwireError
 from ..providers import Committed, ProviderResult, no_active_turn
-from ..registry import AgentRow
+from ..registry_rules import AgentRow
 from ..store import Store
 from .app_server import (AppServerClient, AppServerError, AppServerExited, AppServerSession, JsonRpcError,
                          Notification)
@@ -167,7 +167,8 @@ class CodexProvider:
             )
         except (AppServerError, OSError, TimeoutError) as exc:
             self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc}")
-            raise PeerwireError(Code.APP_UNAVAILABLE, f"could not start codex app-server for {agent.name}: {exc}")
+            raise PeerwireError(Code.APP_UNAVAILABLE,
+                                f"could not start codex app-server for {agent.name}: {exc}") from exc
         servers = tuple(configured_servers(codex_home))
         try:
             assessment = assess(client, capabilities)
@@ -191,12 +192,17 @@ class CodexProvider:
                 result = await client.thread_start(cwd=cwd, extra=role, timeout=REQUEST_TIMEOUT_S)
             thread_id = result["thread"]["id"]
             await _tools_ready(client, assessment, thread_id, servers, since=since, agent=agent.name)
-        except BaseException as exc:
+        except PeerwireError as exc:
             await client.close()
-            if isinstance(exc, PeerwireError):
-                self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}")
-                raise
-            raise PeerwireError(Code.APP_UNAVAILABLE, f"codex could not open the thread of {agent.name}: {exc}")
+            self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}")
+            raise
+        except Exception as exc:
+            await client.close()
+            raise PeerwireError(Code.APP_UNAVAILABLE, f"codex could not open the thread of {agent.name}: {exc}") from exc
+        except BaseException:
+            # Cancelled or interrupted: the app-server goes with the attach, which stays cancelled.
+            await client.close()
+            raise
         return await self._enable(agent, client, generation, result["thread"], cwd, assessment, servers, codex_home,
                                   child_mcp_servers)
 
@@ -241,7 +247,7 @@ class CodexProvider:
                 # already, to the TUI only.
                 ready = await listed_ready(client, thread_id, list(servers), timeout=REQUEST_TIMEOUT_S)
                 await _tools_ready(client, assessment, thread_id, [s for s in servers if s not in ready],
-                                   since=started.index, agent=agent.name)
+                                   since=started.after - 1, agent=agent.name)
         except (AppServerError, TimeoutError, KeyError, StopAsyncIteration, PeerwireError) as exc:
             why = exc.message if isinstance(exc, PeerwireError) else f"{type(exc).__name__}: {exc}"
             self.store.update_agent(agent.agent_id, last_error=f"no attached TUI thread to adopt: {why}"[:500])
@@ -250,7 +256,7 @@ class CodexProvider:
         finally:
             self._adopting.pop(agent.agent_id, None)
         await self._enable(self.store.agent(agent.agent_id), client, generation, resumed["thread"], cwd, assessment,
-                           servers, codex_home, child_mcp_servers, since=started.index + 1)
+                           servers, codex_home, child_mcp_servers, since=started.after)
 
     async def detach(self, agent_id: str, *, reason: str = "owner detached") -> dict[str, Any]:
         if agent_id in self._adopting:  # its TUI never started a thread: nothing was delivered
@@ -302,20 +308,21 @@ class CodexProvider:
             self.store.update_agent(child.agent_id, last_error="its parent has no live owner; it starts when one "
                                     "attaches")
             return
-        client, parent = parent_owner.client, parent_owner.setup
-        kept = tuple(s for s in parent.mcp_servers if s in parent.tree_servers or s in parent.child_servers)
+        client, setup = parent_owner.client, parent_owner.setup
+        kept = tuple(s for s in setup.mcp_servers if s in setup.tree_servers or s in setup.child_servers)
         try:
             if fork != "none":
-                _require(parent.capabilities, Capability.INJECT)
-            records = await _rollout_through(parent.rollout, after_call if fork != "none" else None)
-            settings = collab_fork.child_settings(child.path, collab_fork.latest_settings(records),
-                                                  parent.mcp_servers, parent.tree_servers, parent.child_servers)
+                _require(setup.capabilities, Capability.INJECT)
+            records = await _rollout_through(setup.rollout, after_call if fork != "none" else None)
+            settings = collab_fork.child_settings(child.path,  # type: ignore[arg-type]  # a spawned child has a path
+                                                  collab_fork.latest_settings(records),
+                                                  setup.mcp_servers, setup.tree_servers, setup.child_servers)
             since = len(client.received)
-            result = await client.thread_start(cwd=parent.cwd, extra=settings, timeout=REQUEST_TIMEOUT_S)
+            result = await client.thread_start(cwd=setup.cwd, extra=settings, timeout=REQUEST_TIMEOUT_S)
             items = collab_fork.fork_history(records, fork, until_call=after_call)
             if items:
                 await client.thread_inject_items(result["thread"]["id"], items, timeout=REQUEST_TIMEOUT_S)
-            await _tools_ready(client, parent.capabilities, result["thread"]["id"], kept, since=since,
+            await _tools_ready(client, setup.capabilities, result["thread"]["id"], kept, since=since,
                                agent=child.name)
         except (AppServerError, TimeoutError, PeerwireError) as exc:
             # Nothing was submitted to the child: its first task fails, attributed to peerwire.
@@ -327,9 +334,9 @@ class CodexProvider:
             return
         thread_id = result["thread"]["id"]
         owner = Owner(child.agent_id, child.name, 1, thread_id, client, OwnerSetup(
-            cwd=parent.cwd, shared=True, capabilities=parent.capabilities, mcp_servers=kept,
-            rollout=result["thread"].get("path"), tree_servers=parent.tree_servers,
-            child_servers=parent.child_servers))
+            cwd=setup.cwd, shared=True, capabilities=setup.capabilities, mcp_servers=kept,
+            rollout=result["thread"].get("path"), tree_servers=setup.tree_servers,
+            child_servers=setup.child_servers))
         self.owners[child.agent_id] = owner
         self.store.update_agent(child.agent_id, generation=1, provider_session_id=thread_id, status="idle")
         owner.watcher = asyncio.ensure_future(self._watch(owner, since=len(client.received)))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Notification, Request
 from ..stdio_peer import (
@@ -99,6 +99,8 @@ class AppServerSession(PeerSession, Protocol):
     @property
     def exited(self) -> AppServerExited | None: ...
 
+    async def wait_for_notification(self, method: str, *, since: int = 0, timeout: float) -> Notification: ...
+
     async def thread_start(self, *, cwd: str | os.PathLike[str] | None = None,
                            extra: Mapping[str, Any] | None = None,
                            timeout: float = DEFAULT_REQUEST_TIMEOUT) -> dict[str, Any]: ...
@@ -156,6 +158,11 @@ class AppServerClient(StdioPeer):
         super().__init__(process, transcript=transcript, server_request_handler=server_request_handler,
                          stderr_path=stderr_path)
         self.initialize_result: dict[str, Any] | None = None
+
+    @property
+    def exited(self) -> AppServerExited | None:
+        # What StdioPeer keeps is built from Exited, AppServerExited here.
+        return cast("AppServerExited | None", super().exited)
 
     @classmethod
     async def start(

@@ -68,7 +68,7 @@ def outcome_of(turn: dict[str, Any], items: Iterable[dict[str, Any]], recipient_
                            f"{recipient_name}'s turn {turn_id} failed: {error}", False, code="turn_failed")
     item = final_item(items)
     text = (item or {}).get("text") or ""
-    if not text.strip():
+    if item is None or not text.strip():
         return TurnOutcome(turn_id, str(status), "blocked", (
             f"{recipient_name}'s turn {turn_id} ended without a final answer for this task."),
             False, code="no_final_text", final_item_id=(item or {}).get("id"))

@@ -1,19 +1,12 @@
 """The owner of one Codex agent: its thread's turns as a state table, and what it was set up with.
 
 An owner (one ``codex app-server`` per agent, one generation) goes through
-the states of :data:`OWNER`, a table like the record lifecycles of
-:mod:`peerwire.lifecycle`: an event the table does not allow raises
+the states of :data:`peerwire.lifecycle.OWNER`, which sits with the record
+lifecycles' tables: an event the table does not allow raises
 :class:`~peerwire.lifecycle.IllegalTransition` and leaves the owner as it
 was, and ``docs/lifecycles.md`` draws the diagram from the same table.
 
-::
-
-    idle      its thread has no turn: a task or a prompt starts one (turn/start)
-    starting  turn/start answered with a turn that Codex has not reported started
-              (until it does, Codex refuses to interrupt it)
-    active    a turn runs: a task is steered into it (turn/steer), an interrupt ends it
-    detached  the operator detached it (or the app stopped): nothing more is observed
-    exited    its app-server went away under it
+Its states and events are described with the table.
 
 Which turn is meant travels with the events (:class:`OwnerTurns`): the end of
 a turn that is not the owner's current one changes no state.
@@ -24,54 +17,13 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-from ..lifecycle import StateTable
+from ..lifecycle import OWNER, OwnerEvent, OwnerState
 from .app_server import AppServerSession
 from .capabilities import Assessment
 
-
-class OwnerState(StrEnum):
-    IDLE = "idle"
-    STARTING = "starting"
-    ACTIVE = "active"
-    DETACHED = "detached"
-    EXITED = "exited"
-
-
-class OwnerEvent(StrEnum):
-    TURN_ACCEPTED = "turn_accepted"
-    """turn/start answered with the id of the turn it opened."""
-    TURN_STARTED = "turn_started"
-    """turn/started: Codex runs the turn (one the owner started, or one a person's TUI did)."""
-    TURN_ENDED = "turn_ended"
-    """turn/completed of the owner's current turn, whatever its status."""
-    DETACH = "detach"
-    EXIT = "exit"
-
-
-_LIVE = (OwnerState.IDLE, OwnerState.STARTING, OwnerState.ACTIVE)
-
-OWNER = StateTable(
-    name="owner",
-    initial=OwnerState.IDLE,
-    transitions={
-        (OwnerState.IDLE, OwnerEvent.TURN_ACCEPTED): OwnerState.STARTING,
-        (OwnerState.IDLE, OwnerEvent.TURN_STARTED): OwnerState.ACTIVE,  # a turn the owner did not start
-        (OwnerState.STARTING, OwnerEvent.TURN_STARTED): OwnerState.ACTIVE,
-        (OwnerState.STARTING, OwnerEvent.TURN_ENDED): OwnerState.IDLE,  # ended before it was seen starting
-        # Codex reported the turn started before turn/start answered for it.
-        (OwnerState.ACTIVE, OwnerEvent.TURN_ACCEPTED): OwnerState.ACTIVE,
-        # A new turn runs while the end of the last one was never seen: the new one is current.
-        (OwnerState.ACTIVE, OwnerEvent.TURN_STARTED): OwnerState.ACTIVE,
-        (OwnerState.ACTIVE, OwnerEvent.TURN_ENDED): OwnerState.IDLE,
-        **{(state, OwnerEvent.DETACH): OwnerState.DETACHED for state in _LIVE},
-        **{(state, OwnerEvent.EXIT): OwnerState.EXITED for state in _LIVE},
-    },
-    terminal=frozenset({OwnerState.DETACHED, OwnerState.EXITED}),
-)
-"""Every state an owner can be in, and the events that move it (see the module docs)."""
+__all__ = ["OWNER", "Owner", "OwnerEvent", "OwnerSetup", "OwnerState", "OwnerTurns"]
 
 
 class OwnerTurns:

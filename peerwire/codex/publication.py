@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import PeerwireError
 from ..providers import Committed
-from ..registry import AgentRow
+from ..registry_rules import AgentRow
 from ..store import Store
 from .outcome import outcome_of
 

@@ -48,7 +48,8 @@ def core_servers(codex_home: str | Path) -> list[str]:
         config = tomllib.loads((Path(codex_home) / "config.toml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return []
-    servers = config.get("mcp_servers") if isinstance(config.get("mcp_servers"), dict) else {}
+    servers = config.get("mcp_servers")
+    servers = servers if isinstance(servers, dict) else {}
     return [name for name in configured_servers(codex_home)
             if isinstance(servers.get(name), dict) and SESSION_ENV in (servers[name].get("env") or {})]
 
@@ -71,7 +72,7 @@ async def await_mcp_ready(client: AppServerSession, thread_id: str, names: list[
             index = since
             while not settled():
                 note = await client.wait_for_notification(STARTUP_METHOD, since=index, timeout=timeout)
-                index = note.index + 1
+                index = note.after
                 if note.params.get("threadId") not in (None, thread_id):
                     continue
                 name = str(note.params.get("name"))

@@ -3,7 +3,7 @@
 :class:`Store` is the whole of it, built from its parts, each a module of its own:
 
 * :mod:`.db` — the connection, transactions (and the group commit) and migrations;
-* :mod:`.registry` — agents and session credentials;
+* :mod:`.registry_rows` — agents and session credentials (the rules are :mod:`peerwire.registry_rules`);
 * :mod:`.calls` — calls as they come in: retries by call id, refused requests;
 * :mod:`.mailbox` — admission, lifecycles and evidence, claims, receiving;
 * :mod:`.bindings` — provider bindings and turn outcomes;

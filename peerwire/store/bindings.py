@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import Code, PeerwireError
 from ..lifecycle import BINDING, NOTICE, TASK, Event, Kind, Stage
-from ..registry import AgentRow
+from ..registry_rules import AgentRow
 from .db import json_column, new_id, now
 from .mailbox import Mailbox
 

@@ -128,7 +128,7 @@ class Database:
         """
         if self._group is None:
             self._group = GroupCommit(self._connect, self._write_lock,
-                                      lambda exc: storage_error(exc, self.path) or exc, self._committed,
+                                      self._translated, self._committed,
                                       durable=self._advance_mark)
         return await self._group.run(job)
 
@@ -199,12 +199,23 @@ class Database:
                     self._roll_back()
                     raise
             except sqlite3.Error as exc:
-                raise storage_error(exc, self.path) or exc
+                error = storage_error(exc, self.path)
+                if error is None:
+                    raise
+                raise error from exc
             changed = self.db.total_changes != before
             if changed:
                 self._advance_mark(self.db)
         if changed:
             self._committed()
+
+    def _translated(self, exc: sqlite3.Error) -> BaseException:
+        # Handed to a caller as a value (group commit), not raised here: the cause is set by hand.
+        error = storage_error(exc, self.path)
+        if error is None:
+            return exc
+        error.__cause__ = exc
+        return error
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -215,7 +226,10 @@ class Database:
             finally:
                 self._roll_back()  # a read transaction has nothing to keep
         except sqlite3.Error as exc:
-            raise storage_error(exc, self.path) or exc
+            error = storage_error(exc, self.path)
+            if error is None:
+                raise
+            raise error from exc
 
     def _roll_back(self) -> None:
         # SQLite may have rolled back already (a full disk or an I/O error ends the transaction).

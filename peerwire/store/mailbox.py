@@ -16,11 +16,11 @@ from typing import Any, Callable
 from .. import cursor as cursors
 from ..errors import Code, PeerwireError
 from ..lifecycle import CLAIM_EVENTS, LIFECYCLES, NOTICE, REPLY, TASK, Claimant, Event, Kind, Stage
-from ..registry import SYSTEM_SENDER, AgentRow
+from ..registry_rules import SYSTEM_SENDER, AgentRow
 from . import calls
 from .calls import Call, Entry
 from .db import new_id, now
-from .registry import Registry
+from .registry_rows import Registry
 from .views import export_record, interaction_row, record_view, request_row
 
 

@@ -15,7 +15,7 @@ from harness.acceptance.gate import PROBE_FAILED, RunSkipped, Verdict, VerdictBo
 from harness.lab.reference import ReferenceLab
 from harness.model.rules import script_from_document
 from harness.names import AWAITING_CAPABILITIES
-from harness.report.merge import durations
+from harness.report.shard_reports import durations
 from tests.patience import WAIT_S
 
 PROBED = Verdict(("idle_start", "inject"), {"steer": "the live probe failed: steer: refused"})

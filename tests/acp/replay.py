@@ -41,7 +41,7 @@ def _texts_agree(recorded: Sequence[dict[str, Any]], live: Sequence[dict[str, An
     """Prompt blocks agree: as many, of the same types, and each literal text (one without placeholders) equal."""
     if [b.get("type") for b in recorded] != [b.get("type") for b in live]:
         return False
-    return all("<" in str(r.get("text")) or r.get("text") == l.get("text") for r, l in zip(recorded, live))
+    return all("<" in str(r.get("text")) or r.get("text") == entry.get("text") for r, entry in zip(recorded, live))
 
 
 @dataclass

@@ -159,8 +159,8 @@ def test_an_interrupt_cancels_the_turn(lab: AcpLab):
     lines = lab.transcript()
     (cancel,) = sent(lines, "session/cancel")
     assert cancel["params"] == {"sessionId": lab.attached["session_id"]} and "id" not in cancel
-    answer = next(l["message"] for l in lines if l["dir"] == "received" and "result" in l["message"]
-                  and l["message"]["result"].get("stopReason"))
+    answer = next(entry["message"] for entry in lines if entry["dir"] == "received" and "result" in entry["message"]
+                  and entry["message"]["result"].get("stopReason"))
     assert answer["result"]["stopReason"] == "cancelled"
     assert lab.await_turn(turn)["status"] == "cancelled"
     # The agent takes later work.

@@ -96,8 +96,8 @@ def test_a_recorded_run_that_is_tampered_with_fails_the_check_it_breaks(tmp_path
     shutil.copytree(SMOKE, run)
     path = run / ACP_DIR / "B.g1.acp.jsonl"
     lines = path.read_text("utf-8").splitlines()
-    session = next(json.loads(l)["message"]["params"]["sessionId"] for l in lines
-                   if json.loads(l)["message"].get("method") == "session/prompt")
+    session = next(json.loads(line)["message"]["params"]["sessionId"] for line in lines
+                   if json.loads(line)["message"].get("method") == "session/prompt")
     stray = {"seq": 0, "mono": 0, "wall": 0, "dir": "received", "message": {"jsonrpc": "2.0", "method": "session/update",
              "params": {"sessionId": session, "update": {"sessionUpdate": "agent_message_chunk", "messageId": "msg_x",
                                                          "content": {"type": "text", "text": "unasked"}}}}}
@@ -105,7 +105,7 @@ def test_a_recorded_run_that_is_tampered_with_fails_the_check_it_breaks(tmp_path
     judged = verdicts(run, "smoke", {"A": "opencode", "B": "opencode"})
     assert judged["turns-accounted-for"].failed and "worked outside every prompt" in judged["turns-accounted-for"].summary
     # A prompt that carried the information but names another turn than the evidence row: the next-turn path breaks.
-    kept = [json.loads(l) for l in path.read_text("utf-8").splitlines()]
+    kept = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
     for entry in kept:
         if entry["message"].get("method") == "session/prompt":
             entry["message"]["params"]["messageId"] = "not-the-bound-prompt"

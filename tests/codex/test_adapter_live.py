@@ -36,12 +36,12 @@ def transcript(lab: ReferenceLab, generation: int = 1) -> list[dict]:
 
 
 def sent(lines: list[dict], method: str) -> list[dict]:
-    return [l["message"] for l in lines if l["dir"] == "sent" and l["message"].get("method") == method]
+    return [entry["message"] for entry in lines if entry["dir"] == "sent" and entry["message"].get("method") == method]
 
 
 def notes(lines: list[dict], method: str) -> list[dict]:
-    return [l["message"]["params"] for l in lines
-            if l["dir"] == "received" and l["message"].get("method") == method]
+    return [entry["message"]["params"] for entry in lines
+            if entry["dir"] == "received" and entry["message"].get("method") == method]
 
 
 def stages(lab: ReferenceLab, request_id: str) -> list[str]:
@@ -248,10 +248,10 @@ def test_stale_steer_releases_the_claim_and_a_later_turn_takes_the_task(tmp_path
     assert "stale turn" in stages[2][1]
     (binding,) = trace["bindings"]
     assert binding["turn_id"] == out["started"] != out["stale_turn"]
-    lines = [json.loads(l) for l in (tmp_path / "core" / "codex" / "B.g1.appserver.jsonl").read_text().splitlines()]
-    (steer,) = [l["message"] for l in lines if l["dir"] == "sent" and l["message"].get("method") == "turn/steer"]
+    lines = [json.loads(line) for line in (tmp_path / "core" / "codex" / "B.g1.appserver.jsonl").read_text().splitlines()]
+    (steer,) = [entry["message"] for entry in lines if entry["dir"] == "sent" and entry["message"].get("method") == "turn/steer"]
     assert steer["params"]["expectedTurnId"] == out["stale_turn"]
-    (refusal,) = [l["message"] for l in lines if l["dir"] == "received" and l["message"].get("id") == steer["id"]]
+    (refusal,) = [entry["message"] for entry in lines if entry["dir"] == "received" and entry["message"].get("id") == steer["id"]]
     assert refusal["error"]["code"] == -32600
 
 
@@ -290,11 +290,11 @@ def test_an_owner_gets_no_input_before_its_mcp_servers_are_ready(lab):
     request already offers the core's tools."""
     routes.idle_start(lab)
     lines = transcript(lab)
-    ready = next(i for i, l in enumerate(lines) if l["dir"] == "received"
-                 and l["message"].get("method") == "mcpServer/startupStatus/updated"
-                 and l["message"]["params"] == {**l["message"]["params"], "name": "peerwire", "status": "ready"})
-    first_input = next(i for i, l in enumerate(lines) if l["dir"] == "sent"
-                       and l["message"].get("method") in ("turn/start", "turn/steer", "thread/inject_items"))
+    ready = next(i for i, entry in enumerate(lines) if entry["dir"] == "received"
+                 and entry["message"].get("method") == "mcpServer/startupStatus/updated"
+                 and entry["message"]["params"] == {**entry["message"]["params"], "name": "peerwire", "status": "ready"})
+    first_input = next(i for i, entry in enumerate(lines) if entry["dir"] == "sent"
+                       and entry["message"].get("method") in ("turn/start", "turn/steer", "thread/inject_items"))
     assert ready < first_input
     first_request = next(e for e in lab.model.exchanges if e.agent == "B")
     assert any(t.get("name") == "mcp__peerwire" for t in first_request.body["tools"])

@@ -1,9 +1,18 @@
 """Every Codex delivery route replayed from its recorded fixture: no Codex process.
 
 The adapter runs in-process against the real store; :class:`ReplayTransport`
-plays the recorded app-server side. The records and evidence the adapter
-produces are held in syrupy snapshots. Refresh the fixtures with
-``python runner.py record`` and the snapshots with ``pytest --snapshot-update``.
+plays the recorded app-server side. What the adapter wrote is judged by
+properties that hold on every route (:func:`check_properties`): each record's
+evidence is a legal path through its lifecycle table and ends in its state,
+each binding's evidence a legal path through the binding table, one reply per
+task, and every binding names a thread and a turn the transcript holds.
+
+One syrupy snapshot per route remains: the wire lines the adapter sent to the
+app-server (methods and parameters, run-specific ids replaced). It guards what
+peerwire says to Codex -- thread settings, the text a task becomes, what a
+steer expects -- so a change to it is a protocol change, reviewed as one.
+Refresh the fixtures with ``python runner.py record`` and that snapshot with
+``pytest --snapshot-update``.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from harness.lab.recorded.routes import INPROCESS_ROUTES, ROUTES, stale_steer
 from harness.codex.fixtures import FIXTURE_DIR
 from harness.lab.recorded.replay import ReplayTransport
 from peerwire.codex.adapter import CodexProvider
+from peerwire.lifecycle import BINDING, LIFECYCLES, IllegalTransition, Kind, Lifecycle, Stage
 from peerwire.store import Store
 from tests.patience import WAIT_S
 
@@ -66,32 +76,76 @@ class Core:
             async with owner.changed:
                 await owner.changed.wait_for(lambda: turn_id in owner.completed)
 
-    def summary(self) -> dict:
-        """What the adapter wrote, with run-specific ids and times taken out."""
-        dump = self.store.dump()
+    def wire(self) -> list[dict]:
+        """The lines the adapter sent to each app-server, in order, with run-specific ids replaced."""
         names: dict[str, str] = {}
 
-        def scrub(text):
-            text = re.sub(r"\b(rq|ix|cl|bd)_[0-9a-f]{32}\b", lambda m: names.setdefault(m.group(0), f"<{m.group(1)}:{len(names) + 1}>"), text)
+        def scrub(text: str) -> str:
+            text = re.sub(r"\b(rq|ix|cl|bd)_[0-9a-f]{32}\b",
+                          lambda m: names.setdefault(m.group(0), f"<{m.group(1)}:{len(names) + 1}>"), text)
             return re.sub(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<agent>", text)
 
-        stages: dict[str, list[str]] = {}
-        for row in dump["evidence"]:
-            stages.setdefault(row["interaction_id"], []).append(row["stage"])
-        return {
-            "interactions": [
-                {"kind": r["kind"], "state": r["state"], "from": r["sender_name"], "to": r["recipient_name"],
-                 "status": r["reply_status"], "code": r["notice_code"], "body": scrub(r["body"])[:300],
-                 "stages": stages.get(r["interaction_id"], [])}
-                for r in sorted(dump["interactions"], key=lambda r: r["seq"])
-            ],
-            "bindings": [
-                {"state": b["state"], "generation": b["generation"], "turn": b["turn_id"], "thread": b["thread_id"],
-                 "outcome": {k: v for k, v in json.loads(b["outcome"]).items() if k != "text"} if b["outcome"] else None}
-                for b in sorted(dump["bindings"], key=lambda b: b["created_at"])
-            ],
-            "requests_sent": [s["method"] for session in self.transport.opened for s in session.sent],
-        }
+        return [json.loads(scrub(json.dumps(line, ensure_ascii=False)))
+                for session in self.transport.opened for line in session.sent]
+
+
+def _events_by_stage(lifecycle: Lifecycle) -> dict[Stage, str]:
+    return {stage: event for event, stage in lifecycle.stages.items()}
+
+
+def check_properties(core: Core) -> None:
+    """What must hold after any route, whatever the route did (see the module docs)."""
+    dump = core.store.dump()
+    evidence: dict[str, list[dict]] = {}
+    for row in sorted(dump["evidence"], key=lambda r: r["evidence_id"]):
+        evidence.setdefault(row["interaction_id"], []).append({**row, "detail": json.loads(row["detail"])})
+    bindings = {b["binding_id"]: b for b in dump["bindings"]}
+    binding_events = _events_by_stage(BINDING)
+    walked: dict[str, str] = {}
+    for record in dump["interactions"]:
+        lifecycle = LIFECYCLES[Kind(record["kind"])]
+        events = _events_by_stage(lifecycle)
+        state = lifecycle.initial
+        for row in evidence.get(record["interaction_id"], []):
+            stage = Stage(row["stage"])
+            if stage in events:
+                state = lifecycle.next(state, events[stage])  # raises on an illegal step
+            binding_id = row["detail"].get("binding_id")
+            if stage is Stage.PROVIDER_ACCEPTED:
+                walked[binding_id] = BINDING.initial
+            elif stage is Stage.PROVIDER_ACCEPTED_AFTER_REPLY:
+                walked[binding_id] = BINDING.next(BINDING.initial, "suppress")
+            elif stage in binding_events:
+                before = walked[binding_id]
+                walked[binding_id] = BINDING.next(before, binding_events[stage])
+                assert (row["detail"]["from"], row["detail"]["to"]) == (before, walked[binding_id]), row
+        assert state == record["state"], (record["kind"], record["body"][:60], state, record["state"])
+    assert walked == {binding_id: b["state"] for binding_id, b in bindings.items()}, "bindings end where evidence says"
+
+    tasks = [r for r in dump["interactions"] if r["kind"] == Kind.TASK]
+    replies = [r for r in dump["interactions"] if r["kind"] == Kind.REPLY]
+    requests = {r["task_interaction_id"]: r for r in dump["requests"]}
+    for task in tasks:
+        answered = [r for r in replies if r["request_id"] == task["request_id"]]
+        assert len(answered) == (1 if task["state"] == "replied" else 0), (task["body"][:60], answered)
+        assert requests[task["interaction_id"]]["reply_interaction_id"] == (
+            answered[0]["interaction_id"] if answered else None)
+    for binding in bindings.values():
+        if binding["state"] == "published":
+            (reply,) = [r for r in replies if r["request_id"] == binding["request_id"]]
+            assert reply["reply_status"] == json.loads(binding["outcome"])["reply_status"]
+
+    threads, turns = set(), set()
+    for session in core.transport.opened:
+        for line in session.lines[:session.cursor]:
+            message = line.get("message") or {}
+            if line["dir"] != "received":
+                continue
+            found = {**(message.get("params") or {}), **(message.get("result") or {})}
+            threads.update(t for t in (found.get("threadId"), (found.get("thread") or {}).get("id")) if t)
+            turns.update(t for t in ((found.get("turn") or {}).get("id"), found.get("turnId")) if t)
+    for binding in bindings.values():
+        assert binding["thread_id"] in threads and binding["turn_id"] in turns, (binding, threads, turns)
 
 
 async def idle_start(core: Core) -> None:
@@ -189,6 +243,42 @@ def test_replay(path, tmp_path, snapshot):
             await REPLAYS[path](core)
         finally:
             await core.codex.close()
-        return core.summary()
+        return core
 
-    assert asyncio.run(run()) == snapshot
+    core = asyncio.run(run())
+    check_properties(core)
+    assert core.wire() == snapshot
+
+
+@pytest.mark.parametrize("damage", ["illegal stage", "state column", "second reply", "unknown turn"])
+def test_the_properties_find_a_damaged_route(damage, tmp_path):
+    # The checks must be able to fail: each damage below breaks exactly one property of a healthy route.
+    async def run():
+        core = Core(tmp_path, "idle_start")
+        try:
+            await idle_start(core)
+        finally:
+            await core.codex.close()
+        return core
+
+    core = asyncio.run(run())
+    check_properties(core)
+    task = next(r for r in core.store.dump()["interactions"] if r["kind"] == "task")
+    with core.store.db:
+        if damage == "illegal stage":
+            core.store.db.execute("INSERT INTO evidence(interaction_id, stage, at) VALUES (?, 'claim_by_receive', '')",
+                                  (task["interaction_id"],))
+        elif damage == "state column":
+            core.store.db.execute("UPDATE interactions SET state = 'uncertain' WHERE interaction_id = ?",
+                                  (task["interaction_id"],))
+        elif damage == "second reply":
+            core.store.db.execute(
+                """INSERT INTO interactions(interaction_id, kind, state, sender_name, recipient_id, recipient_name,
+                       body, request_id, reply_status, created_at, updated_at)
+                   SELECT 'ix_second', 'reply', 'published', sender_name, recipient_id, recipient_name, 'again',
+                       request_id, 'done', created_at, updated_at FROM interactions
+                   WHERE kind = 'reply' AND request_id = ?""", (task["request_id"],))
+        else:
+            core.store.db.execute("UPDATE bindings SET turn_id = 'a-turn-nobody-started'")
+    with pytest.raises((AssertionError, IllegalTransition)):
+        check_properties(core)

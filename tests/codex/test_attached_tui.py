@@ -42,9 +42,9 @@ def test_the_owner_delivers_into_the_thread_the_tui_started(lab):
     task = lab.as_agent("A").call("followup_task", {"target": "B", "message": "[idle] What is six times seven?"})
     owner = lab.attach("B")
     lines = transcript(lab)
-    started = [l["message"]["params"]["thread"]["id"] for l in lines
-               if l["dir"] == "received" and l["message"].get("method") == "thread/started"]
-    sent = [l["message"] for l in lines if l["dir"] == "sent"]
+    started = [entry["message"]["params"]["thread"]["id"] for entry in lines
+               if entry["dir"] == "received" and entry["message"].get("method") == "thread/started"]
+    sent = [entry["message"] for entry in lines if entry["dir"] == "sent"]
     methods = [m.get("method") for m in sent]
     # the owner opened no thread: it adopted the TUI's, subscribing before anything was delivered
     assert started == [owner["thread_id"]] and "thread/start" not in methods

@@ -81,7 +81,7 @@ def test_a_live_steer_keeps_routing_in_additional_context(tmp_path: Path) -> Non
                         "(turn/steer additionalContext)")
         out = routes.steer(lab)
         lines = [json.loads(line) for line in lab.transcript("B").read_text().splitlines()]
-        (steer,) = [l["message"] for l in lines if l["dir"] == "sent" and l["message"].get("method") == "turn/steer"]
+        (steer,) = [entry["message"] for entry in lines if entry["dir"] == "sent" and entry["message"].get("method") == "turn/steer"]
         assert steer["params"]["input"] == [{"type": "text", "text": "[steer] second task"}]
         (context,) = steer["params"]["additionalContext"]
         assert envelope.parse(context["value"] + "\n")["headers"]["Request"] == out["request_ids"][1]

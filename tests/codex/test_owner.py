@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from peerwire import diagrams
-from peerwire.codex.owner import OWNER, OwnerEvent, OwnerState, OwnerTurns
-from peerwire.lifecycle import IllegalTransition
+from peerwire.codex.owner import OwnerTurns
+from peerwire.lifecycle import OWNER, IllegalTransition, OwnerEvent, OwnerState
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "lifecycles.md"
 

@@ -19,9 +19,9 @@ import pytest
 
 from harness.contract.layout import CONTRACTS_DIR
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
 from .conftest import run_contract
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 README = CONTRACTS_DIR / "README.md"
 MARKER = "<!-- example provisioner:"

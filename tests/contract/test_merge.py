@@ -12,7 +12,7 @@ import pytest
 from harness.contract.baseline import Baseline
 from harness.contract.compliance import Result, judge
 from harness.contract.manifest import Level, Selection, manifest
-from harness.contract.merge import ContractMergeRefused, merge_compliance
+from harness.contract.shard_compliance import ContractMergeRefused, merge_compliance
 from harness.contract.report import write_reports
 from harness.contract.verdicts import Vote
 from harness.shards import Shard, plan

@@ -178,7 +178,7 @@ def test_app_unavailable_and_unknown_caller(core, tmp_path):
 
 
 def test_await_change_wakes_on_the_next_commit_only(core):
-    a, b = core.register("a"), core.register("b")
+    a, _ = core.register("a"), core.register("b")
     admin = ControlClient(core.home)
     mark = admin.call("await_change", {"mark": None, "timeout_ms": 0})["mark"]
     quiet = admin.call("await_change", {"mark": mark, "timeout_ms": 50}, wait_s=WAIT_S)

@@ -16,8 +16,8 @@ import os
 import sys
 
 
+from harness.contract.unread_flood import flood, tools_list
 from peerwire.home import HOME_ENV, SESSION_ENV
-from peerwire.unread_flood import flood, tools_list
 
 REQUESTS = 20_000
 RSS_BOUND_MB = 40  # the bound under test

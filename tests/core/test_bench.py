@@ -18,7 +18,7 @@ ROWS = ("durable sends/s, one MCP session", "aggregate durable sends/s, 8 MCP se
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_quick_bench_reports_every_row_beside_its_baseline():
-    done = subprocess.run([sys.executable, "-m", "peerwire.bench", "--quick", "--json"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "peerwire_lab.bench", "--quick", "--json"], capture_output=True,
                           text=True, timeout=RUN_S)  # seconds of work, a dozen processes: minutes when busy
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
@@ -35,7 +35,7 @@ def test_quick_bench_reports_every_row_beside_its_baseline():
 
 
 def test_the_core_benchmark_imports_nothing_from_the_harness():
-    probe = "import sys, peerwire.bench, peerwire.bench.measures; print(sorted(m for m in sys.modules if m.split('.')[0] == 'harness'))"
+    probe = "import sys, peerwire_lab.bench, peerwire_lab.bench.measures; print(sorted(m for m in sys.modules if m.split('.')[0] == 'harness'))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=WAIT_S)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -43,7 +43,7 @@ def _calls(core, token, calls: list[tuple[str, dict]], *, thread: str | None = N
     lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}]
     lines += [{"jsonrpc": "2.0", "id": i + 2, "method": "tools/call", "params": {"name": n, "arguments": a, **meta}}
               for i, (n, a) in enumerate(calls)]
-    data = b"".join(json.dumps(l).encode() + b"\n" for l in lines)
+    data = b"".join(json.dumps(entry).encode() + b"\n" for entry in lines)
     done = subprocess.run(SERVE, input=data, env=env, capture_output=True, timeout=WAIT_S)
     by_id = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
     return [by_id[i + 2]["result"] for i in range(len(calls))]
@@ -528,20 +528,30 @@ def _recorded_calls() -> list[dict]:
     return [json.loads(line)["payload"] for line in lines]
 
 
-def test_the_pinned_codex_passes_no_encrypted_function_args_to_the_core():
-    """Why ``collab:encrypted-args:forms`` is deferred: recorded from the pinned Codex (the live test in
-    tests/codex/test_collab_live.py checks it again), each form stays in the rollout, but the MCP tools/call the
-    core receives carries the arguments and Codex's _meta only, and the next model request drops the field."""
+def test_the_core_admits_each_recorded_form_of_a_call_with_encrypted_function_args(core):
+    """Why ``collab:encrypted-args:forms`` is deferred: the pinned Codex passes the core no encrypted function
+    arguments, only the plain ones (recorded from it; tests/codex/test_collab_live.py checks it live). Here the
+    core is given each recorded call as it arrived, and must admit it with exactly its plain arguments."""
     from harness.codex.install import pinned_version
 
     fixtures = Path(__file__).resolve().parents[2] / "fixtures"
     evidence = json.loads((fixtures / "collab/encrypted-function-args.mcp.json").read_text("utf-8"))
-    assert evidence["codex_version"] == pinned_version()
-    assert set(evidence["forms"]) == {"absent", "empty", "populated"}
-    assert evidence["forms"]["populated"]["rollout_function_call"]["encrypted_function_args"] == ["message"]
-    for form in evidence["forms"].values():
-        assert "encrypted_function_args" not in json.dumps(form["mcp_tools_call"])
-        assert "encrypted_function_args" not in form["replayed_function_call_keys"]
+    assert evidence["codex_version"] == pinned_version(), "record the fixture again with the pinned Codex"
+    forms = [evidence["forms"][form]["mcp_tools_call"] for form in ("absent", "empty", "populated")]
+    token = _root(core)
+    _grown_tree(core, token, {"/root/a": {"thread": "th-a"}})
+    results = _calls(core, token, [("send_message", form["arguments"]) for form in forms], thread="th-a")
+    assert [_error(result) for result in results] == [None, None, None]
+    core.stop_app()
+    store = Store(core.home.db)
+    try:
+        admitted = [(r["sender_name"], r["recipient_name"], r["body"]) for r in store.dump()["interactions"]]
+    finally:
+        store.close()
+    core.start_app()
+    # every recorded call targets the root (registered as "lead" by _root)
+    assert {form["arguments"]["target"] for form in forms} == {collab.ROOT}
+    assert admitted == [("/root/a", "lead", form["arguments"]["message"]) for form in forms]
 
 
 def test_encrypted_function_args_absent_empty_and_populated():

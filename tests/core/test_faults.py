@@ -16,7 +16,7 @@ ROUNDS = 3
 
 @pytest.mark.slow
 def test_a_short_campaign_loses_nothing_and_duplicates_nothing(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "peerwire.faults", "--rounds", str(ROUNDS), "--seconds", "30",
+    done = subprocess.run([sys.executable, "-m", "peerwire_lab.faults", "--rounds", str(ROUNDS), "--seconds", "30",
                            "--disk-full", "1", "--local", "none", "--dir", str(tmp_path), "--json"],
                           capture_output=True, text=True, timeout=RUN_S)
     tally = json.loads(done.stdout)
@@ -33,7 +33,7 @@ def test_a_short_campaign_loses_nothing_and_duplicates_nothing(tmp_path):
 
 def test_the_local_surface_checks_find_nothing(tmp_path):
     """A few seconds of the local surface's faults: a held lock, a damaged WAL, a small unread flood."""
-    done = subprocess.run([sys.executable, "-m", "peerwire.faults", "--rounds", "0", "--local", "lock,wal,flood",
+    done = subprocess.run([sys.executable, "-m", "peerwire_lab.faults", "--rounds", "0", "--local", "lock,wal,flood",
                            "--flood", "3000", "--dir", str(tmp_path), "--json"],
                           capture_output=True, text=True, timeout=RUN_S)
     tally = json.loads(done.stdout)

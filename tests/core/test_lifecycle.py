@@ -2,8 +2,8 @@ import pytest
 
 from harness.contract.manifest import requirement
 from peerwire.errors import Code, PeerwireError
-from peerwire.codex.owner import OWNER
-from peerwire.lifecycle import BINDING, INFORMATION, LIFECYCLES, TASK, IllegalTransition
+from peerwire.lifecycle import (BINDING, INFORMATION, LIFECYCLES, NOTICE, OWNER, REPLY, TASK, BindingState,
+                                DeliveryState, IllegalTransition, OwnerEvent, OwnerState, TaskState)
 from peerwire.store import Store
 
 
@@ -16,6 +16,31 @@ def test_task_happy_paths():
 
 
 ALL = [*LIFECYCLES.values(), BINDING, OWNER]
+
+
+@pytest.mark.parametrize(("lifecycle", "states"), [
+    (TASK, set(TaskState)), (BINDING, set(BindingState)), (OWNER, set(OwnerState)),
+    (INFORMATION, set(DeliveryState) - {DeliveryState.PUBLISHED}),
+    (REPLY, set(DeliveryState) - {DeliveryState.ADMITTED}), (NOTICE, set(DeliveryState) - {DeliveryState.ADMITTED}),
+], ids=lambda x: getattr(x, "name", ""))
+def test_each_table_names_its_states_from_its_enum(lifecycle, states):
+    # States are enum members, not bare strings: a misspelt state in a table would be a new state.
+    assert all(type(state) in {TaskState, BindingState, OwnerState, DeliveryState} for state in lifecycle.states)
+    assert lifecycle.states == states
+
+
+def test_states_compare_and_store_as_their_strings(tmp_path):
+    store = Store(tmp_path / "peerwire.db")
+    try:
+        a, _ = store.register_agent("a", "manual")
+        b, _ = store.register_agent("b", "manual")
+        receipt = store.admit_task(a, b, "do it")
+        row = store.db.execute("SELECT state FROM interactions WHERE interaction_id = ?",
+                               (receipt["interaction_id"],)).fetchone()
+        assert row[0] == TaskState.PENDING == "pending" and type(row[0]) is str
+    finally:
+        store.close()
+    assert set(OWNER.events) == set(OwnerEvent) and f"{OwnerState.IDLE}" == "idle"
 
 
 @pytest.mark.parametrize("lifecycle", ALL, ids=lambda lc: lc.name)

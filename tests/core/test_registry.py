@@ -3,7 +3,7 @@ import itertools
 import pytest
 
 from peerwire.errors import Code, PeerwireError
-from peerwire.registry import AgentRow, resolve_target, validate_name
+from peerwire.registry_rules import AgentRow, resolve_target, validate_name
 
 _order = itertools.count(1)
 

@@ -67,7 +67,7 @@ def test_each_kind_of_refusal_is_recorded_before_the_answer(core):
 
 
 def test_an_admitted_request_enters_before_it_is_admitted(core):
-    a, b = core.register("a"), core.register("b")
+    a, _ = core.register("a"), core.register("b")
     receipt = cli_json(core, "task", "--to", "b", "--body", "traced", caller=a)
     trace = cli_json(core, "trace", receipt["request_id"])
     stages = trace["interactions"][0]["stages"]

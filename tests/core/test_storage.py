@@ -20,7 +20,7 @@ from harness.contract.manifest import requirement
 from harness.contract.reference import ReferenceProvisioner
 from peerwire.control import ControlClient
 from peerwire.errors import Code, PeerwireError
-from peerwire.faults import drain, small_disk
+from peerwire_lab.faults import drain, small_disk
 
 SENDS = 400
 

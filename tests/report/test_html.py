@@ -73,7 +73,7 @@ def test_each_sequence_is_a_picture_of_its_steps_with_the_source_beside_it(folde
     assert len(pictured) == len(steps)
     assert pictured == [{"->>": "msg", "-->>": "msg answer", "note": "note"}[s["arrow"]] for s in steps]
     for name in scenario["sequence_participants"]:
-        assert page.count(f"<text") and f">{html.escape(name)}</text>" in page
+        assert page.count("<text") and f">{html.escape(name)}</text>" in page
     # the whole text of each step is its hover title; the Mermaid source is kept beside the picture
     for step in steps:
         assert html.escape(" ".join(step["text"].split())) in page

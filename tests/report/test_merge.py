@@ -12,7 +12,7 @@ import pytest
 from harness.evidence import stored
 from harness.report import SecretScan, load_report, write_report
 from harness.report.cli import main
-from harness.report.merge import MergeRefused, merge_reports
+from harness.report.shard_reports import MergeRefused, merge_reports
 from harness.shards import Shard, plan
 from tests.evidence.exchange import run_description, task_exchange
 

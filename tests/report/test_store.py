@@ -16,7 +16,7 @@ from harness.evidence.layout import MODEL_REQUESTS
 from harness.evidence.model_bodies import RUN_BODIES, BodyStore, bodies_path, digest, read_log
 from harness.evidence.model_log import ModelRequestLog
 from harness.report import SecretScan, load_report, report_schema, write_report
-from harness.report.merge import merge_reports
+from harness.report.shard_reports import merge_reports
 from harness.report.picture import STYLE as SEQUENCE_STYLE
 from harness.report.store import tool_list
 from harness.shards import Shard, plan

@@ -224,7 +224,7 @@ def run_typescript_sdk(plan: Plan, workdir: Path) -> list[Answer]:
 
 def run_inspector_cli(plan: Plan, workdir: Path) -> list[Answer]:
     """Each planned call as one ``mcp-inspector-cli ... --method tools/call`` process."""
-    cli = node_modules(INSPECTOR_PACKAGE) / INSPECTOR_PACKAGE / "build" / "index.js"  
+    cli = node_modules(INSPECTOR_PACKAGE) / INSPECTOR_PACKAGE / "build" / "index.js"
     # The CLI looks for `../package.json` relative to its working directory before importing
     # its own; give it a directory whose parent has one, outside any checkout. The server it
     # starts changes back to the suite's working directory first, so that its command resolves

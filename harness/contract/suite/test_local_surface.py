@@ -25,7 +25,7 @@ import pytest
 from harness.contract.fixtures import succeed, tool_call
 from harness.contract.interface import Provisioner
 from harness.contract.manifest import requirement
-from peerwire.unread_flood import flood, tools_list
+from harness.contract.unread_flood import flood, tools_list
 
 CODEX_TOOL_TIMEOUT_S = 70.0
 """What Codex gives a tool call: every answer, a hung app's included, comes within it."""

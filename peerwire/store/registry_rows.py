@@ -1,6 +1,6 @@
 """The agent registry as stored: agents, aliases, session credentials.
 
-The rules (names, identities, target resolution) are :mod:`peerwire.registry`'s;
+The rules (names, identities, target resolution) are :mod:`peerwire.registry_rules`'s;
 this is where their rows live.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from ..errors import Code, PeerwireError
 from ..limits import TOKEN_BYTES
-from ..registry import AgentRow, resolve_target
+from ..registry_rules import AgentRow, resolve_target
 from .db import Database, hash_token, now
 
 
@@ -142,7 +142,7 @@ class Registry(Database):
             ).rowcount
 
     def resolve(self, target: Any, *, strict: bool = False) -> AgentRow:
-        """:func:`~peerwire.registry.resolve_target` over the only rows that can match ``target``.
+        """:func:`~peerwire.registry_rules.resolve_target` over the only rows that can match ``target``.
 
         The candidates come from the agent_id, name and alias indexes, so a send
         costs the same with ten agents registered or a hundred thousand.

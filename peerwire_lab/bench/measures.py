@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..control import ControlClient
+from peerwire.control import ControlClient
+
 from .baselines import peer_queue_puts, raw_commits
 from .subjects import BenchApp, StdioMcp, fastmcp_argv
 

@@ -1,7 +1,7 @@
 """What the benchmark drives: a ``peerwire app`` it starts itself, MCP servers over raw stdio lines.
 
 Nothing here comes from the harness: the core's benchmark must run from an
-installed core alone.
+core and the MCP SDK alone.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..control import ControlClient
-from ..home import HOME_ENV, SESSION_ENV, Home
+from peerwire.control import ControlClient
+from peerwire.home import HOME_ENV, SESSION_ENV, Home
 
 READY_TIMEOUT_S = 300.0
 """Generous: the app checks its store at start-up, which takes seconds at a million records on a busy machine."""

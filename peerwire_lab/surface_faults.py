@@ -1,4 +1,4 @@
-"""Faults of the local surface, for the fault campaign (``python -m peerwire.faults --local ...``).
+"""Faults of the local surface, for the fault campaign (``python -m peerwire_lab.faults --local ...``).
 
 Each check puts one fault on a real app, real ``mcp serve`` processes and real
 files, and counts what went wrong; every count named in ``failures`` must be
@@ -37,11 +37,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .control import ControlClient, answer_bound
-from .home import HOME_ENV, SESSION_ENV, Home
-from .home_files import FILES
-from .limits import CODEX_TOOL_TIMEOUT_S
-from . import unread_flood
+from harness.contract import unread_flood
+from peerwire.control import ControlClient, answer_bound
+from peerwire.home import HOME_ENV, SESSION_ENV, Home
+from peerwire.home_files import FILES
+from peerwire.limits import CODEX_TOOL_TIMEOUT_S
 
 CHECKS = ("hung", "lock", "flood", "planted", "wal", "orphans")
 FLOOD_BOUND_MB = 64
@@ -156,7 +156,7 @@ def hung(root: Path, start_app: Callable[[Home], subprocess.Popen], *, sessions:
                 if (id(client), msg_id) in cancelled:
                     client.notify("notifications/cancelled", {"requestId": msg_id, "reason": "gave up"})
             out["calls"], out["cancelled"] = len(calls), len(cancelled)
-            for client, msg_id, _, bound in calls:
+            for client, msg_id, _, _ in calls:
                 if (id(client), msg_id) in cancelled:
                     continue
                 answer = client.wait(msg_id, max(0.0, CODEX_TOOL_TIMEOUT_S - (time.monotonic() - began)))
@@ -168,7 +168,7 @@ def hung(root: Path, start_app: Callable[[Home], subprocess.Popen], *, sessions:
                     out["app_not_responding"] += 1
         finally:
             os.kill(app.pid, signal.SIGCONT)
-        for client, msg_id, call_id, _ in calls:
+        for client, _msg_id, call_id, _ in calls:
             if call_id is None:
                 continue
             out["retried"] += 1

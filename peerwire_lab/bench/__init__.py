@@ -1,6 +1,6 @@
 """Benchmarks of the reference core, each figure beside a baseline measured in the same run.
 
-``python -m peerwire.bench [--quick] [--rounds N] [--json]`` (or ``make bench``)
+``python -m peerwire_lab.bench [--quick] [--rounds N] [--json]`` (or ``make bench``)
 starts its own ``peerwire app`` on a temporary home and reports, as the median
 of ``--rounds`` rounds:
 
@@ -123,7 +123,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m peerwire.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m peerwire_lab.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts for CI: checks it runs, asserts nothing")
     parser.add_argument("--rounds", type=int, default=None, help="rounds to take the median of (default 3; quick 1)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

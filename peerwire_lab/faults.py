@@ -1,4 +1,4 @@
-"""A fault campaign against the reference core: ``python -m peerwire.faults``.
+"""A fault campaign against the reference core: ``python -m peerwire_lab.faults``.
 
 Each round starts the app on one home that lives through the whole campaign,
 puts it under load -- concurrent senders assigning tasks, one recipient
@@ -29,7 +29,7 @@ every refused call must go through when retried with its id once space is
 back, each exactly once, and the store must stay whole.
 
 With ``--local`` (all of them by default) it also puts the faults of the local
-surface on an app (:mod:`peerwire.surface_faults`): a hung app, a held lock,
+surface on an app (:mod:`peerwire_lab.surface_faults`): a hung app, a held lock,
 a flood of unread requests, planted links and foreign files, a damaged
 write-ahead log, a runner and its worker SIGKILLed together.
 
@@ -57,10 +57,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peerwire.control import encode
+from peerwire.home import Home
+
 from . import surface_faults
 from .surface_faults import drain
-from .control import encode
-from .home import Home
 
 CALL_TIMEOUT_S = 30.0
 
@@ -87,7 +88,7 @@ class Tally:
     errors: dict[str, int] = field(default_factory=dict)
     disk_full: dict[str, Any] = field(default_factory=dict)
     local: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """The local surface's checks (:mod:`peerwire.surface_faults`), each with its ``failures``."""
+    """The local surface's checks (:mod:`peerwire_lab.surface_faults`), each with its ``failures``."""
 
     def clean(self) -> bool:
         return not (self.losses or self.duplicate_records or self.duplicate_exposures or self.lost_exposures
@@ -392,7 +393,7 @@ class Campaign:
             self.tally.losses = sum(1 for ix in self.receipts.values() if ix not in present)
 
     def final_counts(self) -> None:
-        from .export import of_home
+        from peerwire.export import of_home
 
         document = of_home(self.home)
         inbox = next(a["agent_id"] for a in document["agents"] if a["name"] == "inbox")
@@ -456,8 +457,8 @@ def disk_full(root: Path, cycles: int, sends: int = 60) -> dict[str, Any]:
     call with its id. At the end each call must be admitted exactly once and
     the store whole.
     """
-    from .control import ControlClient
-    from .errors import Code, PeerwireError
+    from peerwire.control import ControlClient
+    from peerwire.errors import Code, PeerwireError
 
     disk = small_disk(root / "disk")
     home = Home(disk.path / "home")
@@ -514,7 +515,7 @@ def disk_full(root: Path, cycles: int, sends: int = 60) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m peerwire.faults", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m peerwire_lab.faults", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="SIGKILL rounds (default 20; 0 for none)")
     parser.add_argument("--seconds", type=float, default=60.0, help="stop starting rounds after this long")
     parser.add_argument("--senders", type=int, default=4, help="concurrent senders (default 4)")

@@ -60,7 +60,7 @@ class AgentRow:
         }
 
 
-def validate_name(name: str, what: str = "name") -> str:
+def validate_name(name: object, what: str = "name") -> str:
     """Check an agent name or alias; reserved broadcast words are refused."""
     if not isinstance(name, str) or not name:
         raise PeerwireError(Code.INVALID_ARGUMENT, f"{what} must be a non-empty string")
