@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from harness.contract_data import CAPABILITIES, table
+from harness.contract_tables import CAPABILITIES, table
 
 _TABLE = table(CAPABILITIES)
 FEATURES: tuple[str, ...] = tuple(_TABLE["features"])

@@ -251,9 +251,9 @@ def test_what_another_core_implements_imports_nothing_of_the_reference(interface
 
 JUDGES = ("harness.evidence", "harness.acceptance")
 """What judges a core: it takes stage names, the envelope grammar and the capability table from the contract's
-data (:mod:`harness.contract_data`), never from the reference core, so a change to the reference cannot move
+data (:mod:`harness.contract_tables`), never from the reference core, so a change to the reference cannot move
 the verdicts with it."""
-CONTRACT_READERS = ("harness.contract_data", "harness.capabilities", "harness.evidence.envelope_grammar",
+CONTRACT_READERS = ("harness.contract_tables", "harness.capabilities", "harness.evidence.envelope_grammar",
                     "harness.evidence.stages")
 FINDS_THE_DATA = {"peerwire", "peerwire.resources"}
 """Where the package data is found (:mod:`harness.resources` builds on it): no rule of the core."""
@@ -290,7 +290,7 @@ HARNESS_FLOORS: tuple[tuple[str, ...], ...] = (
     ("evidence",),                                              # what a run left, read back
     ("capabilities",),                                          # agent kinds, providers, Codex capabilities
     ("process", "shards", "json_values", "names", "private", "npm",  # the ground floor (npm: Codex, MCP clients;
-     "contract_data"),                                          # contract_data: the contract's tables, as data)
+     "contract_tables"),                                        # contract_tables: the contract's tables, as data)
     ("resources",),                                             # the cellar: where the package data is found
 )
 """The harness's rooms (folders, or modules directly in ``harness/``), top floor first. A room imports only

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.contract_data import document_validator, table
+from harness.contract_tables import document_validator, table
 
 from . import stored
 

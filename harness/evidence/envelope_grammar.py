@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from harness.contract_data import ENVELOPE, table
+from harness.contract_tables import ENVELOPE, table
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from harness.contract_data import LIFECYCLES, table
+from harness.contract_tables import LIFECYCLES, table
 
 Stage = StrEnum("Stage", {name.upper(): name for name in table(LIFECYCLES)["stages"]})  # type: ignore[misc]
 """Every stage an evidence row can record."""

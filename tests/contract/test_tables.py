@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from harness.contract_data import TABLES, document_validator, schema_of, table
+from harness.contract_tables import TABLES, document_validator, schema_of, table
 from harness.evidence.stages import LIFECYCLE_TABLES, Stage
 from harness.resources import contract_file
 

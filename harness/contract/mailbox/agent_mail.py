@@ -21,7 +21,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from .binding import Binding, Mail, Outcome, Participant, Unsupported
+from .vocabulary import Binding, Mail, Outcome, Participant, Unsupported
 from .sessions import Session, error_text
 
 VERSION = "0.1.0"

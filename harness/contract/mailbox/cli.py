@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..interface import load_class
-from .binding import Binding
+from .vocabulary import Binding
 from .profile import PROFILE, Judgement, Profile, requirements
 from .seven_tools import SevenToolBinding
 

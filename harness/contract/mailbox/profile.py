@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..layout import CONTRACTS_DIR
-from .binding import Binding, Mail, Outcome, Participant, Unsupported
+from .vocabulary import Binding, Mail, Outcome, Participant, Unsupported
 
 REQUIREMENTS_FILE = CONTRACTS_DIR / "mailbox-requirements.toml"
 PROFILE = "mailbox"

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from ..interface import Caller, Provisioner, adapt, load_class
 from ..layout import REFERENCE_SERVER_CMD
-from .binding import Binding, Mail, Outcome, Participant
+from .vocabulary import Binding, Mail, Outcome, Participant
 from .sessions import Session, error_text
 
 REFERENCE_PROVISIONER = "harness.contract.reference:ReferenceProvisioner"
