@@ -224,13 +224,13 @@ def _bulk_fill(db_path: Path, template: str, size: int) -> None:
         have, = db.execute("SELECT COUNT(*) FROM interactions WHERE recipient_id = ?", (recipient,)).fetchone()
         db.execute("BEGIN IMMEDIATE")
         db.execute(
-            """WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+            """WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :more)
                INSERT INTO interactions(interaction_id, kind, state, sender_id, sender_name, recipient_id,
-                                        recipient_name, body, created_at, updated_at)
-               SELECT printf('ix_bench%024d', ? + i), kind, state, sender_id, sender_name, recipient_id,
-                      recipient_name, 'bulk ' || i, created_at, updated_at
-               FROM interactions, n WHERE interaction_id = ?""",
-            (max(0, size - have), have, template))
+                                        recipient_name, body, created_at, updated_at, mailbox_index)
+               SELECT printf('ix_bench%024d', :have + i), kind, state, sender_id, sender_name, recipient_id,
+                      recipient_name, 'bulk ' || i, created_at, updated_at, :have + i
+               FROM interactions, n WHERE interaction_id = :template""",
+            {"more": max(0, size - have), "have": have, "template": template})
         newest, = db.execute("SELECT MAX(seq) FROM interactions WHERE recipient_id = ?", (recipient,)).fetchone()
         db.execute("INSERT INTO cursors(agent_id, acked_seq, updated_at) VALUES (?, ?, datetime('now')) "
                    "ON CONFLICT(agent_id) DO UPDATE SET acked_seq = excluded.acked_seq", (recipient, newest - 50))

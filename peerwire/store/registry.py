@@ -77,6 +77,41 @@ class Registry(Database):
         out = [_agent_row(r, aliases.get(r["agent_id"], [])) for r in rows]
         return out if include_disabled else [a for a in out if a.enabled]
 
+    def peers(self, *, name_prefix: str = "", provider: str | None = None,
+              include_disabled: bool = False) -> list[AgentRow]:
+        """The newest row of each identity (older rows are history) whose name starts with ``name_prefix``.
+
+        Filtered in SQL on indexes: the prefix is a range on the name index, compared
+        exactly (case counts; ``_`` and ``%`` are characters like any other), so a
+        filtered listing costs the same with ten agents registered or a hundred thousand.
+        Without ``include_disabled``, disabled rows are left out before the newest is chosen.
+        In the order each identity first registered.
+        """
+        considered = "" if include_disabled else " AND {t}.enabled = 1"
+        where, params = ["1"], {"provider": provider}
+        if name_prefix:
+            bounds = _prefix_range(name_prefix)
+            if bounds is None:
+                return []  # not text SQLite can hold: no name starts with it
+            params["low"], params["high"] = bounds
+            where.append("a.name >= :low" + (" AND a.name < :high" if bounds[1] is not None else ""))
+        if provider is not None:
+            where.append("a.provider = :provider")
+        peers = f"""
+            SELECT a.*, (SELECT MIN(first.row_order) FROM agents AS first
+                         WHERE first.identity_key = a.identity_key{considered.format(t="first")}) AS first_order
+            FROM agents AS a
+            WHERE {" AND ".join(where)}{considered.format(t="a")}
+              AND NOT EXISTS (SELECT 1 FROM agents AS newer WHERE newer.identity_key = a.identity_key
+                              AND newer.row_order > a.row_order{considered.format(t="newer")})"""
+        with self.read() as db:
+            rows = db.execute(f"{peers} ORDER BY first_order", params).fetchall()
+            aliases: dict[str, list[str]] = {}
+            for a in db.execute(f"SELECT agent_id, alias FROM agent_aliases WHERE agent_id IN "
+                                f"(SELECT agent_id FROM ({peers})) ORDER BY alias", params):
+                aliases.setdefault(a["agent_id"], []).append(a["alias"])
+        return [_agent_row(r, aliases.get(r["agent_id"], [])) for r in rows]
+
     def agent(self, agent_id: str) -> AgentRow:
         return self._agent(self.db, agent_id)
 
@@ -166,6 +201,26 @@ class Registry(Database):
                 "ORDER BY alias", ids):
             aliases.setdefault(alias["agent_id"], []).append(alias["alias"])
         return [_agent_row(row, aliases.get(row["agent_id"], [])) for row in rows]
+
+
+def _prefix_range(prefix: str) -> tuple[str, str | None] | None:
+    """``(low, high)`` such that a string starts with ``prefix`` exactly when ``low <= s < high``.
+
+    SQLite compares text by its UTF-8 bytes, whose order is the code points' order, so ``high`` is
+    ``prefix`` with its last character raised by one (``None`` when every character is the highest
+    there is). ``None`` for a prefix that is not valid text (a lone surrogate).
+    """
+    try:
+        prefix.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    head = prefix.rstrip("\U0010ffff")
+    if not head:
+        return prefix, None
+    following = ord(head[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:
+        following = 0xE000  # surrogates are not characters
+    return prefix, head[:-1] + chr(following)
 
 
 def _agent_row(row: sqlite3.Row, aliases: Sequence[str]) -> AgentRow:
