@@ -322,11 +322,22 @@ class Mailbox(Registry):
         )
         return claim_id
 
+    # Literal, not bound: SQLite uses a partial index (interactions_pending_tasks) only for a query whose
+    # WHERE names the index's own terms, so dispatch reads the pending tasks, not the whole mailbox.
+    _PENDING_TASKS = f"kind = '{Kind.TASK}' AND state = '{TASK.initial}'"
+
     def pending_tasks(self, recipient_id: str) -> list[str]:
+        """The request ids of the recipient's tasks that no one has claimed, oldest first."""
         return [r[0] for r in self.db.execute(
-            "SELECT request_id FROM interactions WHERE kind = ? AND recipient_id = ? AND state = ? ORDER BY seq",
-            (Kind.TASK, recipient_id, TASK.initial),
+            f"SELECT request_id FROM interactions WHERE recipient_id = ? AND {self._PENDING_TASKS} ORDER BY seq",
+            (recipient_id,),
         )]
+
+    def has_pending_tasks(self, recipient_id: str) -> bool:
+        """Whether any of the recipient's tasks waits for a claim (one probe of an index, no list)."""
+        return self.db.execute(
+            f"SELECT EXISTS (SELECT 1 FROM interactions WHERE recipient_id = ? AND {self._PENDING_TASKS})",
+            (recipient_id,)).fetchone()[0] == 1
 
     def receive(
         self, caller: AgentRow, *, cursor: str | None = None, ack_cursor: str | None = None, limit: int

@@ -169,6 +169,17 @@ class MailboxMachine(RuleBasedStateMachine):
                 self.mailbox[name][sum(r["count"] for r in ranges[:i])] for i in range(len(ranges))]
 
     @invariant()
+    def pending_tasks_are_the_unclaimed_ones(self):
+        for name in AGENTS:
+            agent_id = self.rows[name].agent_id
+            unclaimed = [r[0] for r in self.store.db.execute(
+                "SELECT request_id FROM interactions WHERE recipient_id = ? AND kind = 'task' AND request_id NOT IN "
+                "(SELECT request_id FROM claims) AND request_id NOT IN (SELECT request_id FROM requests WHERE "
+                "reply_interaction_id IS NOT NULL) ORDER BY seq", (agent_id,))]
+            assert self.store.pending_tasks(agent_id) == unclaimed
+            assert self.store.has_pending_tasks(agent_id) == bool(unclaimed)
+
+    @invariant()
     def one_claim_per_task_ever(self):
         worst = self.store.db.execute(
             "SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM claims GROUP BY request_id)"
