@@ -36,7 +36,8 @@ class Sizes:
                    page_reads=30)
 
 
-def _pct(values: list[float], p: float) -> float:
+def percentile(values: list[float], p: float) -> float:
+    """The ``p`` quantile of ``values`` (nearest rank)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
 
@@ -59,7 +60,7 @@ def measure_round(directory: Path, sizes: Sizes, progress: Callable[[str], None]
         out["sends_8"] = _sends(app, [tokens[f"sender-{i}"] for i in range(SESSIONS)], sizes.sends)
         say("wake latency")
         wakes = _wakes(app, tokens["sender-0"], tokens["reader"], sizes.wakes)
-        out.update(wake_p50=_pct(wakes, 0.5), wake_p95=_pct(wakes, 0.95), wake_p99=_pct(wakes, 0.99))
+        out.update(wake_p50=percentile(wakes, 0.5), wake_p95=percentile(wakes, 0.95), wake_p99=percentile(wakes, 0.99))
         say("round trips and cold starts")
         out["list_agents_ms"], out["cold_ms"] = _served(lambda: StdioMcp.peerwire(app.home, tokens["reader"]),
                                                         "list_agents", {}, sizes)
