@@ -155,7 +155,8 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE interactions ADD COLUMN mailbox_index INTEGER;
     UPDATE interactions SET mailbox_index = numbered.n
-        FROM (SELECT seq, ROW_NUMBER() OVER (PARTITION BY recipient_id ORDER BY seq) AS n FROM interactions) AS numbered
+        FROM (SELECT seq, ROW_NUMBER() OVER (PARTITION BY recipient_id ORDER BY seq) AS n
+              FROM interactions) AS numbered
         WHERE numbered.seq = interactions.seq;
     CREATE INDEX agents_identity ON agents(identity_key, row_order);
     -- the tasks waiting for a claim, so dispatch finds them without reading the mailbox

@@ -39,7 +39,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .growth import MEASURES as GROWTH_MEASURES
 from .growth import SEND_P99_BOUND_MS, GrowthSizes, measure_growth
 from .measures import Sizes, measure_round
 
@@ -106,7 +105,7 @@ GROWTH_ROWS = {
     "ack_all_ms": "growth: acknowledging a whole mailbox of {n} records",
     "wait_ms": "growth: wait_agent with {n} records unacknowledged",
     "list_agents_ms": "growth: list_agents name_prefix (10 listed) in a roster of {n} agents",
-    "send_p99_ms": "growth: another agent's send p99 while {n} records are acknowledged",
+    "send_p99_ms": "growth: send p99 while another agent acknowledges {n} records",
 }
 
 
@@ -114,13 +113,15 @@ def growth_rows(rounds: list[dict[str, dict[int, float]]], sizes: GrowthSizes) -
     """Each growth figure at the larger size against the same at the smaller one (medians over the rounds)."""
     small, large = sizes.small, sizes.large
     rows = []
-    for measure in GROWTH_MEASURES:
-        value = _median([r[measure][large] for r in rounds])
-        rows.append(Row(GROWTH_ROWS[measure].format(n=f"{large:,}"), value, "ms",
+    for measure, name in GROWTH_ROWS.items():
+        rows.append(Row(name.format(n=f"{large:,}"), _median([r[measure][large] for r in rounds]), "ms",
                         _median([r[measure][small] for r in rounds]), f"the same at {small:,}", "ratio ≤ 2"))
-    rows.append(Row(GROWTH_ROWS["send_p99_ms"].format(n=f"{large:,}") + ", against its bound",
-                    _median([r["send_p99_ms"][large] for r in rounds]), "ms", SEND_P99_BOUND_MS,
-                    "the bound", f"< {SEND_P99_BOUND_MS:g} ms (ratio < 1)"))
+    during = _median([r["send_p99_ms"][large] for r in rounds])
+    rows.append(Row(f"growth: send p99 against its bound, another agent acknowledging {large:,} records", during, "ms",
+                    SEND_P99_BOUND_MS, "the bound", f"< {SEND_P99_BOUND_MS:g} ms (ratio < 1)"))
+    rows.append(Row(f"growth: send p99 against no acknowledgement running, {large:,} records", during,
+                    "ms", _median([r["send_p99_quiet_ms"][large] for r in rounds]),
+                    "the same sends just before, with no acknowledgement running", "— (what the machine gives)"))
     return _rounded(rows)
 
 
