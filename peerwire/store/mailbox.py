@@ -146,19 +146,18 @@ class Mailbox(Registry):
         return lambda db: self._answered(db, caller, call)
 
     def _answered(self, db: sqlite3.Connection, caller: AgentRow, call: Call | None) -> dict[str, Any] | None:
-        found = calls.first_answer(db, caller.agent_id, call) if call is not None else None
-        if found is None:
+        interaction_id = calls.first_answer(db, caller.agent_id, call) if call is not None else None
+        if interaction_id is None:
             return None
         assert call is not None
-        interaction_id, receipt = found
         self._evidence(db, interaction_id, Stage.RETRIED, {"call_id": call.call_id, "op": call.op})
-        return receipt
+        return self._receipt(self._interaction(db, interaction_id))
 
     def _answer(self, db: sqlite3.Connection, caller: AgentRow, call: Call | None, ix: sqlite3.Row) -> dict[str, Any]:
         """``ix``'s receipt, remembered for ``call`` in the same transaction as the record."""
         receipt = self._receipt(ix)
         if call is not None:
-            calls.remember(db, caller.agent_id, call, ix["interaction_id"], receipt, ix["created_at"])
+            calls.remember(db, caller.agent_id, call, ix["interaction_id"], ix["created_at"])
         return receipt
 
     @staticmethod
@@ -243,8 +242,6 @@ class Mailbox(Registry):
         detail: dict[str, Any] = {"recipient": recipient.ref, "bytes": len(body.encode("utf-8"))}
         if not recipient.sendable:
             detail["resolution"] = "enabled_not_sendable"  # the resolver's fallback: no sendable agent matched
-        if receipt:
-            detail["tool_receipt"] = receipt
         if entry is not None:
             # Stamped when the request came in, before it was checked; written with the record.
             self._evidence(db, interaction_id, Stage.ENTERED, entry.detail(), at=entry.entered_at)

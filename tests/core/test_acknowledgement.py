@@ -233,3 +233,4 @@ def test_wait_agent_wakes_on_what_is_unacknowledged_and_counts_it_exactly(core):
     call(core, b, "receive_messages", {"ack_cursor": rest["cursor"]})
     assert call(core, b, "wait_agent", {"timeout_ms": 0}) == {
         "woke": False, "timed_out": True, "wake_reason": "timeout", "pending": 0}
+
