@@ -105,10 +105,17 @@ class Registry(Database):
               AND NOT EXISTS (SELECT 1 FROM agents AS newer WHERE newer.identity_key = a.identity_key
                               AND newer.row_order > a.row_order{considered.format(t="newer")})"""
         with self.read() as db:
-            rows = db.execute(f"{peers} ORDER BY first_order", params).fetchall()
-            aliases: dict[str, list[str]] = {}
+            return self._with_aliases(db, db.execute(f"{peers} ORDER BY first_order", params).fetchall())
+
+    @staticmethod
+    def _with_aliases(db: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[AgentRow]:
+        """``rows`` as agents, with the aliases of those agents only (in batches within SQLite's bound)."""
+        aliases: dict[str, list[str]] = {}
+        ids = [row["agent_id"] for row in rows]
+        for start in range(0, len(ids), 500):
+            batch = ids[start:start + 500]
             for a in db.execute(f"SELECT agent_id, alias FROM agent_aliases WHERE agent_id IN "
-                                f"(SELECT agent_id FROM ({peers})) ORDER BY alias", params):
+                                f"({', '.join('?' * len(batch))}) ORDER BY alias", batch):
                 aliases.setdefault(a["agent_id"], []).append(a["alias"])
         return [_agent_row(r, aliases.get(r["agent_id"], [])) for r in rows]
 
@@ -168,7 +175,22 @@ class Registry(Database):
         return self.agent(row[0]) if row else None
 
     def descendants(self, path: str) -> list[AgentRow]:
-        return [a for a in self.agents() if a.path and a.path.startswith(path + "/")]
+        """The collaboration tree's agents below ``path``, by path."""
+        return [a for a in self.in_tree(path.rstrip("/") + "/") if a.path != path]
+
+    def in_tree(self, path_prefix: str) -> list[AgentRow]:
+        """The tree's agents at ``path_prefix`` and below it (``/root/a`` is below ``/root`` and ``/root/``), by path.
+
+        Read on the path index, never the whole roster, and compared exactly, like ``name_prefix``.
+        """
+        below = _prefix_range(path_prefix.rstrip("/") + "/")
+        if below is None:
+            return []
+        with self.read() as db:
+            rows = db.execute(
+                "SELECT * FROM agents WHERE path = :path OR (path >= :low AND path < :high) ORDER BY path",
+                {"path": path_prefix, "low": below[0], "high": below[1]}).fetchall()
+            return self._with_aliases(db, rows)
 
     def revoke_sessions(self, agent_id: str) -> int:
         with self.write() as db:

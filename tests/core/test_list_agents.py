@@ -89,3 +89,31 @@ def test_the_sql_filter_agrees_with_the_naive_one(roster, prefix, provider, incl
             assert [a.aliases for a in found] == [store.agent(a.agent_id).aliases for a in found]
         finally:
             store.close()
+
+
+paths = st.lists(st.sampled_from(["a", "b", "a_", "A", "%", "\u00e9"]), min_size=1, max_size=3).map(
+    lambda parts: "/root/" + "/".join(parts))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=st.lists(paths, unique=True, max_size=10), others=st.integers(0, 3),
+       prefix=st.one_of(paths, st.sampled_from(["/", "/root", "/root/", "/ro", "/root/a/", "/root/_"])))
+def test_the_tree_listing_reads_the_path_index_and_agrees_with_the_naive_filter(tree, others, prefix):
+    """The collaboration profile's list_agents (path_prefix) and the tree's capacity check, in SQL."""
+    shm = Path("/dev/shm")
+    with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as tmp:
+        store = Store(Path(tmp) / "db")
+        try:
+            store.register_agent("lead", "codex", path="/root")
+            for path in tree:
+                store.register_agent(path, "codex", path=path)
+            for i in range(others):
+                store.register_agent(f"plain-{i}", "manual")
+            everyone = store.agents()
+            expected = sorted((a.path for a in everyone if a.path and (
+                a.path == prefix or a.path.startswith(prefix.rstrip("/") + "/"))))
+            assert [a.path for a in store.in_tree(prefix)] == expected
+            assert [a.path for a in store.descendants("/root")] == sorted(
+                a.path for a in everyone if a.path and a.path.startswith("/root/"))
+        finally:
+            store.close()
