@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.evidence.core import CoreEvidence
 from peerwire import cursor as cursors
 from peerwire import export
 from peerwire.errors import Code, PeerwireError
@@ -169,6 +170,23 @@ def test_the_export_names_each_acknowledgement_as_a_range_and_stays_valid(store)
     assert violations(document) == []
     (row,) = [e for e in document["evidence"] if e["stage"] == Stage.ACKNOWLEDGED]
     assert row["detail"]["count"] == 5 and row["record_id"] == row["detail"]["last_record_id"]
+
+
+def test_the_harness_finds_the_range_that_covers_each_record_in_an_export(store):
+    ann, bob = pair(store)
+    cy = store.register_agent("cy", "manual")[0]
+    first = [store.admit_information(ann, bob, f"m{i}")["interaction_id"] for i in range(3)]
+    for_cy = store.admit_information(ann, cy, "not bob's")["interaction_id"]
+    second = [store.admit_information(ann, bob, f"n{i}")["interaction_id"] for i in range(2)]
+    unread = store.admit_information(ann, bob, "later")["interaction_id"]
+    page = store.receive(bob, limit=3)
+    store.receive(bob, ack_cursor=page.cursor, limit=1)
+    page = store.receive(bob, limit=2)
+    store.receive(bob, ack_cursor=page.cursor, limit=1)
+    core = CoreEvidence.of(export.of_store(store))
+    assert [core.acknowledgement(i)["record_id"] for i in first] == [first[-1]] * 3
+    assert [core.acknowledgement(i)["record_id"] for i in second] == [second[-1]] * 2
+    assert core.acknowledgement(unread) is None and core.acknowledgement(for_cy) is None
 
 
 def ix(number: int) -> str:
