@@ -136,10 +136,8 @@ class CollabOperations:
         return self.store.agent(ref["agent_id"]).path or ref["name"]
 
     async def list_agents(self, caller: AgentRow, args: dict, meta: dict) -> dict:
-        prefix = args.get("path_prefix") or collab.ROOT
-        rows = [a for a in self.store.agents() if a.path and (a.path == prefix or a.path.startswith(
-            prefix.rstrip("/") + "/"))]
-        return {"agents": [{"name": a.path, "status": a.status} for a in sorted(rows, key=lambda a: a.path or "")]}
+        rows = self.store.in_tree(args.get("path_prefix") or collab.ROOT)
+        return {"agents": [{"name": a.path, "status": a.status} for a in rows]}
 
     async def interrupt_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         target = self._target(caller, args.get("target"))

@@ -137,14 +137,16 @@ class Stage(StrEnum):
     REJECTED = "rejected"
     """Refused before anything was admitted (a trace of the entry_id shows it). Detail: code, reason."""
     ADMITTED = "admitted"
-    """Persisted; the receipt was returned. Detail: recipient, bytes, tool_receipt, source, binding_id."""
+    """Persisted; the receipt was returned. Detail: recipient, bytes, source, binding_id (the tool receipt is the
+    record's own ``tool_receipt``, not repeated here)."""
     RETRIED = "retried"
     """The same caller sent the same call again (its call id): answered with this record's first receipt,
     nothing admitted. Detail: call_id, op."""
     RECEIVED = "received"
     """First returned by a receive to its recipient."""
     ACKNOWLEDGED = "acknowledged"
-    """The recipient acknowledged past it (``ack_cursor``)."""
+    """The recipient acknowledged past it (``ack_cursor``): one row per acknowledgement, on the last record it
+    covers. Detail: by, first_seq, last_seq, first_record_id, last_record_id, count (the whole range)."""
     CLAIM_BY_RECEIVE = "claim_by_receive"
     CLAIM_BY_DISPATCH = "claim_by_dispatch"
     RELEASE = "release"

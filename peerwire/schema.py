@@ -149,6 +149,19 @@ MIGRATIONS: list[str] = [
     """
     PRAGMA application_id = 1886873970;
     """,
+    # 5: cost independent of the mailbox. A record's number in its recipient's mailbox (1, 2, ...), so how many
+    #    records lie between two positions is a subtraction, never a count; the newest row of each identity
+    #    found on an index, so list_agents filters in SQL; and the pending tasks of a mailbox on an index.
+    """
+    ALTER TABLE interactions ADD COLUMN mailbox_index INTEGER;
+    UPDATE interactions SET mailbox_index = numbered.n
+        FROM (SELECT seq, ROW_NUMBER() OVER (PARTITION BY recipient_id ORDER BY seq) AS n
+              FROM interactions) AS numbered
+        WHERE numbered.seq = interactions.seq;
+    CREATE INDEX agents_identity ON agents(identity_key, row_order);
+    -- the tasks waiting for a claim, so dispatch finds them without reading the mailbox
+    CREATE INDEX interactions_pending_tasks ON interactions(recipient_id, seq) WHERE kind = 'task' AND state = 'pending';
+    """,
 ]
 
 LATEST = len(MIGRATIONS)

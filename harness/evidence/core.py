@@ -88,6 +88,19 @@ class CoreEvidence:
         """The record's evidence rows in the order written (of one stage when given)."""
         return [row for row in self._evidence.get(record_id, []) if stage in (None, row["stage"])]
 
+    def acknowledgement(self, record_id: str) -> dict[str, Any] | None:
+        """The ``acknowledged`` row that covers the record, or ``None`` while it is unacknowledged.
+
+        An acknowledgement is one row for a whole range (on its last record, the range in its detail:
+        first_seq..last_seq), so a record is found by its seq within a range of its recipient's.
+        """
+        record = self.record(record_id)
+        if record is None:
+            return None
+        return next((row for row in self.evidence_rows if row["stage"] == "acknowledged"
+                     and (row["detail"].get("by") or {}).get("agent_id") == record["recipient"]["agent_id"]
+                     and row["detail"]["first_seq"] <= record["seq"] <= row["detail"]["last_seq"]), None)
+
     def request(self, request_id: str | None) -> dict[str, Any] | None:
         return next((r for r in self.requests if r["request_id"] == request_id), None)
 

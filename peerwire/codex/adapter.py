@@ -418,7 +418,7 @@ class CodexProvider:
             needed = Capability.IDLE_START if owner.active_turn is None else Capability.STEER
             if not owner.setup.capabilities.allows(needed):
                 # Never attempted: the tasks stay pending (receive can take them) until a turn can carry them.
-                if self.store.pending_tasks(recipient.agent_id):
+                if self.store.has_pending_tasks(recipient.agent_id):
                     self.store.update_agent(recipient.agent_id, last_error=owner.setup.capabilities.refusal(needed))
                 return 0
             for request_id in self.store.pending_tasks(recipient.agent_id):

@@ -74,8 +74,8 @@ def known(db: sqlite3.Connection, agent_id: str, call: Call | None) -> bool:
         "SELECT 1 FROM calls WHERE agent_id = ? AND call_id = ?", (agent_id, call.call_id)).fetchone() is not None
 
 
-def first_answer(db: sqlite3.Connection, agent_id: str, call: Call) -> tuple[str, dict[str, Any]] | None:
-    """``(interaction_id, receipt)`` of the caller's first call with ``call``'s id, or ``None`` for a new one.
+def first_answer(db: sqlite3.Connection, agent_id: str, call: Call) -> str | None:
+    """The interaction the caller's first call with ``call``'s id admitted, or ``None`` for a new one.
 
     A call id the caller already used for a different call (another operation
     or other arguments) is ``invalid_argument``: answering it with the other
@@ -90,17 +90,19 @@ def first_answer(db: sqlite3.Connection, agent_id: str, call: Call) -> tuple[str
             f"call id {call.call_id!r} was already used for another call ({row['op']}, other arguments); "
             "a retry must repeat its call exactly, a new call needs a new call id",
             {"call_id": call.call_id, "op": row["op"]})
-    return row["interaction_id"], json.loads(row["receipt"])
+    return row["interaction_id"]
 
 
-def remember(db: sqlite3.Connection, agent_id: str, call: Call, interaction_id: str, receipt: dict[str, Any],
-             at: str) -> None:
-    """Keep ``receipt`` as the answer to ``call`` (in the transaction that admits its record)."""
+def remember(db: sqlite3.Connection, agent_id: str, call: Call, interaction_id: str, at: str) -> None:
+    """Keep ``interaction_id`` as the answer to ``call`` (in the transaction that admits its record).
+
+    The receipt is not stored again: it is made from the record's columns, which never
+    change, so a retry rebuilds it byte for byte (rows of older stores keep a copy, unread).
+    """
     db.execute(
         """INSERT INTO calls(agent_id, call_id, op, fingerprint, interaction_id, receipt, created_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?)""",
-        (agent_id, call.call_id, call.op, call.fingerprint, interaction_id, json.dumps(receipt, ensure_ascii=False),
-         at))
+           VALUES (?, ?, ?, ?, ?, '', ?)""",
+        (agent_id, call.call_id, call.op, call.fingerprint, interaction_id, at))
 
 
 def record_rejection(db: sqlite3.Connection, entry: Entry, agent_id: str | None, error: PeerwireError,

@@ -146,19 +146,18 @@ class Mailbox(Registry):
         return lambda db: self._answered(db, caller, call)
 
     def _answered(self, db: sqlite3.Connection, caller: AgentRow, call: Call | None) -> dict[str, Any] | None:
-        found = calls.first_answer(db, caller.agent_id, call) if call is not None else None
-        if found is None:
+        interaction_id = calls.first_answer(db, caller.agent_id, call) if call is not None else None
+        if interaction_id is None:
             return None
         assert call is not None
-        interaction_id, receipt = found
         self._evidence(db, interaction_id, Stage.RETRIED, {"call_id": call.call_id, "op": call.op})
-        return receipt
+        return self._receipt(self._interaction(db, interaction_id))
 
     def _answer(self, db: sqlite3.Connection, caller: AgentRow, call: Call | None, ix: sqlite3.Row) -> dict[str, Any]:
         """``ix``'s receipt, remembered for ``call`` in the same transaction as the record."""
         receipt = self._receipt(ix)
         if call is not None:
-            calls.remember(db, caller.agent_id, call, ix["interaction_id"], receipt, ix["created_at"])
+            calls.remember(db, caller.agent_id, call, ix["interaction_id"], ix["created_at"])
         return receipt
 
     @staticmethod
@@ -233,17 +232,16 @@ class Mailbox(Registry):
         db.execute(
             """INSERT INTO interactions(interaction_id, kind, state, sender_id, sender_name, recipient_id,
                    recipient_name, body, request_id, reply_status, notice_code, run_id, tool_receipt,
-                   created_at, updated_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   created_at, updated_at, mailbox_index)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (interaction_id, kind, state, sender.agent_id if sender else None,
              sender.name if sender else SYSTEM_SENDER, recipient.agent_id, recipient.name, body, request_id,
-             reply_status, notice_code, run_id, json.dumps(receipt) if receipt else None, stamp, stamp),
+             reply_status, notice_code, run_id, json.dumps(receipt) if receipt else None, stamp, stamp,
+             self._newest_index(db, recipient.agent_id) + 1),
         )
         detail: dict[str, Any] = {"recipient": recipient.ref, "bytes": len(body.encode("utf-8"))}
         if not recipient.sendable:
             detail["resolution"] = "enabled_not_sendable"  # the resolver's fallback: no sendable agent matched
-        if receipt:
-            detail["tool_receipt"] = receipt
         if entry is not None:
             # Stamped when the request came in, before it was checked; written with the record.
             self._evidence(db, interaction_id, Stage.ENTERED, entry.detail(), at=entry.entered_at)
@@ -321,11 +319,22 @@ class Mailbox(Registry):
         )
         return claim_id
 
+    # Literal, not bound: SQLite uses a partial index (interactions_pending_tasks) only for a query whose
+    # WHERE names the index's own terms, so dispatch reads the pending tasks, not the whole mailbox.
+    _PENDING_TASKS = f"kind = '{Kind.TASK}' AND state = '{TASK.initial}'"
+
     def pending_tasks(self, recipient_id: str) -> list[str]:
+        """The request ids of the recipient's tasks that no one has claimed, oldest first."""
         return [r[0] for r in self.db.execute(
-            "SELECT request_id FROM interactions WHERE kind = ? AND recipient_id = ? AND state = ? ORDER BY seq",
-            (Kind.TASK, recipient_id, TASK.initial),
+            f"SELECT request_id FROM interactions WHERE recipient_id = ? AND {self._PENDING_TASKS} ORDER BY seq",
+            (recipient_id,),
         )]
+
+    def has_pending_tasks(self, recipient_id: str) -> bool:
+        """Whether any of the recipient's tasks waits for a claim (one probe of an index, no list)."""
+        return self.db.execute(
+            f"SELECT EXISTS (SELECT 1 FROM interactions WHERE recipient_id = ? AND {self._PENDING_TASKS})",
+            (recipient_id,)).fetchone()[0] == 1
 
     def receive(
         self, caller: AgentRow, *, cursor: str | None = None, ack_cursor: str | None = None, limit: int
@@ -353,15 +362,7 @@ class Mailbox(Registry):
             if ack_cursor is not None:
                 upto = self._position(db, caller, ack_cursor)
                 if upto > acked:
-                    for row in db.execute(
-                        "SELECT interaction_id FROM interactions WHERE recipient_id = ? AND seq > ? AND seq <= ?",
-                        (caller.agent_id, acked, upto),
-                    ).fetchall():
-                        self._evidence(db, row[0], Stage.ACKNOWLEDGED, {"by": caller.ref})
-                    db.execute(
-                        "UPDATE cursors SET acked_seq = ?, updated_at = ? WHERE agent_id = ?",
-                        (upto, now(), caller.agent_id),
-                    )
+                    self._acknowledge(db, caller, acked, upto)
                     acked = upto
             start = self._position(db, caller, cursor) if cursor is not None else acked
             rows = db.execute(
@@ -401,12 +402,56 @@ class Mailbox(Registry):
             f"SELECT request_id, claim_id FROM claims WHERE request_id IN ({marks}) AND released_at IS NULL "
             "AND claimant = ?", (*request_ids, Claimant.RECEIVE))}
 
+    def _acknowledge(self, db: sqlite3.Connection, caller: AgentRow, acked: int, upto: int) -> None:
+        """Move the caller's acknowledgement from ``acked`` to ``upto``: one position update and one evidence row.
+
+        The row sits on the last record acknowledged and names the whole range (first and last seq and
+        record id, and how many records it covers), so an acknowledgement costs the same whether it covers
+        one record or a hundred thousand, and holds the writer no longer for the larger one.
+        """
+        first = db.execute(
+            "SELECT seq, interaction_id, mailbox_index FROM interactions WHERE recipient_id = ? AND seq > ? "
+            "ORDER BY seq LIMIT 1", (caller.agent_id, acked)).fetchone()
+        last = db.execute(
+            "SELECT seq, interaction_id, mailbox_index FROM interactions WHERE recipient_id = ? AND seq <= ? "
+            "ORDER BY seq DESC LIMIT 1", (caller.agent_id, upto)).fetchone()
+        db.execute("UPDATE cursors SET acked_seq = ?, updated_at = ? WHERE agent_id = ?",
+                   (upto, now(), caller.agent_id))
+        if first is None or last is None or first["seq"] > last["seq"]:
+            return  # the positions between hold no record (a lost tail): nothing to name
+        self._evidence(db, last["interaction_id"], Stage.ACKNOWLEDGED, {
+            "by": caller.ref, "first_seq": first["seq"], "last_seq": last["seq"],
+            "first_record_id": first["interaction_id"], "last_record_id": last["interaction_id"],
+            "count": last["mailbox_index"] - first["mailbox_index"] + 1})
+
+    # The caller's acknowledged position, inside one statement so each question reads one snapshot.
+    _ACKED = "COALESCE((SELECT acked_seq FROM cursors WHERE agent_id = :agent), 0)"
+
     def unacknowledged(self, agent_id: str) -> int:
-        """How many records wait in the mailbox after the last acknowledgement."""
-        acked = self._acked(self.db, agent_id)
+        """How many records wait in the mailbox after the last acknowledgement.
+
+        A difference of two mailbox numbers, each found on the mailbox index: the
+        same cost with ten records waiting or a hundred thousand.
+        """
+        newest = ("SELECT mailbox_index FROM interactions WHERE recipient_id = :agent "
+                  "ORDER BY seq DESC LIMIT 1")
+        acked = (f"SELECT mailbox_index FROM interactions WHERE recipient_id = :agent AND seq <= {self._ACKED} "
+                 "ORDER BY seq DESC LIMIT 1")
+        return self.db.execute(f"SELECT COALESCE(({newest}), 0) - COALESCE(({acked}), 0)",
+                               {"agent": agent_id}).fetchone()[0]
+
+    def has_unacknowledged(self, agent_id: str) -> bool:
+        """Whether any record waits after the last acknowledgement: one probe of the mailbox index, no count."""
         return self.db.execute(
-            "SELECT COUNT(*) FROM interactions WHERE recipient_id = ? AND seq > ?", (agent_id, acked)
-        ).fetchone()[0]
+            f"SELECT EXISTS (SELECT 1 FROM interactions WHERE recipient_id = :agent AND seq > {self._ACKED})",
+            {"agent": agent_id}).fetchone()[0] == 1
+
+    @staticmethod
+    def _newest_index(db: sqlite3.Connection, agent_id: str) -> int:
+        """How many records the mailbox holds (its newest record's mailbox number; 0 when empty)."""
+        row = db.execute("SELECT mailbox_index FROM interactions WHERE recipient_id = ? ORDER BY seq DESC LIMIT 1",
+                         (agent_id,)).fetchone()
+        return row[0] if row else 0
 
     def _acked(self, db: sqlite3.Connection, agent_id: str) -> int:
         row = db.execute("SELECT acked_seq FROM cursors WHERE agent_id = ?", (agent_id,)).fetchone()

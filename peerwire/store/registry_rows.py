@@ -77,6 +77,48 @@ class Registry(Database):
         out = [_agent_row(r, aliases.get(r["agent_id"], [])) for r in rows]
         return out if include_disabled else [a for a in out if a.enabled]
 
+    def peers(self, *, name_prefix: str = "", provider: str | None = None,
+              include_disabled: bool = False) -> list[AgentRow]:
+        """The newest row of each identity (older rows are history) whose name starts with ``name_prefix``.
+
+        Filtered in SQL on indexes: the prefix is a range on the name index, compared
+        exactly (case counts; ``_`` and ``%`` are characters like any other), so a
+        filtered listing costs the same with ten agents registered or a hundred thousand.
+        Without ``include_disabled``, disabled rows are left out before the newest is chosen.
+        In the order each identity first registered.
+        """
+        considered = "" if include_disabled else " AND {t}.enabled = 1"
+        where, params = ["1"], {"provider": provider}
+        if name_prefix:
+            bounds = _prefix_range(name_prefix)
+            if bounds is None:
+                return []  # not text SQLite can hold: no name starts with it
+            params["low"], params["high"] = bounds
+            where.append("a.name >= :low" + (" AND a.name < :high" if bounds[1] is not None else ""))
+        if provider is not None:
+            where.append("a.provider = :provider")
+        peers = f"""
+            SELECT a.*, (SELECT MIN(first.row_order) FROM agents AS first
+                         WHERE first.identity_key = a.identity_key{considered.format(t="first")}) AS first_order
+            FROM agents AS a
+            WHERE {" AND ".join(where)}{considered.format(t="a")}
+              AND NOT EXISTS (SELECT 1 FROM agents AS newer WHERE newer.identity_key = a.identity_key
+                              AND newer.row_order > a.row_order{considered.format(t="newer")})"""
+        with self.read() as db:
+            return self._with_aliases(db, db.execute(f"{peers} ORDER BY first_order", params).fetchall())
+
+    @staticmethod
+    def _with_aliases(db: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[AgentRow]:
+        """``rows`` as agents, with the aliases of those agents only (in batches within SQLite's bound)."""
+        aliases: dict[str, list[str]] = {}
+        ids = [row["agent_id"] for row in rows]
+        for start in range(0, len(ids), 500):
+            batch = ids[start:start + 500]
+            for a in db.execute(f"SELECT agent_id, alias FROM agent_aliases WHERE agent_id IN "
+                                f"({', '.join('?' * len(batch))}) ORDER BY alias", batch):
+                aliases.setdefault(a["agent_id"], []).append(a["alias"])
+        return [_agent_row(r, aliases.get(r["agent_id"], [])) for r in rows]
+
     def agent(self, agent_id: str) -> AgentRow:
         return self._agent(self.db, agent_id)
 
@@ -133,7 +175,22 @@ class Registry(Database):
         return self.agent(row[0]) if row else None
 
     def descendants(self, path: str) -> list[AgentRow]:
-        return [a for a in self.agents() if a.path and a.path.startswith(path + "/")]
+        """The collaboration tree's agents below ``path``, by path."""
+        return [a for a in self.in_tree(path.rstrip("/") + "/") if a.path != path]
+
+    def in_tree(self, path_prefix: str) -> list[AgentRow]:
+        """The tree's agents at ``path_prefix`` and below it (``/root/a`` is below ``/root`` and ``/root/``), by path.
+
+        Read on the path index, never the whole roster, and compared exactly, like ``name_prefix``.
+        """
+        below = _prefix_range(path_prefix.rstrip("/") + "/")
+        if below is None:
+            return []
+        with self.read() as db:
+            rows = db.execute(
+                "SELECT * FROM agents WHERE path = :path OR (path >= :low AND path < :high) ORDER BY path",
+                {"path": path_prefix, "low": below[0], "high": below[1]}).fetchall()
+            return self._with_aliases(db, rows)
 
     def revoke_sessions(self, agent_id: str) -> int:
         with self.write() as db:
@@ -166,6 +223,26 @@ class Registry(Database):
                 "ORDER BY alias", ids):
             aliases.setdefault(alias["agent_id"], []).append(alias["alias"])
         return [_agent_row(row, aliases.get(row["agent_id"], [])) for row in rows]
+
+
+def _prefix_range(prefix: str) -> tuple[str, str | None] | None:
+    """``(low, high)`` such that a string starts with ``prefix`` exactly when ``low <= s < high``.
+
+    SQLite compares text by its UTF-8 bytes, whose order is the code points' order, so ``high`` is
+    ``prefix`` with its last character raised by one (``None`` when every character is the highest
+    there is). ``None`` for a prefix that is not valid text (a lone surrogate).
+    """
+    try:
+        prefix.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    head = prefix.rstrip("\U0010ffff")
+    if not head:
+        return prefix, None
+    following = ord(head[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:
+        following = 0xE000  # surrogates are not characters
+    return prefix, head[:-1] + chr(following)
 
 
 def _agent_row(row: sqlite3.Row, aliases: Sequence[str]) -> AgentRow:

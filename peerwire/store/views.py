@@ -80,14 +80,36 @@ def trace(db: sqlite3.Connection, ident: str) -> dict[str, Any]:
         ids = [interaction_row(db, ident)["interaction_id"]]
     out = []
     for interaction_id in ids:
-        stages = [{"stage": e["stage"], "at": e["at"], "detail": json_column(e["detail"]) or {}} for e in db.execute(
-            "SELECT * FROM evidence WHERE interaction_id = ? ORDER BY evidence_id", (interaction_id,))]
-        out.append({**export_record(interaction_row(db, interaction_id)), "stages": stages})
+        row = interaction_row(db, interaction_id)
+        rows = db.execute("SELECT * FROM evidence WHERE interaction_id = ? ORDER BY evidence_id",
+                          (interaction_id,)).fetchall()
+        if not any(e["stage"] == Stage.ACKNOWLEDGED for e in rows) and (covering := _acknowledgement(db, row)):
+            rows = sorted([*rows, covering], key=lambda e: e["evidence_id"])
+        stages = [{"stage": e["stage"], "at": e["at"], "detail": json_column(e["detail"]) or {}} for e in rows]
+        out.append({**export_record(row), "stages": stages})
     bindings = []
     if ident.startswith("rq_"):
         bindings = [dict(b) for b in db.execute(
             "SELECT * FROM bindings WHERE request_id = ? ORDER BY created_at", (ident,))]
     return {"id": ident, "interactions": out, "bindings": bindings}
+
+
+def _acknowledgement(db: sqlite3.Connection, record: sqlite3.Row) -> sqlite3.Row | None:
+    """The acknowledged row whose range covers ``record`` (it sits on the range's last record), if any.
+
+    Acknowledgements only move forward, so their ranges do not overlap: the covering row is the first
+    one on a record of the same mailbox at or after this one. Only records acknowledged at all are searched.
+    """
+    acked = db.execute("SELECT acked_seq FROM cursors WHERE agent_id = ?", (record["recipient_id"],)).fetchone()
+    if acked is None or record["seq"] > acked[0]:
+        return None
+    found = db.execute(
+        """SELECT evidence.* FROM interactions JOIN evidence USING (interaction_id)
+           WHERE interactions.recipient_id = ? AND interactions.seq >= ? AND evidence.stage = ?
+           ORDER BY interactions.seq LIMIT 1""", (record["recipient_id"], record["seq"], Stage.ACKNOWLEDGED)).fetchone()
+    if found is None or json_column(found["detail"]).get("first_seq", 0) > record["seq"]:
+        return None
+    return found
 
 
 def _entry_trace(db: sqlite3.Connection, entry_id: str) -> dict[str, Any]:
@@ -132,12 +154,14 @@ def exported(db: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
     aliases: dict[str, list[str]] = {}
     for row in db.execute("SELECT agent_id, alias FROM agent_aliases ORDER BY alias"):
         aliases.setdefault(row["agent_id"], []).append(row["alias"])
+    records = [export_record(row) for row in db.execute("SELECT * FROM interactions ORDER BY seq")]
+    seqs = {record["record_id"]: record["seq"] for record in records}
     return {
         "agents": [_agent(row, aliases.get(row["agent_id"], []))
                    for row in rows("SELECT * FROM agents ORDER BY row_order")],
-        "records": [export_record(row) for row in db.execute("SELECT * FROM interactions ORDER BY seq")],
+        "records": records,
         "evidence": [{"evidence_id": row["evidence_id"], "record_id": row["interaction_id"], "stage": row["stage"],
-                      "at": row["at"], "detail": json_column(row["detail"]) or {}}
+                      "at": row["at"], "detail": _detail(row, seqs)}
                      for row in rows("SELECT * FROM evidence ORDER BY evidence_id")],
         "requests": [{"request_id": row["request_id"], "task_record_id": row["task_interaction_id"],
                       "requester_id": row["requester_id"], "recipient_id": row["recipient_id"],
@@ -153,6 +177,17 @@ def exported(db: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
                       "updated_at": row["updated_at"]}
                      for row in rows("SELECT * FROM bindings ORDER BY created_at, rowid")],
     }
+
+
+def _detail(row: dict[str, Any], seqs: dict[str, int]) -> dict[str, Any]:
+    detail = json_column(row["detail"]) or {}
+    if row["stage"] == Stage.ACKNOWLEDGED and "first_seq" not in detail:
+        # A store written before acknowledgements named their range kept one row per record:
+        # each is the range of that one record.
+        record_id, seq = row["interaction_id"], seqs[row["interaction_id"]]
+        detail = {**detail, "first_seq": seq, "last_seq": seq, "first_record_id": record_id,
+                  "last_record_id": record_id, "count": 1}
+    return detail
 
 
 def _agent(row: dict[str, Any], aliases: list[str]) -> dict[str, Any]:

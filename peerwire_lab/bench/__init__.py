@@ -1,6 +1,6 @@
 """Benchmarks of the reference core, each figure beside a baseline measured in the same run.
 
-``python -m peerwire_lab.bench [--quick] [--rounds N] [--json]`` (or ``make bench``)
+``python -m peerwire_lab.bench [--quick] [--rounds N] [--section S] [--json]`` (or ``make bench``)
 starts its own ``peerwire app`` on a temporary home and reports, as the median
 of ``--rounds`` rounds:
 
@@ -15,7 +15,13 @@ of ``--rounds`` rounds:
   up to 2k in quick mode), against a second app's mailbox at the smallest size,
   the two read in turn so that a machine's changing load falls on both;
 * a peer: persist-queue's ``SQLiteQueue`` (one commit per ``put``, same
-  ``synchronous``) against the raw loop.
+  ``synchronous``) against the raw loop;
+* growth (:mod:`.growth`): acknowledging a whole mailbox, ``wait_agent`` with
+  N unacknowledged, ``list_agents`` by roster size and another agent's send p99
+  during a large acknowledgement, at 1e3 and 1e5 (1e2 and 1e3 quick), each as a
+  ratio to its figure at the smaller size.
+
+``--section core`` or ``--section growth`` runs one part only.
 
 Machines here are shared and noisy: read the ratios, not the absolute numbers.
 ``--quick`` (CI) checks that everything runs and prints its figures; it
@@ -33,7 +39,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .growth import SEND_P99_BOUND_MS, GrowthSizes, measure_growth
 from .measures import Sizes, measure_round
+
+SECTIONS = ("core", "growth")
 
 
 @dataclass
@@ -89,6 +98,34 @@ def rows_from(rounds: list[dict[str, Any]]) -> list[Row]:
     rows.append(Row("peer: persist-queue SQLiteQueue puts/s (one commit each, synchronous=FULL)", m["peer_puts"],
                     "puts/s", m["raw_commits"], "raw SQLite WAL+FULL single-commit loop", "— (for comparison)",
                     detail={"peerwire_sends_per_s": m["sends_1"]}))
+    return _rounded(rows)
+
+
+GROWTH_ROWS = {
+    "ack_all_ms": "growth: acknowledging a whole mailbox of {n} records",
+    "wait_ms": "growth: wait_agent with {n} records unacknowledged",
+    "list_agents_ms": "growth: list_agents name_prefix (10 listed) in a roster of {n} agents",
+    "send_p99_ms": "growth: send p99 while another agent acknowledges {n} records",
+}
+
+
+def growth_rows(rounds: list[dict[str, dict[int, float]]], sizes: GrowthSizes) -> list[Row]:
+    """Each growth figure at the larger size against the same at the smaller one (medians over the rounds)."""
+    small, large = sizes.small, sizes.large
+    rows = []
+    for measure, name in GROWTH_ROWS.items():
+        rows.append(Row(name.format(n=f"{large:,}"), _median([r[measure][large] for r in rounds]), "ms",
+                        _median([r[measure][small] for r in rounds]), f"the same at {small:,}", "ratio ≤ 2"))
+    during = _median([r["send_p99_ms"][large] for r in rounds])
+    rows.append(Row(f"growth: send p99 against its bound, another agent acknowledging {large:,} records", during, "ms",
+                    SEND_P99_BOUND_MS, "the bound", f"< {SEND_P99_BOUND_MS:g} ms (ratio < 1)"))
+    rows.append(Row(f"growth: send p99 against no acknowledgement running, {large:,} records", during,
+                    "ms", _median([r["send_p99_quiet_ms"][large] for r in rounds]),
+                    "the same sends just before, with no acknowledgement running", "— (what the machine gives)"))
+    return _rounded(rows)
+
+
+def _rounded(rows: list[Row]) -> list[Row]:
     for row in rows:
         for key in ("value", "baseline"):
             if isinstance(getattr(row, key), float):
@@ -97,16 +134,24 @@ def rows_from(rounds: list[dict[str, Any]]) -> list[Row]:
     return rows
 
 
-def run(*, quick: bool, rounds: int, directory: Path, progress=None) -> dict[str, Any]:
-    """Measure ``rounds`` rounds in ``directory``; returns the report as JSON-ready data."""
+def run(*, quick: bool, rounds: int, directory: Path, progress=None,
+        sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
+    """Measure ``rounds`` rounds of ``sections`` in ``directory``; returns the report as JSON-ready data."""
     sizes = Sizes.quick() if quick else Sizes.full()
-    measured = []
+    growth = GrowthSizes.quick() if quick else GrowthSizes.full()
+    measured: list[dict[str, Any]] = []
+    grown: list[dict[str, dict[int, float]]] = []
     for n in range(rounds):
         if progress:
             progress(f"round {n + 1} of {rounds}")
-        measured.append(measure_round(directory / f"round-{n + 1}", sizes, progress=progress))
-    return {"mode": "quick" if quick else "full", "rounds": rounds, "sizes": asdict(sizes),
-            "rows": [asdict(r) for r in rows_from(measured)], "raw": measured}
+        if "core" in sections:
+            measured.append(measure_round(directory / f"round-{n + 1}", sizes, progress=progress))
+        if "growth" in sections:
+            grown.append(measure_growth(directory / f"round-{n + 1}", growth, progress=progress))
+    rows = (rows_from(measured) if measured else []) + (growth_rows(grown, growth) if grown else [])
+    return {"mode": "quick" if quick else "full", "rounds": rounds, "sections": list(sections),
+            "sizes": asdict(sizes) if measured else {}, "growth_sizes": asdict(growth) if grown else {},
+            "rows": [asdict(r) for r in rows], "raw": measured, "raw_growth": grown}
 
 
 def render(report: dict[str, Any]) -> str:
@@ -127,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small counts for CI: checks it runs, asserts nothing")
     parser.add_argument("--rounds", type=int, default=None, help="rounds to take the median of (default 3; quick 1)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--section", choices=SECTIONS, action="append",
+                        help="measure only this part (repeatable; default: all of them)")
     args = parser.parse_args(argv)
     rounds = args.rounds or (1 if args.quick else 3)
 
@@ -135,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
 
     with tempfile.TemporaryDirectory(prefix="peerwire-bench-") as tmp:
-        report = run(quick=args.quick, rounds=rounds, directory=Path(tmp), progress=progress)
+        report = run(quick=args.quick, rounds=rounds, directory=Path(tmp), progress=progress,
+                     sections=tuple(args.section or SECTIONS))
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0

@@ -37,7 +37,8 @@ class Sizes:
                    page_reads=30)
 
 
-def _pct(values: list[float], p: float) -> float:
+def percentile(values: list[float], p: float) -> float:
+    """The ``p`` quantile of ``values`` (nearest rank)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
 
@@ -60,7 +61,7 @@ def measure_round(directory: Path, sizes: Sizes, progress: Callable[[str], None]
         out["sends_8"] = _sends(app, [tokens[f"sender-{i}"] for i in range(SESSIONS)], sizes.sends)
         say("wake latency")
         wakes = _wakes(app, tokens["sender-0"], tokens["reader"], sizes.wakes)
-        out.update(wake_p50=_pct(wakes, 0.5), wake_p95=_pct(wakes, 0.95), wake_p99=_pct(wakes, 0.99))
+        out.update(wake_p50=percentile(wakes, 0.5), wake_p95=percentile(wakes, 0.95), wake_p99=percentile(wakes, 0.99))
         say("round trips and cold starts")
         out["list_agents_ms"], out["cold_ms"] = _served(lambda: StdioMcp.peerwire(app.home, tokens["reader"]),
                                                         "list_agents", {}, sizes)
@@ -225,13 +226,13 @@ def _bulk_fill(db_path: Path, template: str, size: int) -> None:
         have, = db.execute("SELECT COUNT(*) FROM interactions WHERE recipient_id = ?", (recipient,)).fetchone()
         db.execute("BEGIN IMMEDIATE")
         db.execute(
-            """WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+            """WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :more)
                INSERT INTO interactions(interaction_id, kind, state, sender_id, sender_name, recipient_id,
-                                        recipient_name, body, created_at, updated_at)
-               SELECT printf('ix_bench%024d', ? + i), kind, state, sender_id, sender_name, recipient_id,
-                      recipient_name, 'bulk ' || i, created_at, updated_at
-               FROM interactions, n WHERE interaction_id = ?""",
-            (max(0, size - have), have, template))
+                                        recipient_name, body, created_at, updated_at, mailbox_index)
+               SELECT printf('ix_bench%024d', :have + i), kind, state, sender_id, sender_name, recipient_id,
+                      recipient_name, 'bulk ' || i, created_at, updated_at, :have + i
+               FROM interactions, n WHERE interaction_id = :template""",
+            {"more": max(0, size - have), "have": have, "template": template})
         newest, = db.execute("SELECT MAX(seq) FROM interactions WHERE recipient_id = ?", (recipient,)).fetchone()
         db.execute("INSERT INTO cursors(agent_id, acked_seq, updated_at) VALUES (?, ?, datetime('now')) "
                    "ON CONFLICT(agent_id) DO UPDATE SET acked_seq = excluded.acked_seq", (recipient, newest - 50))

@@ -12,7 +12,10 @@ from tests.patience import RUN_S, WAIT_S
 ROWS = ("durable sends/s, one MCP session", "aggregate durable sends/s, 8 MCP sessions", "wake latency p50",
         "wake latency p95", "wake latency p99", "warm list_agents round trip p50",
         "mcp serve cold start to initialize answer", "receive page latency, mailbox of 500 records",
-        "receive page latency, mailbox of 2,000 records", "peer: persist-queue SQLiteQueue puts/s")
+        "receive page latency, mailbox of 2,000 records", "peer: persist-queue SQLiteQueue puts/s",
+        "growth: acknowledging a whole mailbox of 1,000 records", "growth: wait_agent with 1,000 records",
+        "growth: list_agents name_prefix (10 listed) in a roster of 1,000", "growth: send p99 while another agent",
+        "growth: send p99 against its bound", "growth: send p99 against no acknowledgement running")
 
 
 @pytest.mark.slow

@@ -18,6 +18,8 @@ import socket
 from harness.contract.manifest import requirement
 from peerwire.control import ControlClient, encode
 from peerwire.home import HOME_ENV, SESSION_ENV
+from peerwire.lifecycle import Stage
+from peerwire.store import Call, Store
 
 from .conftest import call, cli, cli_json, wait_until
 from tests.patience import WAIT_S
@@ -148,3 +150,23 @@ def cli_error(fn):
     except PeerwireError as exc:
         return exc
     raise AssertionError("the call did not fail")
+
+
+def test_a_receipt_is_kept_once_and_a_retry_still_gets_it_byte_for_byte(tmp_path):
+    """The record holds its tool receipt; admitted evidence and the answered call do not store it again."""
+    store = Store(tmp_path / "db")
+    ann, bob = store.register_agent("ann", "manual")[0], store.register_agent("bob", "manual")[0]
+    the_call = Call.of({"call_id": "call_1"}, "send_message", {"target": "bob", "message": "hi"})
+    tool = {"via": "mcp", "call_id": "call_1", "thread_id": "t" * 36, "turn_id": "u" * 36, "model": "m"}
+    with store.write() as db:
+        first = store.information_job(ann, bob, "hi", receipt=tool, call=the_call)(db)
+    with store.write() as db:
+        again = store.information_job(ann, bob, "hi", receipt=tool, call=the_call)(db)
+    assert json.dumps(again) == json.dumps(first)
+    assert store.db.execute("SELECT COUNT(*) FROM interactions").fetchone()[0] == 1
+    stored = store.dump()
+    assert json.loads(stored["interactions"][0]["tool_receipt"]) == tool
+    (admitted,) = [json.loads(e["detail"]) for e in stored["evidence"] if e["stage"] == Stage.ADMITTED]
+    assert "tool_receipt" not in admitted
+    assert stored["calls"][0]["receipt"] == ""
+    store.close()

@@ -9,6 +9,7 @@ nothing new.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -94,10 +95,23 @@ class MailboxMachine(RuleBasedStateMachine):
         assert again.claims == first.claims, "replaying a cursor changed the work or its claims"
         self._check_page(agent, position, limit, first)
 
+    def _acknowledgements(self) -> list[dict]:
+        return [json.loads(row[0]) for row in self.store.db.execute(
+            "SELECT detail FROM evidence WHERE stage = 'acknowledged' ORDER BY evidence_id")]
+
     @rule(entry=consumes(cursors))
     def ack(self, entry):
         agent, cursor, position = entry
+        before = self._acknowledgements()
         page = self.store.receive(self.rows[agent], ack_cursor=cursor, limit=1)
+        written = self._acknowledgements()[len(before):]
+        covered = self.mailbox[agent][self.acked[agent]:position]
+        if covered:
+            # One row for the whole range, whatever its length: its first and last record and how many.
+            assert [(w["first_record_id"], w["last_record_id"], w["count"], w["by"]["agent_id"]) for w in written] \
+                == [(covered[0], covered[-1], len(covered), self.rows[agent].agent_id)]
+        else:
+            assert written == [], "an acknowledgement that moves nothing writes nothing"
         self.acked[agent] = max(self.acked[agent], position)
         # Acknowledging is a receive too: it reads on from the acknowledged position.
         self._check_page(agent, self.acked[agent], 1, page)
@@ -142,7 +156,28 @@ class MailboxMachine(RuleBasedStateMachine):
                 "SELECT COUNT(*) FROM interactions WHERE recipient_id = ?", (self.rows[name].agent_id,)
             ).fetchone()[0]
             assert count == len(self.mailbox[name])
-            assert self.store.unacknowledged(self.rows[name].agent_id) == len(self.mailbox[name]) - self.acked[name]
+            waiting = len(self.mailbox[name]) - self.acked[name]
+            assert self.store.unacknowledged(self.rows[name].agent_id) == waiting
+            assert self.store.has_unacknowledged(self.rows[name].agent_id) == (waiting > 0)
+
+    @invariant()
+    def acknowledged_ranges_cover_exactly_the_acknowledged_prefix(self):
+        for name in AGENTS:
+            ranges = [a for a in self._acknowledgements() if a["by"]["agent_id"] == self.rows[name].agent_id]
+            assert sum(a["count"] for a in ranges) == self.acked[name]
+            assert [a["first_record_id"] for a in ranges] == [
+                self.mailbox[name][sum(r["count"] for r in ranges[:i])] for i in range(len(ranges))]
+
+    @invariant()
+    def pending_tasks_are_the_unclaimed_ones(self):
+        for name in AGENTS:
+            agent_id = self.rows[name].agent_id
+            unclaimed = [r[0] for r in self.store.db.execute(
+                "SELECT request_id FROM interactions WHERE recipient_id = ? AND kind = 'task' AND request_id NOT IN "
+                "(SELECT request_id FROM claims) AND request_id NOT IN (SELECT request_id FROM requests WHERE "
+                "reply_interaction_id IS NOT NULL) ORDER BY seq", (agent_id,))]
+            assert self.store.pending_tasks(agent_id) == unclaimed
+            assert self.store.has_pending_tasks(agent_id) == bool(unclaimed)
 
     @invariant()
     def one_claim_per_task_ever(self):
