@@ -31,7 +31,7 @@ class StoreFiles:
 
     def __init__(self, db: Path):
         self.db = db
-        self.paths = tuple(db.with_name(db.name + suffix) for suffix in _COMPANIONS)
+        self.paths = tuple(os.fspath(db) + suffix for suffix in _COMPANIONS)  # str: stat takes it as it is
         self._opened = tuple(_identity(os.stat(path)) for path in self.paths)
         self._size = os.stat(db).st_size
         self.damage: PeerwireError | None = None
@@ -48,13 +48,13 @@ class StoreFiles:
                 self._damaged(path, "was deleted")
             if _identity(info) != opened:
                 self._damaged(path, "was replaced by another file")
-            if path == self.db:
+            if path is self.paths[0]:
                 # No peerwire store shrinks (nothing vacuums it): a smaller file was cut short under the app.
                 if info.st_size < self._size:
                     self._damaged(path, f"was truncated from {self._size} to {info.st_size} bytes")
                 self._size = info.st_size
 
-    def _damaged(self, path: Path, what: str) -> None:
+    def _damaged(self, path: str, what: str) -> None:
         self.damage = PeerwireError(
             Code.STORE_DAMAGED,
             f"{path} {what} while the app was running, so commits no longer reach this home's store; nothing "
