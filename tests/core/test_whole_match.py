@@ -57,7 +57,7 @@ def test_every_ending_is_refused_by_the_running_app_and_its_cli(core):
     admin = ControlClient(core.home)
     a, b = core.register("a"), core.register("b")
     sender, mailbox = ControlClient(core.home, a.token), ControlClient(core.home, b.token)
-    request_id = sender.call("followup_task", {"target": "b", "message": "do it"})["request_id"]
+    task = sender.call("followup_task", {"target": "b", "message": "do it"})
     page = mailbox.call("receive_messages", {})
     for label, ending in ENDINGS.items():
         bad = "carol" + ending
@@ -69,7 +69,9 @@ def test_every_ending_is_refused_by_the_running_app_and_its_cli(core):
             done = cli(core, *args)
             assert done.returncode == 1 and json.loads(done.stdout)["error"]["code"] == "invalid_argument", done
         _refused(Code.UNKNOWN_TARGET, lambda: sender.call("send_message", {"target": "b" + ending, "message": "x"}))
-        _refused(Code.UNKNOWN_REQUEST, lambda: mailbox.call("reply", {"request_id": request_id + ending,
+        _refused(Code.UNKNOWN_REQUEST, lambda: admin.call("trace", {"id": task["request_id"] + ending}))
+        _refused(Code.UNKNOWN_INTERACTION, lambda: admin.call("trace", {"id": task["interaction_id"] + ending}))
+        _refused(Code.UNKNOWN_REQUEST, lambda: mailbox.call("reply", {"request_id": task["request_id"] + ending,
                                                                       "status": "done", "message": "x"}))
         _refused(Code.CURSOR_INVALID, lambda: mailbox.call("receive_messages", {"cursor": page["cursor"] + ending}))
         _refused(Code.CURSOR_INVALID, lambda: mailbox.call("receive_messages",
