@@ -215,6 +215,8 @@ class Home:
             self._create_store()
         else:
             identify_store(self.db, LATEST)
+            if not accept_loss:
+                self._judge_by_mark()
         try:
             store = Store(self.db, verify=True)
         except sqlite3.DatabaseError as exc:
@@ -232,6 +234,43 @@ class Home:
             store.close()
             raise
         return store
+
+    def _judge_by_mark(self) -> None:
+        """Refuse a store that is not this home's own before anything writes to it, read-only.
+
+        A store opened for writing is migrated, and closing it checkpoints and
+        removes its write-ahead log: a refused one must keep both as they are
+        for whoever rescues it. :meth:`_attach_mark` judges again once the
+        store is open (and alone where the mark is new).
+        """
+        import sqlite3
+        from urllib.parse import quote
+
+        from .store.mark import HighWater
+
+        if check_entry(self.mark) is None:
+            return
+        known = HighWater(open_private(self.mark, os.O_RDONLY))
+        try:
+            if not known.knows_records:
+                return
+            try:
+                with contextlib.closing(sqlite3.connect(f"file:{quote(os.fspath(self.db))}?mode=ro", uri=True)) as db:
+                    identity = db.execute("SELECT value FROM meta WHERE key = 'node_id'").fetchone()
+                    seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'interactions'").fetchone()
+            except sqlite3.DatabaseError:
+                return  # a damaged store is refused, untouched, when it is opened (quick_check)
+            last = seq[0] if seq else 0
+            if identity is not None and known.identity is not None and identity[0] != known.identity:
+                raise self._refused(f"the store's identity is {identity[0]}, but this home's store is "
+                                    f"{known.identity}: it is another home's store, or a new one in place of this "
+                                    "home's", known)
+            if known.value > last:
+                raise self._refused(f"the store holds records up to seq {last}, but this home receipted records up "
+                                    f"to seq {known.value}: it was rolled back to an older copy, or its write-ahead "
+                                    "log was damaged", known)
+        finally:
+            known.close()
 
     def _attach_mark(self, store: "Store", mark: "HighWater", accept_loss: bool) -> None:
         """Compare the store with its high-water mark, refuse (or, accepted, record) a loss, keep the mark going.

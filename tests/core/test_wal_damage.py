@@ -54,11 +54,14 @@ def test_records_lost_with_a_damaged_wal_are_named_before_the_app_serves(core, d
     wal = core.home.path / "peerwire.db-wal"
     assert wal.stat().st_size > 0, "the commits are still in the write-ahead log"
     damage(wal, 0.6)
+    before = {name: (core.home.path / name).read_bytes() for name in ("peerwire.db", "peerwire.db-wal")}
     refused = subprocess.run([sys.executable, "-m", "peerwire", "app", "--home", str(core.home.path)],
                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert refused.returncode == 5, refused.stderr
     assert f"receipted records up to seq {max(seqs)}" in refused.stderr, refused.stderr
     assert "--accept-store-loss" in refused.stderr, refused.stderr
+    after = {name: (core.home.path / name).read_bytes() for name in before}
+    assert after == before, "a refused store keeps its write-ahead log, damage included, for whoever rescues it"
     core.app = AppProcess.start(core.home, args=("--accept-store-loss",))
     left = [r["seq"] for r in mailbox.call("receive_messages", {"limit": 100})["records"]]
     assert len(left) < RECORDS, "the damage was meant to cost records"
