@@ -55,7 +55,7 @@ class Shard:
     @classmethod
     def parse(cls, text: str) -> "Shard":
         """``"K/N"`` with ``1 <= K <= N``; anything else raises :class:`ShardError`."""
-        match = _SPEC.match(str(text))
+        match = _SPEC.fullmatch(str(text))
         if not match:
             raise ShardError(f"--shard {text!r}: give K/N, e.g. 1/4 (shard K of N, counting from 1)")
         index, count = int(match.group(1)), int(match.group(2))

@@ -5,6 +5,11 @@ takes the home's exclusive lock, opens the private control socket (0600), logs
 to ``H/app.log`` and stderr, and prints one JSON ``ready`` line on stdout once it
 accepts calls. SIGTERM or SIGINT closes the socket, lets admitted deliveries
 finish, releases the lock and exits 0.
+
+A store that is not whole and this home's own (missing, another home's, or
+holding fewer records than the home receipted) is refused with exit status 5;
+``--accept-store-loss`` serves it anyway, recording the loss
+(:meth:`~peerwire.home.Home.open_store`).
 """
 
 from __future__ import annotations
@@ -57,8 +62,9 @@ RUNTIMES: dict[str, ProviderFactory] = {
 
 class App:
     def __init__(self, home: Home, providers: dict[str, Provider] | None = None,
-                 runtimes: dict[str, ProviderFactory] | None = None):
+                 runtimes: dict[str, ProviderFactory] | None = None, *, accept_store_loss: bool = False):
         self.home = home
+        self.accept_store_loss = accept_store_loss
         self.lock = HomeLock(home)
         self.hub = WakeHub()
         self.providers: dict[str, Provider] = {"manual": ManualProvider(), **(providers or {})}
@@ -76,7 +82,7 @@ class App:
         self.lock.acquire()
         try:
             _configure_logging(self.home)
-            self.store = self.home.open_store()
+            self.store = self.home.open_store(accept_loss=self.accept_store_loss)
             self.delivery = Delivery(self.store, self.hub, self.providers)
             self.ops = Operations(self.store, self.delivery, operator=self.home.ensure_operator_credential())
             for name, runtime in self.runtimes.items():
@@ -133,10 +139,10 @@ class App:
             pass
 
 
-def run_app(home: Home, providers: dict[str, Provider] | None = None) -> int:
+def run_app(home: Home, providers: dict[str, Provider] | None = None, *, accept_store_loss: bool = False) -> int:
     """Run the app in the foreground; a home it cannot own is one line on stderr and a distinct status."""
     try:
-        return asyncio.run(App(home, providers).run())
+        return asyncio.run(App(home, providers, accept_store_loss=accept_store_loss).run())
     except OSError as exc:  # a file of the home that the checks could not foresee (a full disk, EACCES)
         error = unusable(exc)
     except PeerwireError as exc:

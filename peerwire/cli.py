@@ -33,7 +33,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="peerwire", description="Agent-to-agent messaging core")
     sub = p.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("app", parents=[common], help="run the app that owns a home (foreground)")
+    app = sub.add_parser("app", parents=[common], help="run the app that owns a home (foreground)")
+    app.add_argument("--accept-store-loss", action="store_true",
+                     help="serve a store that is missing, another home's, or holds fewer records than this home "
+                          "receipted (the loss is recorded and `status` lists it); without it such a store is "
+                          "refused (store_damaged)")
 
     home = sub.add_parser("home", help="manage a home").add_subparsers(dest="home_command", required=True)
     home.add_parser("init", parents=[common], help="create a home and its store")
@@ -190,7 +194,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "app":
         from .app import run_app
 
-        return run_app(Home.from_env(args.home))
+        return run_app(Home.from_env(args.home), accept_store_loss=args.accept_store_loss)
     home = Home.from_env(args.home)
     if args.command == "home":
         home.prepare()

@@ -35,7 +35,7 @@ ACTIVE_STATUSES = ("starting", "active")
 USER_INPUT_MESSAGE = "new input from the user"
 """What wait_agent's ``message`` says when the user's input woke it (the input itself is in the thread)."""
 
-TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")  # the schema's own text; used with fullmatch
 
 
 def check_root_provider(provider: str) -> None:
@@ -49,7 +49,7 @@ def check_root_provider(provider: str) -> None:
 
 
 def child_path(parent_path: str, task_name: str) -> str:
-    if not isinstance(task_name, str) or not TASK_NAME.match(task_name):
+    if not isinstance(task_name, str) or not TASK_NAME.fullmatch(task_name):
         raise PeerwireError(Code.INVALID_ARGUMENT,
                             "task_name must be 1-32 lowercase letters, digits, '_' or '-', starting with a "
                             "letter or digit (it becomes the child's path segment)")

@@ -21,9 +21,10 @@ from .limits import MAX_BODY_BYTES
 from .profiles import COLLAB, MESSAGING
 from .registry_rules import is_broadcast
 from .resources import PackageDataMissing, contracts
+from .schema_pattern import validator_class
 
 if TYPE_CHECKING:  # jsonschema loads on the first validation, not on import (the MCP server never needs it)
-    from jsonschema import Draft202012Validator
+    from jsonschema.protocols import Validator
     from jsonschema.exceptions import ValidationError
 
 TOOL_ORDER = (
@@ -69,18 +70,17 @@ def _document(name: str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def document_validator(name: str) -> "Draft202012Validator":
+def document_validator(name: str) -> "Validator":
     """A validator for a document schema in ``contracts/`` (e.g. ``export.schema.json``).
 
     The schema's references into ``definitions.json`` resolve to that file, so
     each shared shape keeps its one definition.
     """
-    from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
     shared = _document("definitions.json")
     registry = Registry().with_resource(shared["$id"], Resource.from_contents(shared))
-    return Draft202012Validator(_document(name), registry=registry)
+    return validator_class()(_document(name), registry=registry)
 
 
 def bundle(schema: dict[str, Any]) -> dict[str, Any]:
@@ -156,10 +156,8 @@ def tool(name: str, profile: str = MESSAGING) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def _validator(name: str, which: str, profile: str = MESSAGING) -> "Draft202012Validator":
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(_inlined(tool(name, profile)[which]))
+def _validator(name: str, which: str, profile: str = MESSAGING) -> "Validator":
+    return validator_class()(_inlined(tool(name, profile)[which]))
 
 
 def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
@@ -185,10 +183,8 @@ def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def definition_validator(name: str) -> "Draft202012Validator":
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(bundle({"$ref": _EXTERNAL + name}))
+def definition_validator(name: str) -> "Validator":
+    return validator_class()(bundle({"$ref": _EXTERNAL + name}))
 
 
 @lru_cache(maxsize=None)

@@ -3,7 +3,7 @@
 The core renders envelopes from ``contracts/envelope.json``, moves records along
 ``contracts/lifecycles.json`` and knows its providers from
 ``contracts/capabilities.json``. The acceptance checks read the same files
-(:mod:`harness.contract_data`) and judge from them, never from this package's code,
+(:mod:`harness.contract_tables`) and judge from them, never from this package's code,
 so a change to the core's rendering cannot move the judges with it.
 """
 

@@ -251,12 +251,18 @@ class ControlChannel:
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         why = "the app closed the connection; it may be stopping or restarting"
+        refusal: PeerwireError | None = None
         try:
             while True:
                 line = await reader.readline()
                 if not line:
                     break
                 response = json.loads(line)
+                if response.get("id") is None and isinstance(response.get("error"), dict):
+                    # The app refused the connection itself (too_many_connections) before reading a request:
+                    # every call on it fails with that refusal, not with a bare "closed".
+                    refusal = PeerwireError.from_dict(response["error"])
+                    continue
                 future = self._pending.pop(response.get("id"), None)
                 if future is not None and not future.done():  # else: a call its caller cancelled
                     future.set_result(response)
@@ -269,7 +275,8 @@ class ControlChannel:
             failed, self._pending = self._pending, {}
             for future in failed.values():
                 if not future.done():
-                    future.set_exception(_unavailable(self.home, why))
+                    future.set_exception(_refused_copy(refusal) if refusal is not None
+                                         else _unavailable(self.home, why))
 
     def release_all(self) -> None:
         """The caller is gone: cancel every call in flight in the app, but still take their answers."""
@@ -285,6 +292,11 @@ class ControlChannel:
             self._writer.close()
         if self._reader_task is not None:
             await asyncio.gather(self._reader_task, return_exceptions=True)
+
+
+def _refused_copy(refusal: PeerwireError) -> PeerwireError:
+    """One exception per failed call (each caller raises its own)."""
+    return PeerwireError(refusal.code, refusal.message, dict(refusal.details))
 
 
 _FROM_HOME = object()

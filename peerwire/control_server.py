@@ -14,10 +14,11 @@ stays admitted. The connection's file descriptor is released when the peer
 closes, not when its calls' timeouts run out.
 
 Bounds: at most :data:`~peerwire.limits.MAX_CONTROL_CONNECTIONS` connections
-(fewer when the process's file limit is lower), and at most
+(fewer when the process's file limit is lower: the limit less a reserve that
+scales with it, :func:`fd_reserve`), and at most
 :data:`~peerwire.limits.MAX_CONNECTIONS_PER_CALLER` of them for one caller
 (counted when a connection first names its caller); one more is answered
-``too_many_connections`` and closed. Failures that repeat (a full file table
+``too_many_connections`` (retriable, naming the limit) and closed. Failures that repeat (a full file table
 on accept) are logged once with a count, not once each.
 """
 
@@ -38,7 +39,8 @@ from .errors import Code, PeerwireError
 from .framing import Lines, Oversize, out_of_range_at
 from .hub import CallerGone, Presence, presence
 from .jsonrpc import strict_loads
-from .limits import CONTROL_FD_RESERVE, MAX_CONNECTIONS_PER_CALLER, MAX_CONTROL_CONNECTIONS
+from .limits import (CONTROL_FD_RESERVE, CONTROL_FD_RESERVE_MIN, CONTROL_FD_RESERVE_SHARE,
+                     MAX_CONNECTIONS_PER_CALLER, MAX_CONTROL_CONNECTIONS)
 from .operations import Operations
 from .registry_rules import AgentRow
 from .store import storage_error
@@ -47,16 +49,26 @@ log = logging.getLogger("peerwire.app")
 
 READ_CHUNK = 65536
 
+REFUSAL_LINGER_S = 1.0
+"""How long a connection refused for the app's bound stays open to take its caller's request unread."""
+
 REPEAT_REPORT_S = 60.0
 """How often a failure that keeps repeating is summarised in the log."""
 
 
-def connection_limit(configured: int = MAX_CONTROL_CONNECTIONS) -> int:
-    """``configured``, lowered so that connections can never exhaust the process's file descriptors."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+def fd_reserve(soft: int) -> int:
+    """File descriptors kept from connections under a file limit of ``soft``: a share of it, bounded."""
+    return min(CONTROL_FD_RESERVE, max(CONTROL_FD_RESERVE_MIN, soft // CONTROL_FD_RESERVE_SHARE))
+
+
+def connection_limit(configured: int = MAX_CONTROL_CONNECTIONS, soft: int | None = None) -> int:
+    """``configured``, lowered so that connections can never exhaust the process's file descriptors
+    (``soft``, by default the process's soft ``RLIMIT_NOFILE``)."""
+    if soft is None:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return configured
-    return max(1, min(configured, soft - CONTROL_FD_RESERVE))
+    return max(1, min(configured, soft - fd_reserve(soft)))
 
 
 class RepeatedFailures:
@@ -112,10 +124,11 @@ class ControlServer:
             self.refused += 1
             error = PeerwireError(Code.TOO_MANY_CONNECTIONS,
                                   f"the app already serves {len(self.connections)} control connections "
-                                  f"(its limit is {self.max_connections}); retry when some have closed",
-                                  {"limit": self.max_connections})
+                                  f"(its limit is {self.max_connections}, set by its file limit); retry when some "
+                                  "have closed",
+                                  {"limit": self.max_connections, "retriable": True})
             await _write(writer, {"id": None, "ok": False, "error": error.to_dict()})
-            writer.close()
+            await _linger(reader, writer)
             return
         connection = ControlConnection(self, reader, writer)
         self.connections.add(connection)
@@ -135,7 +148,7 @@ class ControlServer:
             return PeerwireError(Code.TOO_MANY_CONNECTIONS,
                                  f"this caller already holds {self.callers[token]} control connections "
                                  f"(the limit per caller is {self.per_caller}); close some or reuse one",
-                                 {"limit": self.per_caller, "per": "caller"})
+                                 {"limit": self.per_caller, "per": "caller", "retriable": True})
         self.callers[token] += 1
         return None
 
@@ -270,6 +283,22 @@ class ControlConnection:
         if self.writer.is_closing():
             return  # the caller left; what it asked for stays done
         await _write(self.writer, message)
+
+
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Close a refused connection without losing the refusal: end our side, then take what the caller sends until
+    it closes (or :data:`REFUSAL_LINGER_S`). Closed at once, a caller that wrote its request just then would
+    get a broken pipe and never read why it was refused."""
+    try:
+        if writer.can_write_eof():
+            writer.write_eof()
+        async with asyncio.timeout(REFUSAL_LINGER_S):
+            while await reader.read(READ_CHUNK):
+                pass
+    except (ConnectionError, TimeoutError):
+        pass
+    finally:
+        writer.close()
 
 
 async def _write(writer: asyncio.StreamWriter, message: dict) -> None:

@@ -67,14 +67,18 @@ class GroupCommit:
     ``committed`` runs on the caller's loop after each commit that changed
     something; ``durable(connection)`` runs in the writer thread right after
     such a commit, before any of its jobs' results are handed over (the store
-    advances its high-water mark there).
+    advances its high-water mark there); ``check()`` runs just before and just
+    after each ``COMMIT`` and raises to fail the whole group (the store refuses
+    there when its file is no longer the one it opened).
     """
 
     def __init__(self, connect: Callable[[], sqlite3.Connection], write_lock: threading.Lock,
                  failure: Callable[[sqlite3.Error], BaseException], committed: Callable[[], None],
-                 durable: Callable[[sqlite3.Connection], None] = lambda db: None):
+                 durable: Callable[[sqlite3.Connection], None] = lambda db: None,
+                 check: Callable[[], None] = lambda: None):
         self._db = connect()
         self._durable = durable
+        self._check = check
         self._lock = write_lock
         self._failure = failure
         self._committed = committed
@@ -157,7 +161,9 @@ class GroupCommit:
                     finally:
                         if db.in_transaction:
                             db.execute("RELEASE job")
+                self._check()
                 db.execute("COMMIT")
+                self._check()  # committed into a file that is no longer the store: no receipt for it
                 changed = db.total_changes != before
                 if changed:
                     self._durable(db)  # before any receipt of the group is handed over

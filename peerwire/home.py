@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from .store import Store
+    from .store.mark import HighWater
 
 log = logging.getLogger("peerwire.home")
 
@@ -179,54 +180,134 @@ class Home:
 
     # -- the store ----------------------------------------------------------------
 
-    def open_store(self) -> "Store":
+    def open_store(self, *, accept_loss: bool = False) -> "Store":
         """Open the home's store, creating it whole if there is none; call after :meth:`prepare`.
 
         An existing store must be a whole peerwire store: a 0-byte, foreign,
         truncated or damaged file (``PRAGMA quick_check``) is refused with
         ``store_damaged`` and left exactly as it was. A new store is built
         aside and linked into place, so a crash never leaves an empty one.
+
+        The store must also be this home's own, as its high-water mark
+        (:mod:`peerwire.store.mark`) knows it: a missing store where records
+        were receipted, a store whose identity is not the mark's (another
+        home's, or a new one) and a store holding fewer records than were
+        receipted (rolled back to a copy, or a damaged write-ahead log) are
+        refused with ``store_damaged``, unless ``accept_loss``: the operator
+        accepts the loss, which is then recorded (``status`` lists it) and the
+        mark follows this store from now on.
         """
         import sqlite3
 
         from .schema import LATEST
         from .store import Store
+        from .store.files import StoreFiles
+        from .store.mark import HighWater
 
         if check_entry(self.db) is None:
+            if check_entry(self.mark) is not None and not accept_loss:
+                known = HighWater(open_private(self.mark, os.O_RDONLY))
+                try:
+                    if known.knows_records:
+                        raise self._refused("the store is missing", known)
+                finally:
+                    known.close()
             self._create_store()
         else:
             identify_store(self.db, LATEST)
+            if not accept_loss:
+                self._judge_by_mark()
         try:
             store = Store(self.db, verify=True)
         except sqlite3.DatabaseError as exc:
             raise self._store_error(exc) from None
         try:
-            self._make_private(_STORE_FILES)
-            self._attach_mark(store)
+            if self._make_private(_STORE_FILES):
+                # Closing our descriptor on a file dropped the POSIX locks SQLite holds on it in this process;
+                # without them another process's reader, as it closes, takes the app for gone and deletes the
+                # write-ahead log under it. Opened afresh, SQLite takes them again.
+                store.close()
+                store = Store(self.db)
+            self._attach_mark(store, HighWater(open_private(self.mark, os.O_RDWR | os.O_CREAT)), accept_loss)
+            store.files = StoreFiles(self.db)
         except BaseException:
             store.close()
             raise
         return store
 
-    def _attach_mark(self, store: "Store") -> None:
-        """Compare the store with its high-water mark, say what a damaged WAL cost, and keep the mark going.
+    def _judge_by_mark(self) -> None:
+        """Refuse a store that is not this home's own before anything writes to it, read-only.
 
-        Records lost are reported in one line naming the write-ahead log,
-        recorded in the store (``status`` lists them) and their sequence
-        numbers are never used again; the store is served as it is.
+        A store opened for writing is migrated, and closing it checkpoints and
+        removes its write-ahead log: a refused one must keep both as they are
+        for whoever rescues it. :meth:`_attach_mark` judges again once the
+        store is open (and alone where the mark is new).
         """
+        import sqlite3
+        from urllib.parse import quote
+
         from .store.mark import HighWater
 
-        mark = HighWater(open_private(self.mark, os.O_RDWR | os.O_CREAT))
+        if check_entry(self.mark) is None:
+            return
+        known = HighWater(open_private(self.mark, os.O_RDONLY))
+        try:
+            if not known.knows_records:
+                return
+            try:
+                with contextlib.closing(sqlite3.connect(f"file:{quote(os.fspath(self.db))}?mode=ro", uri=True)) as db:
+                    identity = db.execute("SELECT value FROM meta WHERE key = 'node_id'").fetchone()
+                    seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'interactions'").fetchone()
+            except sqlite3.DatabaseError:
+                return  # a damaged store is refused, untouched, when it is opened (quick_check)
+            last = seq[0] if seq else 0
+            if identity is not None and known.identity is not None and identity[0] != known.identity:
+                raise self._refused(f"the store's identity is {identity[0]}, but this home's store is "
+                                    f"{known.identity}: it is another home's store, or a new one in place of this "
+                                    "home's", known)
+            if known.value > last:
+                raise self._refused(f"the store holds records up to seq {last}, but this home receipted records up "
+                                    f"to seq {known.value}: it was rolled back to an older copy, or its write-ahead "
+                                    "log was damaged", known)
+        finally:
+            known.close()
+
+    def _attach_mark(self, store: "Store", mark: "HighWater", accept_loss: bool) -> None:
+        """Compare the store with its high-water mark, refuse (or, accepted, record) a loss, keep the mark going.
+
+        An accepted loss is logged in one line naming the store's files,
+        recorded in the store (``status`` lists it) and its sequence numbers
+        are never used again.
+        """
         store.mark = mark
         last = store.last_seq()
-        if mark.value > last:
-            lost = store.record_loss(last + 1, mark.value, self.wal)
-            log.error("%s: %d committed records (seq %d..%d) are missing: the write-ahead log was damaged and "
-                      "SQLite dropped its frames from the damage on; serving what remains (their sequence numbers "
-                      "are never reused); restore %s from a backup to get them back",
-                      shown(self.wal), lost["count"], lost["first_seq"], lost["last_seq"], shown(self.db))
-        mark.advance(store.last_seq())
+        foreign = mark.identity is not None and mark.identity != store.node_id
+        if foreign or mark.value > last:
+            if not accept_loss:
+                why = (f"the store's identity is {store.node_id}, but this home's store is {mark.identity}: it is "
+                       "another home's store, or a new one in place of this home's" if foreign else
+                       f"the store holds records up to seq {last}, but this home receipted records up to seq "
+                       f"{mark.value}: it was rolled back to an older copy, or its write-ahead log was damaged")
+                raise self._refused(why, mark)
+            if mark.value > last:
+                lost = store.record_loss(last + 1, mark.value, self.wal)
+                log.error("%s: %d receipted records (seq %d..%d) are missing, and the operator accepted the loss "
+                          "(--accept-store-loss); serving what remains (their sequence numbers are never reused); "
+                          "restore %s from a backup to get them back",
+                          shown(self.wal), lost["count"], lost["first_seq"], lost["last_seq"], shown(self.db))
+            if foreign:
+                log.error("%s: the store is not the one this home receipted records in (its identity is %s, the "
+                          "home's was %s), and the operator accepted it (--accept-store-loss): serving it",
+                          shown(self.db), store.node_id, mark.identity)
+        mark.bind(store.node_id, max(store.last_seq(), mark.value if not foreign else 0))
+
+    def _refused(self, why: str, mark: "HighWater") -> PeerwireError:
+        return PeerwireError(
+            Code.STORE_DAMAGED,
+            f"{shown(self.db)}: {why}; peerwire will not serve it, so no receipted record goes missing unnoticed: "
+            f"put this home's own store back (or restore it from a backup), or, to accept the loss, start the app "
+            f"with --accept-store-loss",
+            {"file": shown(self.db), "receipted_seq": mark.value, "home_store": mark.identity})
 
     def _store_error(self, exc: sqlite3.DatabaseError) -> PeerwireError:
         import sqlite3
@@ -273,12 +354,17 @@ class Home:
             for leftover in (aside, *companions):
                 leftover.unlink(missing_ok=True)
 
-    def _make_private(self, names: tuple[str, ...]) -> None:
+    def _make_private(self, names: tuple[str, ...]) -> int:
+        """Tighten those of ``names`` that are not private yet; returns how many were opened to do it."""
         # SQLite gives -wal and -shm the store's own mode, so a private store
         # keeps its companions private; an older store is tightened here.
+        opened = 0
         for name in names:
-            if check_entry(self.path / name) is not None:
+            info = check_entry(self.path / name)
+            if info is not None and stat.S_IMODE(info.st_mode) & 0o077:
                 os.close(open_private(self.path / name, os.O_RDONLY, tighten=True))
+                opened += 1
+        return opened
 
     # -- the operator credential ----------------------------------------------------
 

@@ -79,7 +79,15 @@ CONTROL_BACKLOG = 512
 """Connections the kernel queues for the app before it accepts them (a burst of callers must not see EAGAIN)."""
 
 CONTROL_FD_RESERVE = 64
-"""File descriptors the app keeps free for its store, logs and providers when bounding connections."""
+"""At most this many file descriptors are kept free for the store, logs and providers when bounding connections."""
+
+CONTROL_FD_RESERVE_MIN = 24
+"""At least this many are kept free: an idle app holds about 16 (its store's files twice, the lock, the log,
+the socket), and refusing one more connection takes one of its own."""
+
+CONTROL_FD_RESERVE_SHARE = 4
+"""Between those bounds the reserve is this fraction (1/4) of the file limit, so a low limit still leaves most
+descriptors to connections (``ulimit -n 64``: 40 connections; 1024: 512, the configured maximum)."""
 
 TOKEN_BYTES = 32
 """Random bytes in a session credential (256 bits)."""

@@ -15,8 +15,9 @@ from .limits import MAX_NAME_CHARS
 BROADCAST_TARGETS = frozenset({"*", "all", "everyone", "@all", "@everyone"})
 SYSTEM_SENDER = "peerwire"
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._@+-]*$")
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# Whole-string patterns, used with fullmatch: with match or search, "$" also matches before a final newline.
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9 ._@+-]*[A-Za-z0-9._@+-])?")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 @dataclass(frozen=True)
@@ -68,12 +69,13 @@ def validate_name(name: object, what: str = "name") -> str:
         raise PeerwireError(Code.INVALID_ARGUMENT, f"{what} is longer than {MAX_NAME_CHARS} characters")
     if name.lower() in BROADCAST_TARGETS or name.lower() == SYSTEM_SENDER:
         raise PeerwireError(Code.INVALID_ARGUMENT, f"{what} {name!r} is reserved")
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise PeerwireError(
             Code.INVALID_ARGUMENT,
-            f"{what} {name!r} must start with a letter or digit and use letters, digits, space or ._@+-",
+            f"{what} {name!r} must start with a letter or digit, use letters, digits, space or ._@+- and not end "
+            "with a space (control characters such as a newline are never part of a name)",
         )
-    if _UUID.match(name):
+    if _UUID.fullmatch(name):
         raise PeerwireError(Code.INVALID_ARGUMENT, f"{what} {name!r} looks like an agent_id; pick a name")
     return name
 

@@ -128,11 +128,11 @@ def control_call(home: Home, request: dict[str, Any], *, wait_s: float = 0.0, ha
         sock.close()
 
 
-def start_app(home: Home) -> subprocess.Popen[bytes]:
-    """``peerwire app`` on ``home``, once it printed its ready line (its stderr goes to a log beside the home)."""
+def start_app(home: Home, *args: str) -> subprocess.Popen[bytes]:
+    """``peerwire app ARGS`` on ``home``, once it printed its ready line (its stderr goes to a log beside the home)."""
     log = open(home.path.parent / "app-stderr.log", "ab")
     with log:
-        app = subprocess.Popen([sys.executable, "-m", "peerwire", "app", "--home", str(home.path)],
+        app = subprocess.Popen([sys.executable, "-m", "peerwire", "app", "--home", str(home.path), *args],
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
     assert app.stdout is not None
     ready, _, _ = select.select([app.stdout], [], [], CALL_TIMEOUT_S)

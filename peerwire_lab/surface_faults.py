@@ -285,7 +285,7 @@ def planted(root: Path) -> dict:
     return out
 
 
-def damaged_wal(root: Path, start_app: Callable[[Home], subprocess.Popen], records: int = 30) -> dict:
+def damaged_wal(root: Path, start_app: Callable[..., subprocess.Popen], records: int = 30) -> dict:
     home = Home(root / "wal")
     home.prepare()
     app = start_app(home)
@@ -303,7 +303,8 @@ def damaged_wal(root: Path, start_app: Callable[[Home], subprocess.Popen], recor
         wal.write(bytes([byte[0] ^ 0xFF]))
     log = home.path.parent / "app-stderr.log"
     log.write_text("")
-    app = start_app(home)
+    refused = _app_exit(home.path) == 5  # a store behind its mark is refused (store_damaged) until accepted
+    app = start_app(home, "--accept-store-loss")
     try:
         left = len(mailbox.call("receive_messages", {"limit": 100})["records"])
     finally:
@@ -311,8 +312,8 @@ def damaged_wal(root: Path, start_app: Callable[[Home], subprocess.Popen], recor
         app.wait(READY_S)
     lines = [line for line in log.read_text().splitlines() if "missing" in line and str(home.wal) in line]
     lost = records - left
-    reported = len(lines) == 1 and f"{lost} committed records" in lines[0]
-    return {"receipted": records, "lost": lost, "reported": reported,
+    reported = refused and len(lines) == 1 and f"{lost} receipted records" in lines[0]
+    return {"receipted": records, "lost": lost, "refused": refused, "reported": reported,
             "silent_losses": 0 if reported or not lost else lost,
             "failures": 0 if reported or not lost else lost}
 

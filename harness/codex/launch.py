@@ -119,7 +119,7 @@ def cli_overrides(settings: AgentSettings) -> list[str]:
     a dotted ``-c`` key cannot quote a part."""
     out: list[str] = []
     for path, value in launch_values(settings).items():
-        bare = next((i for i, part in enumerate(path) if not _BARE_KEY.match(part)), len(path))
+        bare = next((i for i, part in enumerate(path) if not _BARE_KEY.fullmatch(part)), len(path))
         if bare == 0:
             raise ValueError(f"launch setting {path!r} has no bare top-level key")
         for part in reversed(path[bare:]):
@@ -137,7 +137,7 @@ def _toml(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k if _BARE_KEY.match(k) else json.dumps(k, ensure_ascii=False)} = {_toml(v)}"
+        return "{" + ", ".join(f"{k if _BARE_KEY.fullmatch(k) else json.dumps(k, ensure_ascii=False)} = {_toml(v)}"
                                for k, v in value.items()) + "}"
     raise TypeError(f"no TOML form for {value!r}")
 

@@ -22,6 +22,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from peerwire.contract import COLLAB_ORDER, PROFILES, TOOL_ORDER, bundle, definitions
+from peerwire.schema_pattern import validator_class
 
 from .layout import CONTRACTS_DIR
 
@@ -199,7 +200,7 @@ def error_codes() -> frozenset[str]:
 
 @lru_cache(maxsize=None)
 def error_result_validator() -> Draft202012Validator:
-    return Draft202012Validator(bundle({"$ref": "definitions.json#/$defs/error_result"}))
+    return validator_class()(bundle({"$ref": "definitions.json#/$defs/error_result"}))
 
 
 def error_result_violations(structured: Any) -> list[str]:
@@ -212,7 +213,7 @@ def _validator(name: str, which: str, profile: str) -> Draft202012Validator:
     contract = tool_contracts(profile)[name]
     schema = {"input": contract.input_schema, "output": contract.output_schema,
               "result": contract.result_schema}[which]
-    return Draft202012Validator(schema)
+    return validator_class()(schema)
 
 
 def _violations(validator: Draft202012Validator, value: Any) -> list[str]:

@@ -30,9 +30,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from peerwire import envelope
+from peerwire.schema_pattern import validator_class
 
 from harness.evidence.responses import item_text, json_objects
 from harness.names import MESSAGING_NAMESPACE
@@ -71,7 +70,7 @@ def load_persona(path: str | Path) -> Persona:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise PersonaError(f"{path}: invalid TOML: {error}") from error
-    errors = sorted(jsonschema.Draft202012Validator(_schema()).iter_errors(document), key=lambda e: list(e.path))
+    errors = sorted(validator_class()(_schema()).iter_errors(document), key=lambda e: list(e.path))
     if errors:
         raise PersonaError(f"{path}: " + "; ".join(f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
                                                    for e in errors))

@@ -208,7 +208,7 @@ class RecordingProxy:
     # -- one exchange (handler threads) ------------------------------------------------------
 
     def _begin(self, handler: "_Handler", raw: bytes) -> tuple[ProxiedExchange, re.Match[str] | None]:
-        route = _ROUTE.match(handler.path)
+        route = _ROUTE.fullmatch(handler.path)
         with self._lock:
             self._handlers.add(threading.current_thread())
             exchange = ProxiedExchange(len(self.exchanges), unquote(route.group("agent")) if route else None,

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from peerwire.envelope import TYPE_HEADER
+from peerwire.schema_pattern import validator_class
 
 from harness.evidence.responses import content_text, json_objects
 from harness.resources import contract_file
@@ -126,7 +125,7 @@ def _lookup(value: Any, path: str, variables: Mapping[str, str] | None = None) -
     """The value at a dotted ``path``: keys, list indices, and selectors ``list[field=value]`` (``value`` may
     name variables captured by earlier matchers: ``records[request_id=${asked}].body``)."""
     for key in path.split("."):
-        select = _SELECT.match(key)
+        select = _SELECT.fullmatch(key)
         if select is not None:
             if select["name"]:
                 if not isinstance(value, Mapping) or select["name"] not in value:
@@ -153,7 +152,7 @@ _MISSING = object()
 def _path_variables(path: str) -> set[str]:
     """Variables a path's selectors use (which earlier matchers must capture)."""
     return set().union(*(_placeholders(select["value"]) for key in path.split(".")
-                         if (select := _SELECT.match(key)) is not None))
+                         if (select := _SELECT.fullmatch(key)) is not None))
 
 
 # -- rules -----------------------------------------------------------------
@@ -390,7 +389,7 @@ def load_script(path: str | Path) -> ModelScript:
 
 def script_from_document(document: Mapping[str, Any], *, source: str = "<scenario>") -> ModelScript:
     """Like `load_script` for an already parsed document."""
-    validator = jsonschema.Draft202012Validator(_schema())
+    validator = validator_class()(_schema())
     errors = sorted(validator.iter_errors(document), key=lambda error: list(error.absolute_path))
     if errors:
         raise ScenarioError(

@@ -254,7 +254,7 @@ class ScriptedModel:
     # -- request handling (called from handler threads) ---------------------------
 
     def _begin(self, handler: _Handler, method: str, body: Any, raw: bytes | None = None) -> Exchange:
-        match = _RESPONSES_ROUTE.match(handler.path)
+        match = _RESPONSES_ROUTE.fullmatch(handler.path)
         with self._changed:
             self._handlers.add(threading.current_thread())
             exchange = Exchange(
@@ -445,7 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw, body = self._read_body()
-        release = _RELEASE_ROUTE.match(self.path)
+        release = _RELEASE_ROUTE.fullmatch(self.path)
         if release:
             self._control_release(unquote(release.group(1)))
             return

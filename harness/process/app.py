@@ -47,10 +47,10 @@ class AppProcess:
 
     @classmethod
     def start(cls, home: Home, *, env: dict[str, str] | None = None, timeout: float = READY_TIMEOUT_S,
-              spawn: Spawn | None = None) -> "AppProcess":
+              spawn: Spawn | None = None, args: tuple[str, ...] = ()) -> "AppProcess":
         """Start ``peerwire app`` for ``home`` and wait for its JSON ready line (``{"event": "ready", ...}``).
 
-        ``env`` is added to this process's environment. ``spawn`` starts the
+        ``env`` is added to this process's environment; ``args`` follow ``peerwire app --home H``. ``spawn`` starts the
         process: by default a plain subprocess in its own session; the
         acceptance runner starts it through its job instead. Raises
         :class:`AppNotReady`, with the tail of the app's stderr log, when the app
@@ -59,7 +59,7 @@ class AppProcess:
         """
         home.create()
         log = home.path.parent / f"{home.path.name}.app-stderr.log"
-        argv = [sys.executable, "-m", "peerwire", "app", "--home", str(home.path)]
+        argv = [sys.executable, "-m", "peerwire", "app", "--home", str(home.path), *args]
         with open(log, "ab") as err:
             process = (spawn or _own_session)(argv, {**os.environ, **(env or {})}, err)
         line = _read_line(process, timeout)

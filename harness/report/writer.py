@@ -46,6 +46,7 @@ from .scenario import scenario_section
 from .store import STORE, gather_bodies, keep_long_strings, keep_tool_lists
 from harness.evidence.secrets import Finding, SecretScan
 from harness.resources import contract_file
+from peerwire.schema_pattern import validator_class
 
 SCHEMA_PATH = contract_file("report.schema.json")
 REPORT_JSON = "report.json"
@@ -69,7 +70,7 @@ class ReportError(ValueError):
 @functools.cache
 def _validator() -> jsonschema.protocols.Validator:
     schema = report_schema()
-    cls = jsonschema.validators.validator_for(schema)
+    cls = validator_class()  # the schema's draft (2020-12), with ECMA-262 patterns
     cls.check_schema(schema)
     return cls(schema)
 
@@ -108,7 +109,7 @@ def write_report(out_dir: str | Path, run: Mapping[str, Any], artifacts_root: st
     """
     out_dir, artifacts_root = Path(out_dir), Path(artifacts_root)
     run_id = str(run.get("run_id", ""))
-    if not _RUN_ID.match(run_id):
+    if not _RUN_ID.fullmatch(run_id):
         raise ReportError(f"run id {run_id!r} is not a plain folder name")
     scan = secrets if secrets is not None else SecretScan.collect()
     return staged_report(out_dir / run_id, lambda work: _assemble(work, run, artifacts_root, scan))

@@ -120,7 +120,7 @@ def version_key(version: str) -> tuple:
 
     Raises ValueError for anything that is not ``MAJOR.MINOR.PATCH[-PRERELEASE]``.
     """
-    match = _VERSION.match(version)
+    match = _VERSION.fullmatch(version)
     if match is None:
         raise ValueError(f"not a Codex version: {version!r}")
     major, minor, patch, pre = match.groups()

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from ..errors import Code, PeerwireError
 from ..group_commit import GroupCommit, GroupStats
 from ..schema import LATEST, MIGRATIONS
+from .files import StoreFiles
 from .mark import HighWater
 
 T = TypeVar("T")
@@ -96,6 +97,8 @@ class Database:
         self._group: GroupCommit | None = None
         self.mark: HighWater | None = None
         """The store's high-water mark (see :mod:`.mark`), once the home attached one."""
+        self.files: StoreFiles | None = None
+        """The store's files as opened (see :mod:`.files`), once the home checked them; every commit checks them."""
         if verify:
             self._verify()
         self._migrate()
@@ -129,7 +132,7 @@ class Database:
         if self._group is None:
             self._group = GroupCommit(self._connect, self._write_lock,
                                       self._translated, self._committed,
-                                      durable=self._advance_mark)
+                                      durable=self._advance_mark, check=self._check_files)
         return await self._group.run(job)
 
     @property
@@ -165,6 +168,11 @@ class Database:
         rows = self.db.execute("SELECT value FROM meta WHERE key LIKE 'loss:%'").fetchall()
         return sorted((json.loads(row["value"]) for row in rows), key=lambda loss: loss["first_seq"])
 
+    def _check_files(self) -> None:
+        """Under the write lock, around each commit: refuse when the home's store is no longer the file open."""
+        if self.files is not None:
+            self.files.check()
+
     def _advance_mark(self, db: sqlite3.Connection) -> None:
         """After a commit, under the write lock: raise the high-water mark to what is now committed."""
         if self.mark is None:
@@ -194,7 +202,9 @@ class Database:
                 self.db.execute("BEGIN IMMEDIATE")
                 try:
                     yield self.db
+                    self._check_files()
                     self.db.execute("COMMIT")
+                    self._check_files()  # a swap during the commit: it went to a file the home no longer holds
                 except BaseException:
                     self._roll_back()
                     raise

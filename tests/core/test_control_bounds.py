@@ -7,21 +7,24 @@ The app runs as a real subprocess whose file limit is set in the child with
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
 import resource
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from harness.process.app import AppProcess
 from peerwire.control import ControlClient, encode
-from peerwire.control_server import RepeatedFailures, connection_limit
-from peerwire.home import Home
-from peerwire.limits import CONTROL_FD_RESERVE, MAX_CONNECTIONS_PER_CALLER, MAX_WAITERS_PER_CALLER
+from peerwire.control_server import RepeatedFailures, connection_limit, fd_reserve
+from peerwire.home import HOME_ENV, SESSION_ENV, Home
+from peerwire.limits import (CONTROL_FD_RESERVE, CONTROL_FD_RESERVE_MIN, MAX_CONNECTIONS_PER_CALLER,
+                             MAX_CONTROL_CONNECTIONS, MAX_WAITERS_PER_CALLER)
 
 from .conftest import wait_until
 from tests.patience import WAIT_S
@@ -132,7 +135,7 @@ def test_connections_are_bounded_by_the_file_limit(tmp_path):
     app = _limited_app(tmp_path, nofile)
     held: list[socket.socket] = []
     try:
-        bound = nofile - CONTROL_FD_RESERVE
+        bound = connection_limit(soft=nofile)
         status = encode({"id": 1, "op": "status", "args": {}, "operator": app.home.operator_credential()})
         for _ in range(bound):
             sock = _connect(app.home)
@@ -142,7 +145,7 @@ def test_connections_are_bounded_by_the_file_limit(tmp_path):
         with _connect(app.home) as extra:
             refused = _read_answer(extra)
         assert refused["error"]["code"] == "too_many_connections"
-        assert refused["error"]["details"] == {"limit": bound}
+        assert refused["error"]["details"] == {"limit": bound, "retriable": True}
         held.pop().close()
         wait_until(lambda: _serves(app.home), ANSWER_S, "a connection to be served again after one closed")
         assert app.process.poll() is None
@@ -167,7 +170,8 @@ def test_connections_per_caller_are_bounded_with_a_clear_code(tmp_path):
             refused = _read_answer(extra)
             assert refused["id"] == 7 and refused["ok"] is False
             assert refused["error"]["code"] == "too_many_connections"
-            assert refused["error"]["details"] == {"limit": MAX_CONNECTIONS_PER_CALLER, "per": "caller"}
+            assert refused["error"]["details"] == {"limit": MAX_CONNECTIONS_PER_CALLER, "per": "caller",
+                                                   "retriable": True}
             assert extra.recv(65536) == b"", "a refused connection takes no more requests"
         with _connect(app.home) as fine:  # another caller is not held back by the greedy one
             fine.sendall(_wait_request(other, 1, timeout_ms=0))
@@ -195,8 +199,72 @@ def _serves(home: Home) -> bool:
 
 def test_the_connection_bound_leaves_descriptors_for_the_app():
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert connection_limit(10) == min(10, soft - CONTROL_FD_RESERVE)
-    assert connection_limit(10 ** 9) <= soft - CONTROL_FD_RESERVE
+    assert connection_limit(10) == min(10, soft - fd_reserve(soft))
+    for limit in (16, 32, 64, 128, 256, 1024, 4096, 65536):
+        reserve = limit - connection_limit(10 ** 9, soft=limit)
+        assert CONTROL_FD_RESERVE_MIN <= reserve or connection_limit(10 ** 9, soft=limit) == 1, limit
+        assert reserve <= max(CONTROL_FD_RESERVE, limit - 1), limit
+    # The reserve scales with the limit instead of eating it: a low limit leaves most of it to connections.
+    assert connection_limit(soft=64) >= 32
+    assert connection_limit(soft=1024) == MAX_CONTROL_CONNECTIONS
+
+
+SERVE = [sys.executable, "-m", "peerwire", "mcp", "serve"]
+
+
+def _mcp_call(session: subprocess.Popen, call_id: int, tool: str, arguments: dict) -> dict:
+    assert session.stdin is not None and session.stdout is not None
+    session.stdin.write(json.dumps({"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
+                                    "params": {"name": tool, "arguments": arguments}}).encode() + b"\n")
+    session.stdin.flush()
+    answer = json.loads(session.stdout.readline())  # bounded by the test's timeout
+    assert answer["id"] == call_id, answer
+    return answer["result"]
+
+
+def test_a_low_file_limit_serves_many_sessions_and_tells_the_next_one_why(tmp_path):
+    nofile = 64
+    app = _limited_app(tmp_path, nofile)
+    held: list[socket.socket] = []
+    session = None
+    try:
+        token = _register(app.home, "a")
+        _register(app.home, "b")
+        status = encode({"id": 1, "op": "status", "args": {}, "operator": app.home.operator_credential()})
+        while True:
+            sock = _connect(app.home)
+            sock.sendall(status)
+            answer = _read_answer(sock)
+            if not answer.get("ok"):
+                sock.close()
+                break
+            held.append(sock)
+            assert len(held) <= nofile, "the app must bound its connections below its file limit"
+        assert answer["error"]["code"] == "too_many_connections", answer
+        assert len(held) >= 32, f"ulimit -n {nofile} served only {len(held)} connections"
+        # A session (a real mcp serve) over the bound is told so, retriably, with the limit: not app_unavailable.
+        env = {**{k: v for k, v in os.environ.items() if k not in (HOME_ENV, SESSION_ENV)},
+               HOME_ENV: str(app.home.path), SESSION_ENV: token}
+        session = subprocess.Popen(SERVE, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        call_ids = itertools.count(1)
+        refused = _mcp_call(session, next(call_ids), "send_message", {"target": "b", "message": "over the bound"})
+        assert refused["isError"] is True, refused
+        error = refused["structuredContent"]["error"]
+        assert error["code"] == "too_many_connections", error
+        assert error["details"] == {"limit": len(held), "retriable": True}, error
+        assert app.process.poll() is None
+        held.pop().close()  # room again: the same session's retry goes through
+        wait_until(lambda: not _mcp_call(session, next(call_ids), "list_agents", {}).get("isError"), ANSWER_S,
+                   "the session's retry to be served after a connection closed")
+    finally:
+        if session is not None:
+            assert session.stdin is not None and session.stdout is not None
+            session.stdin.close()
+            session.wait(WAIT_S)
+            session.stdout.close()
+        for sock in held:
+            sock.close()
+        app.terminate()
 
 
 def test_a_repeated_failure_is_logged_once_with_a_count(caplog):

@@ -4,14 +4,17 @@ After kill -9 the store's last commits live only in ``peerwire.db-wal``. A
 flipped byte or a cut makes SQLite drop every frame from the damaged one on,
 and the store opens whole but without them. The high-water mark kept beside
 the store (``peerwire.db-mark``, outside the WAL, advanced before a receipt is
-returned) says how far commits went: the app names the file and the missing
-records in one line before it serves, and never hands out their sequence
-numbers again.
+returned) says how far commits went: the app refuses the store, naming the
+missing records; started with ``--accept-store-loss`` it names the file and
+the missing records in one line before it serves, and never hands out their
+sequence numbers again.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -51,18 +54,26 @@ def test_records_lost_with_a_damaged_wal_are_named_before_the_app_serves(core, d
     wal = core.home.path / "peerwire.db-wal"
     assert wal.stat().st_size > 0, "the commits are still in the write-ahead log"
     damage(wal, 0.6)
-    core.app = AppProcess.start(core.home)
+    before = {name: (core.home.path / name).read_bytes() for name in ("peerwire.db", "peerwire.db-wal")}
+    refused = subprocess.run([sys.executable, "-m", "peerwire", "app", "--home", str(core.home.path)],
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 5, refused.stderr
+    assert f"receipted records up to seq {max(seqs)}" in refused.stderr, refused.stderr
+    assert "--accept-store-loss" in refused.stderr, refused.stderr
+    after = {name: (core.home.path / name).read_bytes() for name in before}
+    assert after == before, "a refused store keeps its write-ahead log, damage included, for whoever rescues it"
+    core.app = AppProcess.start(core.home, args=("--accept-store-loss",))
     left = [r["seq"] for r in mailbox.call("receive_messages", {"limit": 100})["records"]]
     assert len(left) < RECORDS, "the damage was meant to cost records"
     lines = [line for line in core.app.log.read_text().splitlines() if "missing" in line]
     assert len(lines) == 1, core.app.log.read_text()[-3000:]
-    assert str(wal) in lines[0] and f"{RECORDS - len(left)} committed records" in lines[0], lines[0]
+    assert str(wal) in lines[0] and f"{RECORDS - len(left)} receipted records" in lines[0], lines[0]
     assert f"{max(seqs)}" in lines[0], lines[0]
     # Serving: a new record never takes a sequence number a lost one had.
     sender.call("send_message", {"target": "b", "message": "after the loss"})
     newest = mailbox.call("receive_messages", {"limit": 100})["records"][-1]
     assert newest["body"] == "after the loss" and newest["seq"] > max(seqs), newest
-    # Said once: the next start has nothing new to say.
+    # Said once, and accepted once: the next start, without the flag, has nothing new to say.
     core.app.terminate()
     core.app = AppProcess.start(core.home)
     assert len([line for line in core.app.log.read_text().splitlines() if "missing" in line]) == 1
