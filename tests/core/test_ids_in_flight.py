@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from peerwire.home import HOME_ENV, SESSION_ENV
+from peerwire.control import ControlChannel, encode
+from peerwire.home import HOME_ENV, SESSION_ENV, Home
 from peerwire.stdio_peer import StdioPeer, Transcript, spawn
 from tests.core.conftest import call
 from tests.patience import WAIT_S
@@ -297,3 +298,31 @@ def test_the_stdio_peer_refuses_a_server_request_under_a_live_id(tmp_path: Path)
         assert result["again"] == {"jsonrpc": "2.0", "id": 5, "result": {"held": 5}}
 
     asyncio.run(asyncio.wait_for(run(), WAIT_S))
+
+
+def test_the_control_channel_takes_only_the_answer_to_its_own_id(tmp_path: Path):
+    """The MCP server's side of the control socket, against a stand-in app on a real socket."""
+    home = Home(tmp_path / "home")
+    home.path.mkdir(mode=0o700)
+
+    async def app(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request_id = json.loads(await reader.readline())["id"]
+        for wrong in (True, str(request_id), request_id + 1000):  # none of them is the channel's id
+            writer.write(encode({"id": wrong, "ok": True, "result": {"for": "someone else"}}))
+        writer.write(encode({"id": request_id, "ok": True, "result": {"for": "the channel"}}))
+        await writer.drain()
+        await reader.read()  # until the channel hangs up
+
+    async def run() -> None:
+        with home.socket_address() as address:
+            server = await asyncio.start_unix_server(app, address)
+        home.socket.chmod(0o600)
+        channel = ControlChannel(home, "a-token")
+        try:
+            assert await asyncio.wait_for(channel.request({"op": "status"}), WAIT_S) == {"for": "the channel"}
+        finally:
+            await channel.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(run())
