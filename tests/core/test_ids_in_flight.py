@@ -305,6 +305,8 @@ def test_the_control_channel_takes_only_the_answer_to_its_own_id(tmp_path: Path)
     home = Home(tmp_path / "home")
     home.path.mkdir(mode=0o700)
 
+    hung_up = asyncio.Event()
+
     async def app(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         request_id = json.loads(await reader.readline())["id"]
         for wrong in (True, str(request_id), request_id + 1000):  # none of them is the channel's id
@@ -312,6 +314,9 @@ def test_the_control_channel_takes_only_the_answer_to_its_own_id(tmp_path: Path)
         writer.write(encode({"id": request_id, "ok": True, "result": {"for": "the channel"}}))
         await writer.drain()
         await reader.read()  # until the channel hangs up
+        writer.close()
+        await writer.wait_closed()
+        hung_up.set()
 
     async def run() -> None:
         with home.socket_address() as address:
@@ -322,6 +327,7 @@ def test_the_control_channel_takes_only_the_answer_to_its_own_id(tmp_path: Path)
             assert await asyncio.wait_for(channel.request({"op": "status"}), WAIT_S) == {"for": "the channel"}
         finally:
             await channel.close()
+            await asyncio.wait_for(hung_up.wait(), WAIT_S)
             server.close()
             await server.wait_closed()
 
