@@ -72,10 +72,12 @@ def _named_to_reaper(pgid: int, named: bool) -> None:
     """Name a server's process group to this process's reaper (started with the first), or forget it."""
     global _reaper
     with _reaper_lock:
-        if _reaper is None:
+        if _reaper is None or (_reaper.process is not None and _reaper.process.poll() is not None):
             if not named:
                 return
-            _reaper = Reaper(CLOSE_GRACE_S)
+            if _reaper is not None:
+                _reaper.done()  # it is gone: only our end of its pipe is left to close
+            _reaper = Reaper(CLOSE_GRACE_S)  # the first, or one that something ended (a job adopting orphans)
         if named:
             _reaper.name(pgid)
         else:
