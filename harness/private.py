@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 DIR_MODE = 0o700
@@ -29,6 +30,28 @@ def private_dir(path: Path) -> Path:
         folder.mkdir(mode=DIR_MODE, exist_ok=True)
         folder.chmod(DIR_MODE)
     return path
+
+
+def unwritable(path: Path) -> str | None:
+    """Why the harness could not write into folder ``path`` (creating it where missing), else ``None``;
+    it creates nothing and leaves nothing behind.
+
+    The nearest folder of ``path`` that exists is tried for real (a file made
+    and removed at once), not judged from its mode bits, which say nothing of
+    a read-only mount, an access list or a run as root.
+    """
+    probe = path
+    while not probe.exists() and not probe.is_symlink() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is not a folder" if probe == path else f"{probe}, on its way, is not a folder"
+    try:
+        fd, name = tempfile.mkstemp(prefix=".writable-", dir=probe)
+    except OSError as error:
+        return f"cannot write in {probe} ({error.strerror or error})"
+    os.close(fd)
+    os.unlink(name)
+    return None
 
 
 def write_private(path: Path, data: str | bytes) -> Path:

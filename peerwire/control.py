@@ -263,8 +263,11 @@ class ControlChannel:
                     # every call on it fails with that refusal, not with a bare "closed".
                     refusal = PeerwireError.from_dict(response["error"])
                     continue
-                future = self._pending.pop(response.get("id"), None)
-                if future is not None and not future.done():  # else: a call its caller cancelled
+                request_id = response.get("id")
+                # Only the int ids this channel issued match (true is not 1); any other answer is for a call its
+                # caller cancelled or gave up on, or for none of ours, and settles nothing.
+                future = self._pending.pop(request_id, None) if type(request_id) is int else None
+                if future is not None and not future.done():
                     future.set_result(response)
         except (OSError, ValueError) as exc:
             why = f"the connection to the app broke ({exc})"

@@ -229,7 +229,11 @@ class ControlConnection:
     def _spawn(self, request_id: Any, request: dict | PeerwireError) -> None:
         here = Presence()
         key = _key(request_id)
-        if request_id is not None:
+        if request_id is not None and key in self.calls:
+            # Answers and cancels name a call by id alone: a second call under a live id would take the
+            # first one's cancel. It is refused and runs nothing; the id is free once its call is answered.
+            request = in_flight(request_id)
+        elif request_id is not None:
             self.calls[key] = here
         context = contextvars.copy_context()
         context.run(presence.set, here)
@@ -310,4 +314,11 @@ async def _write(writer: asyncio.StreamWriter, message: dict) -> None:
 
 
 def _key(request_id: Any) -> str:
-    return json.dumps(request_id)
+    return json.dumps(request_id)  # 7 and "7" are two ids
+
+
+def in_flight(request_id: Any) -> PeerwireError:
+    """The refusal of a request whose id names a call still in flight on the connection."""
+    return PeerwireError(Code.INVALID_ARGUMENT,
+                         f"request id {_key(request_id)[:60]} is already in flight on this connection; use another id, "
+                         "or this one again after its answer", {"id": request_id, "in_flight": True})

@@ -25,7 +25,9 @@ What the wire refuses, and how (the client caused it, so never -32603):
 * a value that is not a request object (no string method, an id that is not a
   string or an integer) is -32600 with id null;
 * a batch (an array) is answered element by element where the negotiated
-  revision allows batches, else refused as a whole with -32600.
+  revision allows batches, else refused as a whole with -32600;
+* a request whose id is already in flight on the session (:func:`in_flight`)
+  is -32600 naming the id, and changes nothing: ``7`` and ``"7"`` are two ids.
 
 Outgoing text never contains ``NaN``/``Infinity`` or a lone surrogate, so
 stdout is always valid JSON in valid UTF-8.
@@ -113,6 +115,25 @@ def shown(value: Any, limit: int = 60) -> str:
     """A client-supplied value for an error message: ASCII-escaped (surrogates too), shortened."""
     text = json.dumps(value, ensure_ascii=True) if isinstance(value, str) else type(value).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def id_key(msg_id: str | int) -> str:
+    """A request id as a key that keeps JSON's types apart: ``7`` and ``"7"`` are different ids."""
+    return json.dumps(msg_id, ensure_ascii=True)
+
+
+def in_flight(msg_id: str | int) -> Rejected:
+    """The refusal of a request that reuses ``msg_id`` while a request with that id is unanswered.
+
+    Answers are matched to requests by id alone, so a second request under a
+    live id would make both answers ambiguous and take the first call's
+    ``notifications/cancelled`` away from it; it is refused and nothing else
+    happens. The id is free again once its request is answered or cancelled.
+    """
+    shown_id = shown(msg_id) if isinstance(msg_id, str) else str(msg_id)
+    return Rejected(msg_id, INVALID_REQUEST,
+                    f"Invalid Request: id {shown_id} is already in flight on this session; "
+                    "use another id, or this one again after its answer")
 
 
 def refuse_constant(name: str) -> Any:

@@ -118,33 +118,69 @@ class McpSession:
         self._write = write
         self.revision: str | None = None
         self._calls: dict[str, asyncio.Task] = {}
-        self._cancelled: set[str] = set()
+        self._cancelled: set[asyncio.Task] = set()
+        """Calls cancelled by the client and still ending: they are answered to no one."""
         self._channel: ControlChannel | None = None
         self._warming: asyncio.Future | None = None
 
     # -- input ----------------------------------------------------------------------
 
     def receive(self, raw: bytes | Oversize) -> None:
-        """Handle one input line: answer at once or start a task that will."""
+        """Handle one input line: answer at once or start a task that will.
+
+        A request (or a refused message) whose id is still in flight is refused
+        with -32600 naming the id, whatever it asks: the call in flight keeps
+        its id, its answer and its cancellation.
+        """
         if isinstance(raw, Oversize):
-            self._send(self._oversize(raw))
+            msg_id = raw.member("id")
+            live = self._live(msg_id) if isinstance(msg_id, (str, int)) and not isinstance(msg_id, bool) else None
+            self._send(self._rejection(live) if live is not None else self._oversize(raw))
             return
         message = jsonrpc.read_line(raw, batches=self.revision in BATCH_REVISIONS)
         if message is None:
             return
         if isinstance(message, Batch):
-            if any(isinstance(i, Request) and i.method == "tools/call" for i in message.items):
-                self._start(self._batch(message), None)
-            else:  # nothing in it waits: answer it in order, like a single request
-                self._send([r for r in map(self._answer_item, message.items) if r is not None] or None)
-        elif isinstance(message, Rejected):
-            self._send(jsonrpc.error(message.id, message.code, message.message))
+            self._receive_batch(message)
         elif isinstance(message, Notification):
             self._notified(message)
+        elif (live := self._live(message.id)) is not None:
+            self._send(self._rejection(live))
+        elif isinstance(message, Rejected):
+            self._send(self._rejection(message))
         elif message.method == "tools/call":
             self._start(self._answered(message), message.id)
         else:
             self._send(self._answer_now(message))
+
+    def _live(self, msg_id: str | int | None) -> Rejected | None:
+        """The refusal of ``msg_id`` when a request with that id is in flight, else ``None``."""
+        if msg_id is None or jsonrpc.id_key(msg_id) not in self._calls:
+            return None
+        return jsonrpc.in_flight(msg_id)
+
+    @staticmethod
+    def _rejection(message: Rejected) -> dict[str, Any]:
+        return jsonrpc.error(message.id, message.code, message.message)
+
+    def _receive_batch(self, batch: Batch) -> None:
+        # Each id is checked against the calls in flight and against the batch's earlier items.
+        items: list[Request | Notification | Rejected] = []
+        taken: set[str] = set()
+        for item in batch.items:
+            if not isinstance(item, Notification) and item.id is not None:
+                key = jsonrpc.id_key(item.id)
+                if key in taken or key in self._calls:
+                    item = jsonrpc.in_flight(item.id)
+                taken.add(key)
+            items.append(item)
+        if any(isinstance(i, Request) and i.method == "tools/call" for i in items):
+            # Each call is in flight under its own id from now on, so notifications/cancelled reaches it.
+            answers = [self._start(self._answer(i), i.id) if isinstance(i, Request) and i.method == "tools/call"
+                       else self._answer_item(i) for i in items]
+            self._start(self._batch(answers), None)
+        else:  # nothing in it waits: answer it in order, like a single request
+            self._send([r for r in map(self._answer_item, items) if r is not None] or None)
 
     @staticmethod
     def _oversize(line: Oversize) -> dict[str, Any]:
@@ -161,11 +197,19 @@ class McpSession:
         while len(self._calls) >= MAX_CALLS_IN_FLIGHT:
             await asyncio.wait(list(self._calls.values()), return_when=asyncio.FIRST_COMPLETED)
 
-    def _start(self, work: Any, msg_id: Any) -> None:
+    def _start(self, work: Any, msg_id: Any) -> asyncio.Task:
         task = asyncio.ensure_future(work)
-        key = json.dumps(msg_id) if msg_id is not None else f"batch-{id(task)}"
+        key = jsonrpc.id_key(msg_id) if msg_id is not None else f"batch-{id(task)}"
         self._calls[key] = task
-        task.add_done_callback(lambda _: self._calls.pop(key, None))
+
+        def done(_: asyncio.Future) -> None:
+            # The id is free again for the client's next request.
+            if self._calls.get(key) is task:
+                del self._calls[key]
+            self._cancelled.discard(task)
+
+        task.add_done_callback(done)
+        return task
 
     def _notified(self, note: Notification) -> None:
         if note.method != "notifications/cancelled" or not isinstance(note.params, dict):
@@ -173,19 +217,23 @@ class McpSession:
         target = note.params.get("requestId")
         if isinstance(target, bool) or not isinstance(target, (str, int)):
             return
-        key = json.dumps(target)
+        key = jsonrpc.id_key(target)
         task = self._calls.get(key)
-        if task is not None:
-            self._cancelled.add(key)  # MCP: a cancelled request gets no answer
+        if task is not None and not task.done():
+            # MCP: a cancelled request gets no answer, so its id is the client's again at once; the call
+            # ends (releasing its waits in the app) on its own time, answering no one.
+            del self._calls[key]
+            self._cancelled.add(task)
             task.cancel()
 
     async def closed(self, grace: float = ANSWER_GRACE_S) -> None:
         """stdin closed: the client is gone. Release every call's waits, answer what finishes, stop."""
         if self._channel is not None:
             self._channel.release_all()
-        if self._calls:
-            await asyncio.wait(list(self._calls.values()), timeout=grace)
-        for task in list(self._calls.values()):
+        running = [*self._calls.values(), *self._cancelled]
+        if running:
+            await asyncio.wait(running, timeout=grace)
+        for task in running:
             task.cancel()
         if self._channel is not None:
             await self._channel.close()
@@ -205,9 +253,8 @@ class McpSession:
 
     async def _answered(self, request: Request) -> None:
         response = await self._answer(request)
-        if json.dumps(request.id) not in self._cancelled:
+        if asyncio.current_task() not in self._cancelled:
             self._send(response)
-        self._cancelled.discard(json.dumps(request.id))
 
     async def _answer(self, request: Request) -> dict[str, Any] | None:
         """The response to ``request``, or ``None`` when it was cancelled. Never raises."""
@@ -242,14 +289,17 @@ class McpSession:
             return self._answer_now(item)
         return None  # a notification in a batch: nothing to cancel, nothing to answer
 
-    async def _batch(self, batch: Batch) -> None:
-        answers = []
-        for item in batch.items:
-            if isinstance(item, Request) and item.method == "tools/call":
-                answers.append(self._answer(item))
-            else:
-                answers.append(asyncio.sleep(0, self._answer_item(item)))
-        responses = [r for r in await asyncio.gather(*answers) if r is not None]
+    async def _batch(self, answers: list[asyncio.Task | dict[str, Any] | None]) -> None:
+        """One answer line for a batch, once each of its calls has finished."""
+        calls = [a for a in answers if isinstance(a, asyncio.Task)]
+        if calls:
+            await asyncio.wait(calls)
+        responses = []
+        for answer in answers:
+            if isinstance(answer, asyncio.Task):
+                answer = None if answer.cancelled() else answer.result()  # a cancelled call is left out
+            if answer is not None:
+                responses.append(answer)
         if responses:
             self._send(responses)
 

@@ -3,7 +3,11 @@
 The Codex app-server (:mod:`peerwire.codex.app_server`) and an ACP agent
 (:mod:`peerwire.acp.client`) speak the same wire: newline-delimited JSON-RPC 2.0
 on the child's stdin (to it) and stdout (from it). :class:`StdioPeer` is that
-wire once: it frames lines, correlates request ids with their answers, keeps
+wire once: it frames lines, correlates request ids with their answers (an id
+is never reused while its request is unanswered, and an answer that matches no
+request in flight is kept in ``unmatched_responses``, never taken for
+another's), refuses a server request that reuses the id of one it is still
+answering (-32600), keeps
 notifications in arrival order (each with its ``index``), answers the requests
 the server sends with a handler, and records every line both ways in a
 :class:`Transcript`. It knows no method names; the typed clients do.
@@ -28,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from .jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Notification, Request, Response, error_object, read_peer_message
+from .jsonrpc import (INTERNAL_ERROR, METHOD_NOT_FOUND, Notification, Request, Response, error_object, id_key,
+                      in_flight, read_peer_message)
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
@@ -263,9 +268,14 @@ class StdioPeer:
         self.arrivals = Arrivals()
         self.server_requests: list[HandledRequest] = []
         self.malformed_lines: list[str] = []
+        self.unmatched_responses: list[Response] = []
+        """Answers that match no request in flight: a late one (after its timeout), a second one, an id we
+        never sent (``"7"`` is not ``7``)."""
         self._handler = server_request_handler
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[str, asyncio.Future[Any]]] = {}
+        self._answering: set[str] = set()
+        """The ids (:func:`~peerwire.jsonrpc.id_key`) of the server requests whose handler is still running."""
         self._exited: PeerExited | None = None
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
         self._stderr_file: IO[str] | None = (
@@ -313,6 +323,8 @@ class StdioPeer:
         if self._exited is not None:
             raise self._exited
         request_id = next(self._ids)
+        while request_id in self._pending:  # never reuse an id still in flight, even after a wrap-around
+            request_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = (method, future)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
@@ -474,19 +486,34 @@ class StdioPeer:
         elif isinstance(message, Response):
             self._resolve(message)
         elif isinstance(message, Request):
-            task = asyncio.create_task(self._answer(message), name=f"server-request-{message.method}")
-            self._handler_tasks.add(task)
-            task.add_done_callback(self._handler_tasks.discard)
+            self._start_answer(message)
         else:
             await self.arrivals.add(message.method, message.params)
 
+    def _start_answer(self, request: Request) -> None:
+        key = id_key(request.id) if isinstance(request.id, (str, int)) else None
+        if key is not None and key in self._answering:
+            # Our answer names the request by id alone: a second request under a live id is refused unrun.
+            refusal = in_flight(request.id)
+            response = {"jsonrpc": "2.0", "id": request.id, "error": error_object(refusal.code, refusal.message)}
+            self.server_requests.append(HandledRequest(request, response))
+            task = asyncio.create_task(self._send_quietly(response), name=f"server-request-{request.method}")
+        else:
+            if key is not None:
+                self._answering.add(key)
+            task = asyncio.create_task(self._answer(request), name=f"server-request-{request.method}")
+            if key is not None:
+                task.add_done_callback(lambda _: self._answering.discard(key))
+        self._handler_tasks.add(task)
+        task.add_done_callback(self._handler_tasks.discard)
+
     def _resolve(self, message: Response) -> None:
-        pending = self._pending.get(message.id) if isinstance(message.id, int) else None
-        if pending is None:
-            return  # an answer to a request that already timed out
-        method, future = pending
-        if future.done():
+        # type() and not isinstance(): the id true is not the id 1, nor "1" the id 1.
+        pending = self._pending.get(message.id) if type(message.id) is int else None
+        if pending is None or pending[1].done():
+            self.unmatched_responses.append(message)
             return
+        method, future = pending
         if message.error is not None:
             error = message.error
             future.set_exception(
@@ -504,6 +531,9 @@ class StdioPeer:
         except Exception as error:  # a broken handler must still answer, or the server waits forever
             response["error"] = error_object(INTERNAL_ERROR, f"client handler failed: {error!r}")
         self.server_requests.append(HandledRequest(request, response))
+        await self._send_quietly(response)
+
+    async def _send_quietly(self, response: dict[str, Any]) -> None:
         with contextlib.suppress(PeerExited):
             await self._send(response)
 

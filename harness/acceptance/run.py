@@ -47,7 +47,7 @@ from harness.capabilities import table_rows as capability_table
 from harness.codex.capability_probe import REPORT_NAME, CapabilityReport
 from harness.evidence.usage import LABEL as USAGE_LABEL, total as usage_total
 from harness.codex.install import PINNED, CodexInstallError, CodexInstallation, locate_codex
-from harness.private import private_dir, write_private
+from harness.private import private_dir, unwritable, write_private
 from harness.process.jobs import Job, JobClosedError, install_signal_handlers
 from harness.process.lifeline import Lifeline
 from harness.model.personas import applies as persona_applies, select_personas
@@ -81,6 +81,12 @@ def main(argv: Sequence[str], *, stderr: TextIO | None = None) -> int:
     except (UsageError, ScenarioError, ValueError) as error:
         print(f"runner: {error}", file=err)
         return 2
+    # Before any run home: a report that cannot be written would cost the whole run its verdict.
+    for option, folder in (("--report-dir", options.report_dir),
+                           ("--junit", options.junit.parent if options.junit is not None else None)):
+        if folder is not None and (why := unwritable(folder)) is not None:
+            print(f"runner: {option} {folder}: {why}; no scenario was run", file=err)
+            return 2
     codex, codex_problem = None, None
     try:
         codex = locate_codex(options.codex, expected_version=options.expected_version or PINNED)

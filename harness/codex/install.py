@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness import npm
+from harness.process.bounded import run_bounded
 
 __all__ = [
     "CACHE_ENV",
@@ -278,7 +279,7 @@ def read_codex_version(executable: str | os.PathLike[str], *, timeout: float = V
     with tempfile.TemporaryDirectory(prefix="peerwire-codex-probe-") as scratch_home:
         env["CODEX_HOME"] = scratch_home
         try:
-            result = subprocess.run(
+            result = run_bounded(
                 [str(path), "--version"],
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -478,7 +479,7 @@ def _npm_install(npm: str, prefix: Path, version: str, environ: dict[str, str], 
     argv = [npm, "install", "--prefix", str(prefix), f"{PACKAGE}@{version}",
             "--no-audit", "--no-fund", "--loglevel=error"]
     try:
-        result = subprocess.run(argv, env=environ, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        result = run_bounded(argv, env=environ, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                 timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise CodexReleaseError(f"npm install {PACKAGE}@{version} did not finish within {timeout:.0f} s") from exc

@@ -31,6 +31,7 @@ from jsonschema import Draft7Validator
 from peerwire.codex.capabilities import Fact
 
 from harness.codex.install import CodexInstallation
+from harness.process.bounded import run_bounded
 from harness.codex.fixtures import load
 
 Kind = Literal["request", "notification", "server_request"]
@@ -158,9 +159,9 @@ class ProtocolSchema:
         with tempfile.TemporaryDirectory(prefix="peerwire-schema-home-") as scratch:
             env["CODEX_HOME"] = scratch
             try:
-                result = subprocess.run([str(codex.program), "app-server", "generate-json-schema", "--out",
-                                         str(out)], env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                                        text=True, timeout=timeout)
+                result = run_bounded([str(codex.program), "app-server", "generate-json-schema", "--out",
+                                      str(out)], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                                     text=True, timeout=timeout)
             except subprocess.TimeoutExpired as exc:
                 raise ProtocolSchemaError(f"Codex {codex.version} did not generate its schema within "
                                           f"{timeout:.0f} s") from exc

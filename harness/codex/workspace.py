@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.process.bounded import run_bounded
+
 __all__ = ["FixtureWorkspace", "WorkspaceError", "git_environment"]
 
 AUTHOR_NAME = "peerwire fixture"
@@ -107,7 +109,7 @@ class FixtureWorkspace:
 def _git(git: str, cwd: Path, *args: str) -> str:
     argv: Sequence[str] = [git, *args]
     try:
-        result = subprocess.run(
+        result = run_bounded(
             argv,
             cwd=cwd,
             env=git_environment(),

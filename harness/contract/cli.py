@@ -23,10 +23,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
+from harness.private import unwritable
 from harness.resources import contract_suite_config, packages_root
 
 from .layout import SUITE_DIR
+from .limits import DEFAULT_STARTUP_S
 from .report import JSON_NAME
+from .stdio import command_stdout_fault
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,6 +168,16 @@ def _environment(changes: Mapping[str, str | None]) -> Iterator[dict[str, str | 
         put(before)
 
 
+def _stdout_fault(args: argparse.Namespace) -> str | None:
+    """Whether a server command given writes no JSON-RPC on stdout, probed once before any test (see
+    :func:`~harness.contract.stdio.stdout_fault`): one such server would fail every test, each after its bound."""
+    timeout = args.startup_timeout if args.startup_timeout is not None else DEFAULT_STARTUP_S
+    for command in filter(None, (args.server_cmd, args.collab_server_cmd)):
+        if (fault := command_stdout_fault(command, timeout=timeout)) is not None:
+            return fault
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(argv or [])
     extra: list[str] = []
@@ -173,6 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, extra = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
     report_dir = Path(args.report_dir).absolute() if args.report_dir else default_report_dir()
+    if (why := unwritable(report_dir)) is not None:
+        print(f"contract: --report-dir {report_dir}: {why}; no test was run", file=sys.stderr)
+        return 2
+    if (fault := _stdout_fault(args)) is not None:
+        print(f"contract: {fault}; no test was run", file=sys.stderr)
+        return 2
     verdict = report_dir / JSON_NAME
     verdict.unlink(missing_ok=True)  # a report left by an earlier run must not speak for this one
 

@@ -6,6 +6,16 @@ everything the server writes. Every stdout line is kept in order, JSON-RPC or
 not; responses resolve the pending request with the same id. Nothing here
 sleeps: every wait is a bounded wait on a future. Every line sent is kept too,
 so a failure can show the whole exchange, whatever the ids (:meth:`StdioServer.exchange`).
+
+Some stdout that is not JSON-RPC is tolerated and kept (a requirement judges
+it), but only so much (:data:`STRAY_LIMIT_LINES`, :data:`STRAY_LIMIT_BYTES`):
+past that the server is not speaking JSON-RPC at all. It is stopped at once,
+with its process group, and every wait on it fails with one line naming the
+cause (:class:`NotJsonRpc`), instead of each request waiting out its bound while
+the lines pile up. :func:`stdout_fault` probes a server command once, for a run
+that wants to stop before it starts many. Every server is named to a reaper
+(:mod:`harness.process.reaper`) while it runs, so it ends with its owner even
+when the owner is killed outright.
 """
 
 from __future__ import annotations
@@ -13,8 +23,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from concurrent.futures import Future
@@ -22,14 +34,54 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from harness.process.jobs_posix import Reaper
 from peerwire.jsonrpc import strict_loads
 
 CLOSE_GRACE_S = 2.0
 """How long a server may take to exit after its stdin closes before it is signalled."""
 
+STRAY_LIMIT_LINES = 100
+"""How many stdout lines that are not JSON-RPC a server may write before it is taken for one that speaks none."""
+STRAY_LIMIT_BYTES = 64 * 1024
+"""How many bytes of such lines, likewise."""
+LINE_LIMIT_BYTES = 16 * 1024 * 1024
+"""The longest stdout line read (far above any answer the suite provokes): one longer, a stream without newlines
+included, is taken for a server that speaks no JSON-RPC, like too many stray lines."""
+
 
 class ServerExited(RuntimeError):
     """The server's stdout closed while a request was still waiting for its response."""
+
+
+class NotJsonRpc(ServerExited):
+    """The server wrote more stdout that is not JSON-RPC than the client tolerates, and was stopped."""
+
+
+def stray_cause(raw: bytes) -> str:
+    """One line naming what a server wrote instead of JSON-RPC, from its first such line."""
+    what = "non-JSON" if strict_json(raw) is None else "JSON that is not JSON-RPC"
+    shown = raw[:60].decode("utf-8", "replace")
+    return f"server wrote {what} to stdout: {shown!r}" + (" …" if len(raw) > 60 else "")
+
+
+_reaper: Reaper | None = None
+_reaper_lock = threading.Lock()
+
+
+def _named_to_reaper(pgid: int, named: bool) -> None:
+    """Name a server's process group to this process's reaper (started with the first), or forget it."""
+    global _reaper
+    with _reaper_lock:
+        if _reaper is None or (_reaper.process is not None and _reaper.process.poll() is not None):
+            if not named:
+                return
+            if _reaper is not None:
+                _reaper.done()  # it is gone: only our end of its pipe is left to close
+            _reaper = Reaper(CLOSE_GRACE_S)  # the first, or one that something ended (a job adopting orphans)
+        if named:
+            _reaper.name(pgid)
+        else:
+            _reaper.forget(pgid)
 
 
 class NoResponse(TimeoutError):
@@ -107,12 +159,19 @@ class StdioServer:
         self._lines: list[Line] = []
         self._sent: list[tuple[float, bytes]] = []
         self._eof = threading.Event()
+        self._stray_lines = 0
+        self._stray_bytes = 0
+        self._first_stray = b""
+        self.fault: str | None = None
+        """Set, to one line naming the cause, once the server was stopped for writing too much that is not
+        JSON-RPC."""
         self.started_at = time.monotonic()
         with open(stderr, "ab") as err:
             self.process = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
                 start_new_session=True,
             )
+        _named_to_reaper(self.process.pid, True)
         self._reader = threading.Thread(target=self._read, name=f"stdout of {self.argv[0]}", daemon=True)
         self._reader.start()
 
@@ -129,7 +188,7 @@ class StdioServer:
             self.process.stdin.write(raw)
             self.process.stdin.flush()
         except (BrokenPipeError, ValueError) as exc:
-            raise ServerExited(f"cannot write to the server: {exc}; {self.stderr_tail()}") from None
+            raise self._gone(f"cannot write to the server: {exc}") from None
 
     def send(self, message: Any) -> None:
         self.send_line(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
@@ -150,7 +209,7 @@ class StdioServer:
         future: Future = Future()
         with self._lock:
             if self._eof.is_set():
-                future.set_exception(ServerExited(f"the server has exited; {self.stderr_tail()}"))
+                future.set_exception(self._gone("the server has exited"))
             else:
                 self._pending[id_key(msg_id)] = future
         return future
@@ -160,10 +219,15 @@ class StdioServer:
         future: Future = Future()
         with self._lock:
             if self._eof.is_set():
-                future.set_exception(ServerExited(f"the server has exited; {self.stderr_tail()}"))
+                future.set_exception(self._gone("the server has exited"))
             else:
                 self._watchers.append((predicate, future))
         return future
+
+    def _gone(self, what: str) -> ServerExited:
+        if self.fault is not None:
+            return NotJsonRpc(f"{self.fault}; the client stopped it")
+        return ServerExited(f"{what}; {self.stderr_tail()}")
 
     def call(self, method: str, params: Any = None, *, timeout: float) -> dict:
         """Send a request and wait up to ``timeout`` seconds for its response."""
@@ -307,14 +371,21 @@ class StdioServer:
         self._reader.join(grace)
         if self.process.stdout:
             self.process.stdout.close()
+        _named_to_reaper(self.process.pid, False)
         return self.process.returncode
 
     def _read(self) -> None:
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
+        stdout = self.process.stdout
+        assert stdout is not None
+        for raw in iter(lambda: stdout.readline(LINE_LIMIT_BYTES), b""):
+            if len(raw) >= LINE_LIMIT_BYTES and not raw.endswith(b"\n"):
+                self._stop(raw)
+                break
             line = raw.rstrip(b"\r\n")
             message = strict_json(line)
             entry = Line(raw=line, message=message, at=time.monotonic())
+            if not entry.is_json_rpc and self._too_much_stray(entry):
+                break
             with self._lock:
                 self._lines.append(entry)
                 settled = [(self._pending.pop(id_key(r["id"]), None), r) for r in entry.responses]
@@ -332,7 +403,64 @@ class StdioServer:
             watchers, self._watchers = self._watchers, []
         for future in [*pending.values(), *(f for _, f in watchers)]:
             if not future.done():
-                future.set_exception(ServerExited(f"the server closed stdout; {self.stderr_tail()}"))
+                future.set_exception(self._gone("the server closed stdout"))
+
+    def _too_much_stray(self, entry: Line) -> bool:
+        """Count a line that is not JSON-RPC; past the tolerance, stop the server (its group) and say why."""
+        if self._stray_lines == 0:
+            self._first_stray = entry.raw
+        self._stray_lines += 1
+        self._stray_bytes += len(entry.raw) + 1
+        if self._stray_lines <= STRAY_LIMIT_LINES and self._stray_bytes <= STRAY_LIMIT_BYTES:
+            return False
+        self._stop(self._first_stray)
+        return True
+
+    def _stop(self, first_stray: bytes) -> None:
+        self.fault = stray_cause(first_stray)
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # it floods: nothing it says from here on is read
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stdout_fault(argv: Sequence[str], env: dict[str, str], *, timeout: float, stderr: Path) -> str | None:
+    """Start ``argv`` once, ask it ``initialize``, and name in one line why its stdout is no JSON-RPC; ``None``
+    when it answers (stray lines within the tolerance are the suite's to judge) or writes nothing at all in
+    ``timeout`` seconds (a server that is slow or silent is not this probe's to judge).
+
+    The server and its process group are stopped before this returns, whatever happened.
+    """
+    server = StdioServer(argv, env, stderr=stderr)
+    try:
+        _, answer = server.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                                  "clientInfo": {"name": "peerwire-contract-probe", "version": "0"}})
+        try:
+            answer.result(timeout)
+            return None
+        except NotJsonRpc:
+            return server.fault
+        except (ServerExited, TimeoutError) as exc:
+            strays = server.stray_lines()
+            if not strays or len(strays) < server.line_count:  # silent, or some of it was JSON-RPC
+                return None
+            then = "exited" if isinstance(exc, ServerExited) else f"wrote no answer to initialize in {timeout:g}s"
+            return f"{stray_cause(strays[0].raw)}, then {then}"
+    finally:
+        server.close()
+
+
+def command_stdout_fault(command: str, *, timeout: float) -> str | None:
+    """:func:`stdout_fault` for a ``--server-cmd`` as given (split as a shell would, run with our environment);
+    ``None`` too for a command that cannot start (the run's own start-up checks name that)."""
+    argv = shlex.split(command)
+    if not argv:
+        return None
+    with tempfile.TemporaryDirectory(prefix="peerwire-probe-") as scratch:
+        try:
+            return stdout_fault(argv, dict(os.environ), timeout=timeout, stderr=Path(scratch) / "stderr")
+        except OSError:
+            return None
 
 
 def wait_response(future: Future, timeout: float, *, what: str) -> dict:

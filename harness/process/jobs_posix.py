@@ -70,6 +70,11 @@ class Reaper:
             self._start()
         self._send(f"+{pgid}\n".encode())
 
+    def forget(self, pgid: int) -> None:
+        """The group ended under its owner's own hand: the reaper no longer signals it (its id may be reused)."""
+        if self._orders >= 0:
+            self._send(f"-{pgid}\n".encode())
+
     def done(self) -> None:
         """The job tore down by itself: the reaper exits without signalling anything. Idempotent."""
         if self._orders >= 0:

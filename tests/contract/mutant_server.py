@@ -443,6 +443,37 @@ class SerialCalls:
         return response
 
 
+class IdReused:
+    """Serves a request under an id still in flight as a call of its own, never refusing it (a server that keeps
+    its calls in a map by id and lets the second overwrite the first); answers go back under the reused id."""
+
+    live: set[str] = set()
+    aliases: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    @classmethod
+    def request(cls, relay: Relay, request: dict) -> dict:
+        if "id" not in request or not isinstance(request.get("method"), str):
+            return request
+        key = json.dumps(request["id"])
+        with cls.lock:
+            if key not in cls.live:
+                cls.live.add(key)
+                return request
+            alias = f"reused-{len(cls.aliases)}"
+            cls.aliases[json.dumps(alias)] = request["id"]
+        return {**request, "id": alias}
+
+    @classmethod
+    def response(cls, relay: Relay, response: dict, request: dict | None) -> dict:
+        key = json.dumps(response.get("id"))
+        with cls.lock:
+            if key in cls.aliases:
+                return {**response, "id": cls.aliases.pop(key)}
+            cls.live.discard(key)
+        return response
+
+
 LINE_MUTATIONS: dict[str, Callable[[Relay, bytes], bytes | None]] = {
     "surrogate-exit": surrogate_exit,
     "deep-silent": deep_silent,
@@ -467,6 +498,7 @@ REQUEST_MUTATIONS: dict[str, Callable[[Relay, dict], dict | None]] = {
     "fraction-truncated": fraction_truncated,
     "serial-calls": SerialCalls.request,
     "strict-ignored": strict_ignored,
+    "id-reused": IdReused.request,
 }
 RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {
     "task-twice": task_exposed_twice,
@@ -481,6 +513,7 @@ RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {
     "text-mirror-dropped": text_mirror_dropped,
     "serial-calls": SerialCalls.response,
     "hung-unbounded": hung_unbounded,
+    "id-reused": IdReused.response,
 }
 STARTUP_MUTATIONS = {"stdout-log"}
 BUFFERED_MUTATIONS = {"answers-buffered"}

@@ -53,6 +53,7 @@ EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {
     "discover-silent": (("wire:revision:discover",), "wire:initialize:handshake"),
     "cancel-answered": (("wire:cancel:no-answer",), "wire:ping"),
     "cancel-ignored": (("wire:cancel:no-answer",), "task:receipt:request-id"),
+    "id-reused": (("wire:id:in-flight",), "wire:ping"),
     "stdin-held": (("wire:stdin-close:cancels",), "wire:ping"),
     "odd-id-unanswered": (("wire:fuzz:messages", "wire:response:exactly-one"), "wire:ping"),
     "float-internal": (("wire:fuzz:tool-arguments",), "tools:result:structured"),

@@ -94,6 +94,38 @@ def test_a_cancelled_request_gets_no_answer(servers):
     assert not answers, f"the cancelled request {msg_id} was answered: {answers}"
 
 
+@requirement("wire:id:in-flight")
+def test_an_id_in_flight_is_refused_and_its_call_keeps_its_cancel(servers):
+    _, endpoint = _quiet_caller(servers)
+    server = endpoint.server
+    live = 10**9 + secrets.randbelow(10**9)  # far from the ids the client counts up from itself
+    for first, twin in ((live, str(live)), (f"{live}-s", None)):
+        waiting = {"jsonrpc": "2.0", "id": first, "method": "tools/call",
+                   "params": {"name": "wait_agent", "arguments": {"timeout_ms": LONG_WAIT_MS}}}
+        server.send(waiting)
+        assert server.call("ping", timeout=PROMPT_S).get("result") == {}  # the wait is in flight now
+        again = server.expect_response(first)
+        server.send({**waiting, "params": {"name": "list_agents", "arguments": {}}})
+        refused = wait_response(again, PROMPT_S, what=f"a second request under the live id {first!r}")
+        error = refused.get("error")
+        assert isinstance(error, dict) and error.get("code") == -32600 and str(first) in str(error.get("message")), (
+            f"a second request under the id {first!r} of a pending wait_agent must be refused with -32600 naming "
+            f"the id, and run nothing; got {refused}")
+        if twin is not None:
+            _, other = server.request("ping", msg_id=twin)
+            assert wait_response(other, PROMPT_S, what=f"ping with id {twin!r}").get("result") == {}, (
+                f"{twin!r} is not the id {first!r}: it must be served")
+        server.notify("notifications/cancelled", {"requestId": first, "reason": "the user gave up"})
+        reused = server.expect_response(first)
+        server.send({"jsonrpc": "2.0", "id": first, "method": "ping"})
+        answer = wait_response(reused, PROMPT_S, what=f"a ping reusing the cancelled call's id {first!r}")
+        assert answer.get("result") == {}, (
+            f"once its call is cancelled the id {first!r} is free again; the next request under it got {answer}")
+        assert server.call("ping", timeout=PROMPT_S).get("result") == {}
+        ran = [r for r in server.responses_to(first) if "agents" in str(r.get("result", ""))]
+        assert not ran, f"the refused list_agents under the live id {first!r} ran: {ran}"
+
+
 @requirement("wire:stdin-close:cancels")
 def test_closing_stdin_cancels_calls_in_flight(servers):
     recipient, endpoint = _quiet_caller(servers)
