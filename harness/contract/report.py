@@ -61,7 +61,8 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
         "scores": _scores_json(compliance.scores),
         "scored_profiles": list(compliance.selection.profiles),
         "sources": {
-            group: {"conformant": compliance.source_verdicts().get(group, True), **_scores_json(scores)}
+            group: {"conformant": compliance.source_verdicts().get(group, False),
+                    "verdict": compliance.source_verdict(group), **_scores_json(scores)}
             for group, scores in (compliance.source_scores or {}).items()
         },
         "reference_only": [v.requirement.id for v in compliance.reference_only],
@@ -94,6 +95,7 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
                 **({"baselined": v.baselined} if v.baselined else {}),
                 **({"stale": True} if v.stale else {}),
                 "passed_checks": v.passes,
+                **({"notes": list(v.notes)} if v.notes else {}),
                 "items": list(v.items),
                 "failures": [f.to_json() for f in v.failures],
             }
@@ -181,7 +183,8 @@ def render_markdown(document: dict[str, Any]) -> str:
                      + (f", {scores[lv.name]['fail']} fail" if scores[lv.name]["fail"] else "")
                      + (f", {scores[lv.name]['not_tested']} not tested" if scores[lv.name]["not_tested"] else "")
                      if scores[lv.name]["total"] else "-" for lv in Level]
-            verdict_text = "conformant" if scores["conformant"] else "**not conformant**"
+            verdict_text = scores.get("verdict") or ("conformant" if scores["conformant"] else "NOT conformant")
+            verdict_text = f"**{verdict_text}**" if verdict_text == "NOT conformant" else verdict_text
             lines.append(f"| {group} | {verdict_text} | " + " | ".join(cells) + " |")
     inapplicable = [r for r in document["requirements"] if r["result"] == Result.NOT_APPLICABLE.value]
     if inapplicable:
@@ -238,6 +241,7 @@ def render_markdown(document: dict[str, Any]) -> str:
             notes.append(f"baselined: {req['baselined']}")
         if req.get("stale"):
             notes.append("STALE baseline entry")
+        notes += req.get("notes", [])
         result = req["result"] if req["result"] != Result.FAIL.value else "**fail**"
         lines.append(f"| `{req['id']}` | {req['level']} | {result} | {_cell(req['source'])} "
                      f"| {_cell('; '.join(notes))} |")
