@@ -241,7 +241,7 @@ class Exchange:
         if settled.pending and not (refusal is not None and refusal.done() and not refusal.cancelled()):
             missing = [msg_id for msg_id, f in futures if f in settled.pending]
             what = f"request id {missing[0]!r}" if missing else "the line"
-            raise AssertionError(f"{what} got no answer: {settled.silence}; {shown}; {since(server, seen)}")
+            raise AssertionError(f"{what}: {settled.silence}; {shown}; {since(server, seen)}")
         new = server.lines_since(seen)
         stray = [ln.raw[:200] for ln in new if not ln.valid_under(server.revision)]
         assert not stray, (f"stdout carried a line that is not JSON-RPC in valid UTF-8, or an error without id "
