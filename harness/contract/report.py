@@ -57,6 +57,7 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
             "exit_status": compliance.final_status,
             "problems": list(compliance.problems),
             "warnings": list(compliance.warnings),
+            "ran": {level.name: {"ran": ran, "of": total} for level, (ran, total) in compliance.coverage().items()},
         },
         "scores": _scores_json(compliance.scores),
         "scored_profiles": list(compliance.selection.profiles),
@@ -105,6 +106,14 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
     }
 
 
+def _ran_line(ran: dict[str, dict[str, int]]) -> list[str]:
+    """For a run that left out some of its profiles' requirements: how many of each level ran."""
+    if all(counts["ran"] == counts["of"] for counts in ran.values()):
+        return []
+    return ["- Judged over what ran only: " + ", ".join(f"{c['ran']} of {c['of']} {level}s"
+                                                       for level, c in ran.items() if c["of"])]
+
+
 def _scores_json(scores: dict) -> dict[str, Any]:
     return {level.name: {"pass": s.passed, "fail": s.failed, "expected_failure": s.expected_failures,
                          "not_tested": s.not_tested, "total": s.total, "score": round(s.score, 4)}
@@ -146,6 +155,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         f"- Baseline: {document['baseline']['path'] or 'none'} ({len(document['baseline']['entries'])} entries)",
         f"- Verdict: **{'compliant' if verdict['compliant'] else 'not compliant'}** "
         f"(exit status {verdict['exit_status']})",
+        *_ran_line(verdict.get("ran") or {}),
         "",
         "## Scores",
         "",

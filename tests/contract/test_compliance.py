@@ -7,6 +7,7 @@ import pytest
 from harness.contract.baseline import Baseline, BaselineError, parse_baseline
 from harness.contract.compliance import Result, judge
 from harness.contract.manifest import Level, Manifest, Requirement, Selection
+from harness.contract.report import compliance_document, render_markdown
 from harness.contract.verdicts import Vote
 
 MANIFEST = Manifest((
@@ -192,3 +193,12 @@ def test_a_passing_check_notes_the_form_it_saw():
     compliance = run([noted, vote("a:must", True)])
     assert compliance.verdict("a:must").result is Result.PASS
     assert compliance.verdict("a:must").notes == ("id omitted ×3",)
+
+
+def test_a_narrowed_run_says_in_its_report_how_much_ran():
+    narrowed = run([vote("a:must", True)], selection=Selection(patterns=("a",)))
+    document = compliance_document(narrowed, target={"server_cmd": ["x"]}, tests={})
+    assert document["verdict"]["ran"]["MUST"] == {"ran": 1, "of": 3}
+    assert "- Judged over what ran only: 1 of 3 MUSTs" in render_markdown(document)
+    whole = compliance_document(run(ALL_PASS), target={"server_cmd": ["x"]}, tests={})
+    assert "Judged over what ran only" not in render_markdown(whole)
