@@ -51,6 +51,8 @@ class Result(enum.StrEnum):
 
 
 UNSCORED = (Result.REFERENCE_ONLY, Result.NOT_APPLICABLE)
+RAN = (Result.PASS, Result.FAIL, Result.EXPECTED_FAILURE)
+"""The results of a requirement that was judged."""
 
 
 SCORED_STATUSES = (0, 1, 5)
@@ -67,6 +69,8 @@ class RequirementVerdict:
     items: tuple[str, ...]
     baselined: str | None = None
     stale: bool = False
+    notes: tuple[str, ...] = ()
+    """What passing checks noted: a form the spec leaves to the server, and which one it used."""
 
 
 @dataclass(frozen=True)
@@ -97,15 +101,32 @@ class Compliance:
     """Scores over the selected profiles, per source group (JSON-RPC 2.0, MCP <revision>, messaging contract)."""
 
     def source_verdicts(self) -> dict[str, bool]:
-        """Per source group: whether every selected MUST of it passed (or is an expected failure)."""
-        out: dict[str, bool] = {}
-        for v in self.verdicts:
-            if not v.selected or v.result in UNSCORED:
-                continue
-            group = v.requirement.source_group
-            ok = not (v.requirement.level is Level.MUST and v.result in (Result.FAIL, Result.NOT_TESTED))
-            out[group] = out.get(group, True) and ok
-        return out
+        """Per source group: whether it is conformant (:meth:`source_verdict`): every MUST of it in the selected
+        profiles ran, and passed (or is an expected failure)."""
+        groups = dict.fromkeys(v.requirement.source_group for v in self._scored_in_profiles())
+        return {group: self.source_verdict(group) == "conformant" for group in groups}
+
+    def source_verdict(self, group: str) -> str:
+        """A source group's verdict in words, counting what ran: "NOT conformant" when a selected MUST failed or
+        went untested, "conformant" when every MUST of the group in the selected profiles ran and passed, else
+        "not judged (N of M MUSTs run)": a narrowed run is never called conformant."""
+        musts = [v for v in self._scored_in_profiles()
+                 if v.requirement.source_group == group and v.requirement.level is Level.MUST]
+        if any(v.selected and v.result in (Result.FAIL, Result.NOT_TESTED) for v in musts):
+            return "NOT conformant"
+        ran = sum(v.selected and v.result in RAN for v in musts)
+        return "conformant" if ran == len(musts) else f"not judged ({ran} of {len(musts)} MUSTs run)"
+
+    def coverage(self) -> dict[Level, tuple[int, int]]:
+        """Per level, over the selected profiles: (requirements that ran, requirements a run could judge)."""
+        scored = self._scored_in_profiles()
+        return {level: (sum(v.selected and v.result in RAN for v in mine), len(mine))
+                for level in Level for mine in [[v for v in scored if v.requirement.level is level]]}
+
+    def _scored_in_profiles(self) -> list[RequirementVerdict]:
+        """The requirements a run of the selected profiles could judge (a deferred one has no test to run)."""
+        return [v for v in self.verdicts if v.result not in UNSCORED and not v.requirement.deferred
+                and v.requirement.profile in self.selection.profiles]
 
     @property
     def ok(self) -> bool:
@@ -175,7 +196,7 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
         verdicts.append(RequirementVerdict(
             requirement=req, result=result, selected=selected, passes=len(applicable) - len(failures),
             failures=failures, items=tuple(dict.fromkeys(v.item for v in own)), baselined=baselined,
-            stale=stale))
+            stale=stale, notes=tuple(dict.fromkeys(v.detail for v in applicable if v.passed and v.detail))))
         if selected and req.level is Level.MUST and result is Result.FAIL:
             problems.append(f"MUST {req.id} failed: {_first(failures)}")
         elif selected and req.level is Level.MUST and result is Result.NOT_TESTED:

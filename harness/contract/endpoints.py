@@ -123,6 +123,7 @@ class RawEndpoint:
         if isinstance(response.get("result"), dict):
             negotiated = response["result"].get("protocolVersion")
             self.negotiated = negotiated if isinstance(negotiated, str) else None
+            self.server.revision = self.negotiated
         return response
 
     def first_request(self, method: str, params: Any = None, timeout: float | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,7 +22,7 @@ from harness.contract.interface import Caller, Provisioner
 
 from .cases import Case
 from .endpoints import RawEndpoint
-from .isolation import Isolation, Placement, SessionPools, SharedSessions, needs_of
+from .isolation import Isolation, LeasedEndpoint, Placement, SessionPools, SharedSessions, needs_of
 from .limits import limits
 from .manifest import ALSO_ATTRIBUTE, FRESH_HOME, REQUIREMENT_ATTRIBUTE, manifest
 from .target import Target
@@ -202,8 +203,13 @@ class Servers:
         return self.target.bare_env(self.provisioner, self.caller("probe"))
 
     def close(self) -> None:
-        for endpoint in self._started:
+        leased = [e for e in self._started if isinstance(e, LeasedEndpoint)]
+        own = [e for e in self._started if not isinstance(e, LeasedEndpoint)]
+        for endpoint in leased:
             endpoint.close()
+        # Each server of its own may take its close grace to exit: they close side by side, not in turn.
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(own)))) as pool:
+            list(pool.map(lambda endpoint: endpoint.close(), own))
 
 
 class ProtocolServers(Servers):

@@ -55,7 +55,7 @@ from .endpoints import PROTOCOL_VERSION, RawEndpoint
 from .census import record_closed_early
 from .limits import limits
 from .manifest import FRESH_HOME, FRESH_SERVER, Manifest
-from .stdio import Line, NoResponse, ServerExited, StdioServer, id_key, strict_json
+from .stdio import Line, NoResponse, ServerExited, StdioServer, id_key, response_id, strict_json
 from .target import Target
 
 SHARED_STEM = "shared"
@@ -180,10 +180,14 @@ class LeasedServer:
 
     def responses_to(self, msg_id: Any) -> list[dict]:
         key = id_key(msg_id)
-        return [r for ln in self.lines for r in ln.responses if id_key(r["id"]) == key]
+        return [r for ln in self.lines for r in ln.responses if id_key(response_id(r)) == key]
 
     def stray_lines(self) -> list[Line]:
-        return [ln for ln in self.lines if not ln.is_json_rpc]
+        return [ln for ln in self.lines if not ln.valid_under(self.revision)]
+
+    @property
+    def revision(self) -> str | None:
+        return self._server.revision
 
     def silence(self, msg_id: Any, timeout: float, since: int) -> str:
         return self._server.silence(msg_id, timeout, self._first + since)

@@ -368,9 +368,8 @@ class ComplianceCollector:
             write(f"{profile} profile{'' if tested else ' (not selected)'}: " + ", ".join(
                 f"{level.name} {score.passed}/{score.total} pass, {score.not_tested} not tested"
                 for level, score in levels.items() if score.total))
-        verdicts = compliance.source_verdicts()
         for group, levels in (compliance.source_scores or {}).items():
-            write(f"by source, {group}: {'conformant' if verdicts.get(group, True) else 'NOT conformant'} ("
+            write(f"by source, {group}: {compliance.source_verdict(group)} ("
                   + ", ".join(f"{level.name} {score.passed}/{score.total} pass"
                               for level, score in levels.items() if score.total) + ")")
         startup = startup_summary(self.run.startups)
@@ -388,7 +387,10 @@ class ComplianceCollector:
             write(f"warning: {warning}")
         for path in self.run.written:
             write(f"report: {path}")
-        write("verdict: " + ("compliant" if compliance.ok else "NOT compliant")
+        ran = compliance.coverage()
+        narrowed = "" if all(n == total for n, total in ran.values()) else " over what ran: " + ", ".join(
+            f"{n} of {total} {level.name}s" for level, (n, total) in ran.items() if total)
+        write("verdict: " + ("compliant" if compliance.ok else "NOT compliant") + narrowed
               + f" (exit status {compliance.final_status})")
 
 

@@ -57,11 +57,13 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
             "exit_status": compliance.final_status,
             "problems": list(compliance.problems),
             "warnings": list(compliance.warnings),
+            "ran": {level.name: {"ran": ran, "of": total} for level, (ran, total) in compliance.coverage().items()},
         },
         "scores": _scores_json(compliance.scores),
         "scored_profiles": list(compliance.selection.profiles),
         "sources": {
-            group: {"conformant": compliance.source_verdicts().get(group, True), **_scores_json(scores)}
+            group: {"conformant": compliance.source_verdicts().get(group, False),
+                    "verdict": compliance.source_verdict(group), **_scores_json(scores)}
             for group, scores in (compliance.source_scores or {}).items()
         },
         "reference_only": [v.requirement.id for v in compliance.reference_only],
@@ -94,6 +96,7 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
                 **({"baselined": v.baselined} if v.baselined else {}),
                 **({"stale": True} if v.stale else {}),
                 "passed_checks": v.passes,
+                **({"notes": list(v.notes)} if v.notes else {}),
                 "items": list(v.items),
                 "failures": [f.to_json() for f in v.failures],
             }
@@ -101,6 +104,14 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
         ],
         **(extra or {}),
     }
+
+
+def _ran_line(ran: dict[str, dict[str, int]]) -> list[str]:
+    """For a run that left out some of its profiles' requirements: how many of each level ran."""
+    if all(counts["ran"] == counts["of"] for counts in ran.values()):
+        return []
+    return ["- Judged over what ran only: " + ", ".join(f"{c['ran']} of {c['of']} {level}s"
+                                                       for level, c in ran.items() if c["of"])]
 
 
 def _scores_json(scores: dict) -> dict[str, Any]:
@@ -144,6 +155,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         f"- Baseline: {document['baseline']['path'] or 'none'} ({len(document['baseline']['entries'])} entries)",
         f"- Verdict: **{'compliant' if verdict['compliant'] else 'not compliant'}** "
         f"(exit status {verdict['exit_status']})",
+        *_ran_line(verdict.get("ran") or {}),
         "",
         "## Scores",
         "",
@@ -181,7 +193,8 @@ def render_markdown(document: dict[str, Any]) -> str:
                      + (f", {scores[lv.name]['fail']} fail" if scores[lv.name]["fail"] else "")
                      + (f", {scores[lv.name]['not_tested']} not tested" if scores[lv.name]["not_tested"] else "")
                      if scores[lv.name]["total"] else "-" for lv in Level]
-            verdict_text = "conformant" if scores["conformant"] else "**not conformant**"
+            verdict_text = scores.get("verdict") or ("conformant" if scores["conformant"] else "NOT conformant")
+            verdict_text = f"**{verdict_text}**" if verdict_text == "NOT conformant" else verdict_text
             lines.append(f"| {group} | {verdict_text} | " + " | ".join(cells) + " |")
     inapplicable = [r for r in document["requirements"] if r["result"] == Result.NOT_APPLICABLE.value]
     if inapplicable:
@@ -238,6 +251,7 @@ def render_markdown(document: dict[str, Any]) -> str:
             notes.append(f"baselined: {req['baselined']}")
         if req.get("stale"):
             notes.append("STALE baseline entry")
+        notes += req.get("notes", [])
         result = req["result"] if req["result"] != Result.FAIL.value else "**fail**"
         lines.append(f"| `{req['id']}` | {req['level']} | {result} | {_cell(req['source'])} "
                      f"| {_cell('; '.join(notes))} |")

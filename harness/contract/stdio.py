@@ -39,6 +39,15 @@ from peerwire.jsonrpc import strict_loads
 
 CLOSE_GRACE_S = 2.0
 """How long a server may take to exit after its stdin closes before it is signalled."""
+ID_OPTIONAL_SINCE = "2025-11-25"
+"""The first MCP revision whose schema lets an error response leave out its id (``JSONRPCErrorResponse { id?:
+RequestId }``). JSON-RPC 2.0 § 5 asks for ``"id": null`` where the id could not be read; from this revision on
+both forms are MCP messages, and the official SDKs each refuse one of them, so the suite accepts either."""
+
+
+def id_may_be_omitted(revision: str | None) -> bool:
+    """Whether an error response may leave out its id under ``revision`` (``None``: nothing negotiated yet)."""
+    return revision is None or revision >= ID_OPTIONAL_SINCE
 
 STRAY_LIMIT_LINES = 100
 """How many stdout lines that are not JSON-RPC a server may write before it is taken for one that speaks none."""
@@ -98,7 +107,8 @@ class Line:
 
     @property
     def is_json_rpc(self) -> bool:
-        """A JSON-RPC 2.0 message, or a batch answer: a non-empty array of responses."""
+        """A JSON-RPC 2.0 message, or a batch answer: a non-empty array of responses (an error response
+        without id included: :meth:`valid_under` says whether the negotiated revision allows it)."""
         m = self.message
         if isinstance(m, list):
             return bool(m) and all(_is_response(item) for item in m)
@@ -116,10 +126,26 @@ class Line:
         items = self.message if isinstance(self.message, list) else [self.message]
         return [m for m in items if "method" not in m]
 
+    def valid_under(self, revision: str | None) -> bool:
+        """A JSON-RPC 2.0 message whose every response carries an id, or leaves it out where ``revision``
+        allows it (:func:`id_may_be_omitted`)."""
+        if not self.is_json_rpc:
+            return False
+        return id_may_be_omitted(revision) or all("id" in r for r in self.responses)
+
 
 def _is_response(m: Any) -> bool:
-    return isinstance(m, dict) and m.get("jsonrpc") == "2.0" and "method" not in m and "id" in m \
-        and (("result" in m) != ("error" in m))
+    """A result with an id, or an error with an id or (MCP 2025-11-25) none."""
+    if not isinstance(m, dict) or m.get("jsonrpc") != "2.0" or "method" in m:
+        return False
+    if "result" in m:
+        return "error" not in m and "id" in m
+    return "error" in m
+
+
+def response_id(response: dict) -> Any:
+    """The id a response carries; an error that leaves it out answers the same lines as one with id null."""
+    return response.get("id")
 
 
 def _answerable_id(msg_id: Any) -> bool:
@@ -165,6 +191,8 @@ class StdioServer:
         self.fault: str | None = None
         """Set, to one line naming the cause, once the server was stopped for writing too much that is not
         JSON-RPC."""
+        self.revision: str | None = None
+        """The MCP revision the session negotiated (set by the endpoint that initialized it)."""
         self.started_at = time.monotonic()
         with open(stderr, "ab") as err:
             self.process = subprocess.Popen(
@@ -286,11 +314,11 @@ class StdioServer:
     def responses_to(self, msg_id: Any) -> list[dict]:
         """Every response seen so far that carries ``msg_id``."""
         key = id_key(msg_id)
-        return [r for ln in self.lines for r in ln.responses if id_key(r["id"]) == key]
+        return [r for ln in self.lines for r in ln.responses if id_key(response_id(r)) == key]
 
     def stray_lines(self) -> list[Line]:
-        """Stdout lines that are not JSON-RPC 2.0 messages."""
-        return [ln for ln in self.lines if not ln.is_json_rpc]
+        """Stdout lines that are not JSON-RPC 2.0 messages of the negotiated revision."""
+        return [ln for ln in self.lines if not ln.valid_under(self.revision)]
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -307,7 +335,7 @@ class StdioServer:
         ``lines_from`` on carries."""
         with self._lock:
             sent = [raw for _, raw in self._sent[sent_from:]]
-            answered = {id_key(r["id"]) for ln in self._lines[lines_from:] for r in ln.responses}
+            answered = {id_key(response_id(r)) for ln in self._lines[lines_from:] for r in ln.responses}
         ids = []
         for raw in sent:
             message = strict_json(raw)
@@ -388,9 +416,11 @@ class StdioServer:
                 break
             with self._lock:
                 self._lines.append(entry)
-                settled = [(self._pending.pop(id_key(r["id"]), None), r) for r in entry.responses]
-                matched = [(w, f) for w, f in self._watchers if w(entry)]
-                self._watchers = [(w, f) for w, f in self._watchers if not w(entry)]
+                settled = [(self._pending.pop(id_key(response_id(r)), None), r) for r in entry.responses]
+                # A watcher nobody waits for any more (cancelled, or settled) is dropped, not asked again.
+                live = [(w, f) for w, f in self._watchers if not f.done()]
+                matched = [(w, f) for w, f in live if w(entry)]
+                self._watchers = [(w, f) for w, f in live if (w, f) not in matched]
             for _, future in matched:
                 if not future.done():
                     future.set_result(entry)

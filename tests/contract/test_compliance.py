@@ -7,6 +7,7 @@ import pytest
 from harness.contract.baseline import Baseline, BaselineError, parse_baseline
 from harness.contract.compliance import Result, judge
 from harness.contract.manifest import Level, Manifest, Requirement, Selection
+from harness.contract.report import compliance_document, render_markdown
 from harness.contract.verdicts import Vote
 
 MANIFEST = Manifest((
@@ -169,3 +170,35 @@ def test_malformed_baselines_are_refused(text, complaint):
 def test_baseline_comments_and_blank_lines_are_ignored():
     baseline = parse_baseline("# header\n\n  a:must   # reason with # inside\n")
     assert [e.key for e in baseline] == ["a:must"] and baseline.comment("a:must") == "reason with # inside"
+
+
+def test_a_narrowed_run_is_never_called_conformant():
+    """Three MUSTs of one source a run can judge (a fourth is deferred), one selected and passing: the verdict counts what ran, and says so."""
+    narrowed = run([vote("a:must", True)], selection=Selection(patterns=("a",)))
+    group = MANIFEST["a:must"].source_group
+    assert narrowed.source_verdict(group) == "not judged (1 of 3 MUSTs run)"
+    assert narrowed.source_verdicts()[group] is False
+    assert narrowed.coverage()[Level.MUST] == (1, 3)
+    nothing = run([], selection=Selection(patterns=("c",)))
+    assert nothing.source_verdict(group) == "not judged (0 of 3 MUSTs run)"
+    whole = run(ALL_PASS)
+    assert whole.source_verdict(group) == "conformant", "a deferred MUST has no test any run could judge"
+    assert whole.coverage()[Level.MUST] == (3, 3)
+    failing = run(ALL_PASS + [vote("b:must", False, "suite/b-case")], selection=Selection(patterns=("b",)))
+    assert failing.source_verdict(group) == "NOT conformant"
+
+
+def test_a_passing_check_notes_the_form_it_saw():
+    noted = Vote(requirement="a:must", passed=True, check="an error id", item="item-a", detail="id omitted ×3")
+    compliance = run([noted, vote("a:must", True)])
+    assert compliance.verdict("a:must").result is Result.PASS
+    assert compliance.verdict("a:must").notes == ("id omitted ×3",)
+
+
+def test_a_narrowed_run_says_in_its_report_how_much_ran():
+    narrowed = run([vote("a:must", True)], selection=Selection(patterns=("a",)))
+    document = compliance_document(narrowed, target={"server_cmd": ["x"]}, tests={})
+    assert document["verdict"]["ran"]["MUST"] == {"ran": 1, "of": 3}
+    assert "- Judged over what ran only: 1 of 3 MUSTs" in render_markdown(document)
+    whole = compliance_document(run(ALL_PASS), target={"server_cmd": ["x"]}, tests={})
+    assert "Judged over what ran only" not in render_markdown(whole)

@@ -13,13 +13,13 @@ the server negotiated, and is *not applicable* under another.
 from __future__ import annotations
 
 import json
-from concurrent.futures import wait
-
 import pytest
 
 from harness.contract.fixtures import call_s
 from harness.contract.manifest import manifest, requirement
+from harness.contract.stdio import response_id
 from harness.contract.wire import (
+    Rows,
     answer_to,
     call,
     consented_calls,
@@ -27,8 +27,10 @@ from harness.contract.wire import (
     fence,
     listed_tools,
     log_notifications,
+    note_error_ids,
     responses_since,
     schema_problem,
+    settle,
     shown,
     since,
     unwelcome_notifications,
@@ -57,8 +59,10 @@ def test_initialize_answers_with_capabilities_and_information(protocol):
 @requirement("wire:initialize:version")
 def test_version_negotiation(protocol):
     asked = {}
-    for version in ("1999-01-01", *PUBLISHED):
-        response, _ = _initialize(protocol, version)
+    # Every session is launched before any is asked: their start-ups overlap instead of adding up.
+    launched = {version: protocol.start(handshake=False) for version in ("1999-01-01", *PUBLISHED)}
+    for version, endpoint in launched.items():
+        response = endpoint.initialize(version)
         answered = (response.get("result") or {}).get("protocolVersion")
         assert isinstance(answered, str), f"initialize asking for {version}: no protocolVersion in {response}"
         asked[version] = answered
@@ -94,51 +98,69 @@ PARSE_ERRORS = (
 
 
 @requirement("wire:json:parse-error")
-def test_malformed_json_is_a_parse_error(protocol):
+def test_malformed_json_is_a_parse_error(protocol, votes):
     server = protocol.start().server
+    rows = Rows()
     for raw, lenient in PARSE_ERRORS:
-        response = answer_to(server, raw, (None, *lenient), "-32700 (Parse error) with id null")
-        if response.get("id") is not None:
-            continue  # a lenient parser read the request in it, and answered it: allowed
-        assert response.get("error", {}).get("code") == -32700, \
-            f"sent {shown(raw)}; expected error -32700 (Parse error) with id null; got {response}"
+        with rows.row(shown(raw, 60)):
+            response = answer_to(server, raw, (None, *lenient), "-32700 (Parse error) with id null")
+            if response_id(response) is not None:
+                continue  # a lenient parser read the request in it, and answered it: allowed
+            assert response.get("error", {}).get("code") == -32700, \
+                f"sent {shown(raw)}; expected error -32700 (Parse error) with id null; got {response}"
+    note_error_ids(votes, "wire:json:parse-error", server)
+    rows.check()
 
 
 INVALID_REQUESTS = (
     (b"42", ()),
     (b'"a string"', ()),
-    (b'{"jsonrpc": "2.0", "id": 9}', ()),
-    (b'{"jsonrpc": "2.0", "id": 10, "method": 42}', ()),
-    (b'{"jsonrpc": "2.0", "id": 11, "method": null}', ()),
-    (b'{"jsonrpc": "2.0", "id": 12, "method": ["ping"]}', ()),
+    (b'{"jsonrpc": "2.0", "id": 9}', (9,)),
+    (b'{"jsonrpc": "2.0", "id": 10, "method": 42}', (10,)),
+    (b'{"jsonrpc": "2.0", "id": 11, "method": null}', (11,)),
+    (b'{"jsonrpc": "2.0", "id": 12, "method": ["ping"]}', (12,)),
     (b'{"jsonrpc": "2.0", "id": {"nested": true}, "method": "ping"}', ()),
 )
+"""Values that are not Request objects, and the id each one's request carries where it can be read: the answer
+carries it (JSON-RPC 2.0 § 5: "the same as the value of the id member"), or null, since § 5 names Invalid Request
+among the errors in detecting the id; with no readable id, null (or, from MCP 2025-11-25 on, no id)."""
 ONE_POINT_ZERO = (b'{"id": 7, "method": "ping"}', b'{"jsonrpc": "1.0", "id": 8, "method": "ping"}')
 """Not 2.0 Request objects, which JSON-RPC 2.0 § 3 lets a server still handle as 1.0 ones."""
 
 
 @requirement("wire:request:invalid")
-def test_invalid_requests(protocol):
+def test_invalid_requests(protocol, votes):
     server = protocol.start().server
+    rows = Rows()
     for raw, ids in INVALID_REQUESTS:
-        response = answer_to(server, raw, (None, *ids), "-32600 (Invalid Request) with id null")
-        assert response.get("error", {}).get("code") == -32600, \
-            f"sent {shown(raw)}; expected error -32600 (Invalid Request) with id null; got {response}"
+        expected = "-32600 (Invalid Request) with " + (f"id {ids[0]} or null" if ids else "id null")
+        with rows.row(shown(raw, 60)):
+            response = answer_to(server, raw, (*ids, None), expected)
+            assert response.get("error", {}).get("code") == -32600, \
+                f"sent {shown(raw)}; expected error {expected}; got {response}"
     for raw in ONE_POINT_ZERO:
         msg_id = json.loads(raw)["id"]
-        response = answer_to(server, raw, (None, msg_id), "-32600 (Invalid Request), or an answer as a 1.0 request")
-        if "error" in response:
-            assert response["error"].get("code") == -32600, f"sent {shown(raw)}; an error must be -32600: {response}"
+        with rows.row(shown(raw, 60)):
+            response = answer_to(server, raw, (None, msg_id),
+                                 "-32600 (Invalid Request), or an answer as a 1.0 request")
+            if "error" in response:
+                assert response["error"].get("code") == -32600, \
+                    f"sent {shown(raw)}; an error must be -32600: {response}"
+    note_error_ids(votes, "wire:request:invalid", server)
+    rows.check()
 
 
 @requirement("wire:method:unknown")
 def test_unknown_method(protocol):
     server = protocol.start().server
+    rows = Rows()
     for msg_id, method in ((1, "peerwire/no-such-method"), ("u2", "tools/unknown"), (3, "rpc.nothing")):
         raw = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": {}}).encode()
-        response = answer_to(server, raw, (msg_id,), "-32601 (Method not found) with the request's id")
-        assert response.get("error", {}).get("code") == -32601, \
-            f"sent {shown(raw)}; expected error -32601 (Method not found); got {response}"
+        with rows.row(method):
+            response = answer_to(server, raw, (msg_id,), "-32601 (Method not found) with the request's id")
+            assert response.get("error", {}).get("code") == -32601, \
+                f"sent {shown(raw)}; expected error -32601 (Method not found); got {response}"
+    rows.check()
 
 
 ODD_PARAMS = (
@@ -158,10 +180,13 @@ ODD_PARAMS = (
 @requirement("wire:request:answered")
 def test_every_request_is_answered_whatever_its_params(protocol):
     server = protocol.start().server
+    rows = Rows()
     for number, (method, params) in enumerate(ODD_PARAMS, start=1):
         msg_id = f"odd-{number}"
         raw = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode()
-        answer_to(server, raw, (msg_id, None), "a response (a result or an error) with the request's id")
+        with rows.row(f"{method} {json.dumps(params)}"):
+            answer_to(server, raw, (msg_id, None), "a response (a result or an error) with the request's id")
+    rows.check()
     fence(server, "answered")
 
 
@@ -193,14 +218,17 @@ def test_every_request_gets_exactly_one_response(protocol):
     futures = {}
     for msg_id, method, params in requests:
         _, futures[json.dumps(msg_id)] = server.request(method, params, msg_id=msg_id)
-    done, pending = wait(list(futures.values()), timeout=call_s())
-    missing = [key for key, future in futures.items() if future in pending]
-    assert not missing, f"requests with ids {missing} got no response within {call_s():g}s; {server.stderr_tail(300)}"
+    settled = settle(server, list(futures.values()), every=True)
+    missing = [key[:40] for key, future in futures.items() if future in settled.pending]
+    assert not missing, f"requests with ids {missing}: {settled.silence}; {server.stderr_tail(300)}"
     fence(server, "exactly-one")
+    rows = Rows()
     for msg_id, method, _ in requests:
-        answers = server.responses_to(msg_id)
-        assert len(answers) == 1, f"id {json.dumps(msg_id)[:40]} ({method}) got {len(answers)} responses: {answers}"
-        assert type(answers[0]["id"]) is type(msg_id), f"id {msg_id!r} came back as {answers[0]['id']!r}"
+        with rows.row(f"id {json.dumps(msg_id)[:40]}"):
+            answers = server.responses_to(msg_id)
+            assert len(answers) == 1, f"({method}) got {len(answers)} responses: {answers}"
+            assert type(answers[0]["id"]) is type(msg_id), f"came back as {answers[0]['id']!r}"
+    rows.check()
 
 
 LONE = "\ud800"
@@ -235,15 +263,19 @@ def _hostile_lines() -> list[tuple[str, bytes, tuple]]:
 
 
 @requirement("wire:hostile:answered")
-def test_hostile_requests_are_answered(protocol):
+def test_hostile_requests_are_answered(protocol, votes):
     server = protocol.start().server
+    rows = Rows()
     for what, raw, ids in _hostile_lines():
-        answer_to(server, raw, ids, f"an answer to a request with {what}")
+        with rows.row(what):
+            answer_to(server, raw, ids, f"an answer to a request with {what}")
+    note_error_ids(votes, "wire:hostile:answered", server)
+    rows.check()
     fence(server, "hostile")
 
 
 @requirement("wire:stdout:json-rpc-only")
-def test_stdout_carries_only_json_rpc(protocol):
+def test_stdout_carries_only_json_rpc(protocol, votes):
     endpoint = protocol.start()
     server = endpoint.server
     listed_tools(server)
@@ -252,9 +284,11 @@ def test_stdout_carries_only_json_rpc(protocol):
         server.send_line(raw)
     fence(server, "stdout")
     endpoint.close()
+    note_error_ids(votes, "wire:stdout:json-rpc-only", server)
     stray = server.stray_lines()
-    assert not stray, (f"stdout carried {len(stray)} line(s) that are not one JSON-RPC message in UTF-8, first: "
-                       f"{shown(stray[0].raw, 300)}")
+    assert not stray, (f"stdout carried {len(stray)} line(s) that are not one valid MCP message of the negotiated "
+                       f"revision {server.revision} in UTF-8 (a JSON-RPC 2.0 message; an error leaves out its id only "
+                       f"from MCP 2025-11-25 on), first: {shown(stray[0].raw, 300)}")
 
 
 @requirement("wire:stdout:tool-call")
@@ -366,9 +400,11 @@ def test_batches_are_received_under_2025_03_26(protocol, votes):
     start = server.line_count
     futures = {i: server.expect_response(i) for i in ("b1", "b2", "b3")}
     server.send(batch)
-    done, pending = wait(list(futures.values()), timeout=call_s())
-    missing = [i for i, f in futures.items() if f in pending]
+    settled = settle(server, list(futures.values()), every=True)
+    missing = [i for i, f in futures.items() if f in settled.pending]
     assert not missing, (f"negotiated 2025-03-26 ({response.get('result', {}).get('protocolVersion')}), sent the "
-                         f"batch {json.dumps(batch)}; requests {missing} got no answer within {call_s():g}s; "
-                         f"{since(server, start)}")
+                         f"batch {json.dumps(batch)}; requests {missing}: {settled.silence}; {since(server, start)}")
     assert futures["b3"].result().get("error", {}).get("code") == -32601, futures["b3"].result()
+    form = "one array" if any(isinstance(ln.message, list) for ln in server.lines_since(start)) else "separate lines"
+    votes.record(rule.id, True, "the batch's requests answered, in one array or one line each",
+                 detail=f"the answers came as {form}")

@@ -74,19 +74,6 @@ def _never_internal(response: dict, what: str) -> None:
         assert code != "internal", f"{what}: tool error internal for the client's own input: {response}"
 
 
-def _answered(server: StdioServer, msg_id: Any, raw: bytes, what: str) -> dict:
-    future = server.expect_response(msg_id)
-    server.send_line(raw)
-    start = server.line_count
-    try:
-        response = future.result(call_s())
-    except TimeoutError:
-        raise AssertionError(f"{what}: sent {shown(raw)}; no answer with id {msg_id!r} within {call_s():g}s; "
-                             f"{server.silence(msg_id, call_s(), start)}; {server.stderr_tail(300)}") from None
-    _never_internal(response, what)
-    return response
-
-
 def _still_answers(server: StdioServer, label: str) -> None:
     assert server.alive(), f"the server exited; {server.stderr_tail()}"
     _fence(server, label)

@@ -26,11 +26,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from harness.contract.fixtures import call_s, tool_call
+from harness.contract.fixtures import tool_call
 from harness.contract.manifest import requirement
 from harness.contract.schemas import TOOL_NAMES
-from harness.contract.stdio import StdioServer
-from harness.contract.wire import listed_tools
+from harness.contract.stdio import StdioServer, response_id
+from harness.contract.wire import listed_tools, settle, since
 
 SCALE = float(os.environ.get("PEERWIRE_FUZZ_EXAMPLES", "1"))
 MESSAGE_EXAMPLES = max(1, int(2000 * SCALE))
@@ -219,41 +219,34 @@ class Exchange:
         # One future per id: a batch may repeat an id, and any response with it answers it.
         unique = {json.dumps(i): i for i in ids}.values()
         futures: list[tuple[Any, Future]] = [(i, server.expect_response(i)) for i in unique]
-        # A batch is answered by one array, or refused by one error; either may follow the fence.
-        batch_answer = server.expect_line(lambda ln: isinstance(ln.message, list) or (
-            isinstance(ln.message, dict) and ln.message.get("id") is None)) \
-            if isinstance(value, list) and answer_due else None
+        # With no request id to read, any answer will do (an error with id null or none, an array, or an answer
+        # to an id JSON-RPC allows and MCP does not, such as 1.5). With ids, only an error whose id could not be
+        # read (a batch or a line refused as a whole) excuses them. A batch's requests may be answered in one
+        # array or one line each (MCP 2025-03-26 makes receiving batches a MUST, sending them a MAY).
+        anything = server.expect_line(lambda ln: isinstance(ln.message, list) or any(
+            not str(response_id(r)).startswith("fence-") for r in ln.responses)) if answer_due and not futures else None
+        refusal = server.expect_line(lambda ln: any(response_id(r) is None and "error" in r for r in ln.responses)) \
+            if futures else None
         seen = server.line_count
         server.send_line(line)
-        fence_id = f"fence-{self.count}"
-        _, fence = server.request("ping", msg_id=fence_id)
         shown = f"line {line[:300]!r}"
-        bound = call_s()
-        try:
-            fence.result(bound)
-        except TimeoutError:
-            raise AssertionError(f"the server stopped answering after {shown}: the fence ping got no answer within "
-                                 f"{bound:g}s; {server.silence(fence_id, bound, seen)}; {server.stderr_tail()}") from None
-        early = [r for ln in server.lines_since(seen) for r in ln.responses if r.get("id") != fence_id]
-        null_error = any(r.get("id") is None and "error" in r for r in early)
-        for msg_id, future in futures:
-            if null_error or future.done():
-                continue
-            try:
-                future.result(bound)
-            except TimeoutError:
-                raise AssertionError(f"request id {msg_id!r} got no answer within {bound:g}s; {shown}; "
-                                     f"{server.silence(msg_id, bound, seen)}") from None
-        if batch_answer is not None and not null_error:
-            try:
-                batch_answer.result(bound)
-            except TimeoutError:
-                raise AssertionError(f"the batch got no answer within {bound:g}s; {shown}; "
-                                     f"{server.silence('(the batch)', bound, seen)}") from None
+        settled = settle(server, [f for _, f in futures] or ([anything] if anything else []), every=True,
+                         through_fence=True)
+        for watcher in (anything, refusal):
+            if watcher is not None and not watcher.done():
+                watcher.cancel()
+        if not settled.fenced:
+            raise AssertionError(f"the server stopped answering after {shown}: {settled.silence}; "
+                                 f"{server.stderr_tail()}")
+        if settled.pending and not (refusal is not None and refusal.done() and not refusal.cancelled()):
+            missing = [msg_id for msg_id, f in futures if f in settled.pending]
+            what = f"request id {missing[0]!r}" if missing else "the line"
+            raise AssertionError(f"{what}: {settled.silence}; {shown}; {since(server, seen)}")
         new = server.lines_since(seen)
-        stray = [ln.raw[:200] for ln in new if not ln.is_json_rpc]
-        assert not stray, f"stdout carried a line that is not JSON-RPC in valid UTF-8 {stray[0]!r}; {shown}"
-        answers = [r for ln in new for r in ln.responses if r.get("id") != fence_id]
+        stray = [ln.raw[:200] for ln in new if not ln.valid_under(server.revision)]
+        assert not stray, (f"stdout carried a line that is not JSON-RPC in valid UTF-8, or an error without id "
+                           f"under {server.revision} {stray[0]!r}; {shown}")
+        answers = [r for ln in new for r in ln.responses if not str(response_id(r)).startswith("fence-")]
         arrays = any(isinstance(ln.message, list) for ln in new)
         assert not answer_due or answers or arrays, f"nothing answered {shown}"
         for response in answers:
