@@ -61,7 +61,7 @@ from harness.contract.manifest import PROFILES, Level, Manifest, ManifestError, 
 from harness.contract.report import JUNIT_NAME, group_junit_by_source, not_tested_summary, reference_only_summary, \
     write_reports
 from harness.contract.target import CALL_TOOLS, Target, TargetError
-from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, decode_votes, encode_votes
+from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, blocked_votes, decode_votes, encode_votes
 
 STARTUP_PROPERTY = "contract_startup_ms"
 """Each test item's server start-up times, carried like its votes."""
@@ -289,6 +289,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     elif not failed and not any(v.requirement == info.requirement for v in cast):
         cast.append(Vote(requirement=info.requirement, passed=True, item=info.item, case=info.case,
                          check="the test passes"))
+    if failed:
+        cast += blocked_votes(info, cast)
     encoded = (VOTES_PROPERTY, encode_votes(cast))
     report.user_properties.append(encoded)
     item.user_properties.append(encoded)  # so the JUnit XML (written from the teardown report) carries them
@@ -363,6 +365,10 @@ class ComplianceCollector:
                   f"({score.score * 100:.1f}%)")
         write(not_tested_summary([{"result": v.result.value, "selected": v.selected,
                                     "deferred": v.requirement.deferred} for v in compliance.verdicts]))
+        blocked = [v for v in compliance.verdicts if v.result is Result.BLOCKED]
+        if blocked:
+            write(f"{len(blocked)} blocked by baselined prerequisites (left out of the exit status): " + "; ".join(
+                f"{v.requirement.id} by {', '.join(v.blocked_by)}" for v in blocked))
         for profile, levels in compliance.profile_scores.items():
             tested = profile in compliance.selection.profiles
             write(f"{profile} profile{'' if tested else ' (not selected)'}: " + ", ".join(
@@ -389,7 +395,8 @@ class ComplianceCollector:
         for path in self.run.written:
             write(f"report: {path}")
         write("verdict: " + ("compliant" if compliance.ok else "NOT compliant")
-              + f" (exit status {compliance.final_status})")
+              + f" (exit status {compliance.final_status})" + (f"; {len(blocked)} blocked by baselined prerequisites"
+                                                              if blocked else ""))
 
 
 def shard_verdict(compliance: Compliance) -> Compliance:
