@@ -62,6 +62,8 @@ EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {
     "oversize-closes": (("bounds:line:oversize",), "wire:ping"),
     "answers-buffered": (("wire:backpressure:bounded",), "wire:ping"),
     "hung-unbounded": (("call:app-hung:bounded",), "wire:ping"),
+    "check-then-subscribe": (("wait:wake:admission-window",), "wait:wakes-on-activity"),
+    "empty-wait-cancels": (("wait:empty:untouched",), "wait:empty:cancels-nothing"),
 }
 
 
