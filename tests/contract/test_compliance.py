@@ -10,13 +10,13 @@ from harness.contract.manifest import Level, Manifest, Requirement, Selection
 from harness.contract.verdicts import ItemInfo, Vote, blocked_votes
 
 MANIFEST = Manifest((
-    Requirement("a:must", Level.MUST, "SPEC.md § x", "A must."),
-    Requirement("b:must", Level.MUST, "SPEC.md § x", "B must."),
-    Requirement("c:should", Level.SHOULD, "SPEC.md § x", "C should."),
-    Requirement("d:may", Level.MAY, "SPEC.md § x", "D may."),
-    Requirement("e:must:deferred", Level.MUST, "SPEC.md § x", "E later.", deferred="needs a provider"),
-    Requirement("f:must:elsewhere", Level.MUST, "SPEC.md § x", "F live.", verified_by="tests/codex/test_x.py"),
-    Requirement("collab:g:must", Level.MUST, "SPEC.md § x", "G in the tree."),
+    Requirement("a:must", Level.MUST, "contracts/SPEC.md#wire", "A must."),
+    Requirement("b:must", Level.MUST, "contracts/SPEC.md#wire", "B must."),
+    Requirement("c:should", Level.SHOULD, "contracts/SPEC.md#wire", "C should."),
+    Requirement("d:may", Level.MAY, "contracts/SPEC.md#wire", "D may."),
+    Requirement("e:must:deferred", Level.MUST, "contracts/SPEC.md#wire", "E later.", deferred="needs a provider"),
+    Requirement("f:must:elsewhere", Level.MUST, "contracts/SPEC.md#wire", "F live.", verified_by="tests/codex/test_x.py"),
+    Requirement("collab:g:must", Level.MUST, "contracts/SPEC.md#wire", "G in the tree."),
 ))
 CASES = ["suite/a-case", "suite/b-case"]
 
