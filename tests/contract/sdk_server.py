@@ -30,8 +30,6 @@ from server import Session, load_tools  # noqa: E402  (the app-less core's tool 
 from store import Refused  # noqa: E402
 
 TOOLS = load_tools()
-DEFAULT_WAIT_MS = 60000
-"""wait_agent's default timeout (contracts/tools/wait_agent.json)."""
 
 
 def _result(structured: dict[str, Any], is_error: bool) -> types.CallToolResult:
