@@ -361,8 +361,9 @@ class ComplianceCollector:
         write(f"scored over the selected profiles: {', '.join(compliance.selection.profiles)}")
         for level, score in compliance.scores.items():
             write(f"{level.name:<6} {score.passed}/{score.total} pass, {score.failed} fail, "
-                  f"{score.expected_failures} expected failure, {score.not_tested} not tested "
-                  f"({score.score * 100:.1f}%)")
+                  f"{score.expected_failures} expected failure, "
+                  + (f"{score.blocked} blocked by baselined prerequisites, " if score.blocked else "")
+                  + f"{score.not_tested} not tested ({score.score * 100:.1f}%)")
         write(not_tested_summary([{"result": v.result.value, "selected": v.selected,
                                     "deferred": v.requirement.deferred} for v in compliance.verdicts]))
         blocked = [v for v in compliance.verdicts if v.result is Result.BLOCKED]
