@@ -3,11 +3,15 @@
 A requirement *fails* when any vote for it failed, *passes* when it has votes
 and none failed, and is *not tested* otherwise — never passing. A failure every
 one of whose votes is covered by the baseline (the requirement itself, or the
-cases that failed) is an *expected failure*.
+cases that failed) is an *expected failure*. A requirement whose only votes say an item stopped
+before judging it, at failures that are all expected, is *blocked* by those
+requirements: a baseline that excuses a prerequisite does not turn what
+depends on it into a failure of the run. Blocked by a failure that is not
+expected, it is *not tested*, as before (that failure already fails the run).
 
 The run is compliant exactly when every selected MUST requirement passes or is
 an expected failure, and the baseline holds: no entry is stale (it passes now)
-or unknown. A deferred requirement, one ``verified_by`` the reference's own
+or unknown. A blocked requirement is left out of the exit status. A deferred requirement, one ``verified_by`` the reference's own
 tests, and one of a profile the run leaves out are never selected. SHOULD and
 MAY failures are reported, not fatal.
 
@@ -48,6 +52,8 @@ class Result(enum.StrEnum):
     """No black-box suite can observe it; the reference proves it in its own tests (``verified_by``)."""
     NOT_APPLICABLE = "not applicable"
     """The rule does not hold for this target (an MCP revision it did not negotiate); never scored."""
+    BLOCKED = "blocked by baselined prerequisites"
+    """Its test stopped at failures the baseline expects before it could judge it (``blocked_by`` names them)."""
 
 
 UNSCORED = (Result.REFERENCE_ONLY, Result.NOT_APPLICABLE)
@@ -71,6 +77,8 @@ class RequirementVerdict:
     stale: bool = False
     notes: tuple[str, ...] = ()
     """What passing checks noted: a form the spec leaves to the server, and which one it used."""
+    blocked_by: tuple[str, ...] = ()
+    """For a blocked requirement, or one not tested because its prerequisites failed: those requirements."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,7 @@ class LevelScore:
     failed: int
     expected_failures: int
     not_tested: int
+    blocked: int = 0
 
     @property
     def score(self) -> float:
@@ -180,6 +189,8 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
     for req in manifest:
         selected = selection.includes(req) and not req.outside_suite
         own = by_requirement.get(req.id, []) if selected else []
+        stopped = [v for v in own if v.blocked_by]
+        own = [v for v in own if not v.blocked_by]
         applicable = [v for v in own if v.applicable]
         failures = tuple(v for v in applicable if not v.passed)
         baselined = baseline.comment(req.id)
@@ -193,17 +204,26 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
         else:
             result = Result.PASS if own else Result.NOT_TESTED
         stale = baselined is not None and result is Result.PASS
+        blockers = tuple(dict.fromkeys(r for v in stopped for r in v.blocked_by)) if result is Result.NOT_TESTED \
+            else ()
         verdicts.append(RequirementVerdict(
             requirement=req, result=result, selected=selected, passes=len(applicable) - len(failures),
-            failures=failures, items=tuple(dict.fromkeys(v.item for v in own)), baselined=baselined,
-            stale=stale, notes=tuple(dict.fromkeys(v.detail for v in applicable if v.passed and v.detail))))
+            failures=failures, items=tuple(dict.fromkeys(v.item for v in own + stopped)), baselined=baselined,
+            stale=stale, blocked_by=blockers,
+            notes=tuple(dict.fromkeys(v.detail for v in applicable if v.passed and v.detail))))
+    verdicts = _blocked(verdicts)
+
+    for verdict in verdicts:
+        req, result, failures, selected = verdict.requirement, verdict.result, verdict.failures, verdict.selected
         if selected and req.level is Level.MUST and result is Result.FAIL:
             problems.append(f"MUST {req.id} failed: {_first(failures)}")
         elif selected and req.level is Level.MUST and result is Result.NOT_TESTED:
-            problems.append(f"MUST {req.id} was not tested")
+            problems.append(f"MUST {req.id} was not tested"
+                            + (f": its test stopped at the failure of {', '.join(verdict.blocked_by)}"
+                               if verdict.blocked_by else ""))
         elif selected and result is Result.FAIL:
             warnings.append(f"{req.level.name} {req.id} failed: {_first(failures)}")
-        if stale:
+        if verdict.stale:
             problems.append(f"baseline entry {req.id} is stale: it passes now; remove it")
 
     known_cases = set(known_cases)
@@ -227,6 +247,14 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
                                      for g in sorted(groups, key=_group_order)})
 
 
+def _blocked(verdicts: list[RequirementVerdict]) -> list[RequirementVerdict]:
+    """``verdicts`` with each requirement left untested only by expected failures marked blocked."""
+    results = {v.requirement.id: v.result for v in verdicts}
+    return [replace(v, result=Result.BLOCKED)
+            if v.blocked_by and all(results.get(r) is Result.EXPECTED_FAILURE for r in v.blocked_by) else v
+            for v in verdicts]
+
+
 def _group_order(group: str) -> tuple[int, str]:
     """JSON-RPC 2.0 first, then MCP by revision, then the messaging contract."""
     return ({"JSON-RPC 2.0": 0, "messaging contract": 2}.get(group, 1), group)
@@ -241,7 +269,8 @@ def _scores(verdicts: list[RequirementVerdict]) -> dict[Level, LevelScore]:
             passed=sum(v.result is Result.PASS for v in mine),
             failed=sum(v.result is Result.FAIL for v in mine),
             expected_failures=sum(v.result is Result.EXPECTED_FAILURE for v in mine),
-            not_tested=sum(v.result is Result.NOT_TESTED for v in mine))
+            not_tested=sum(v.result is Result.NOT_TESTED for v in mine),
+            blocked=sum(v.result is Result.BLOCKED for v in mine))
     return scores
 
 

@@ -9,7 +9,8 @@ thread), in its own tests.
 **Provenance.** The source says whose rule it is (:class:`Origin`): JSON-RPC
 2.0's (``JSON-RPC 2.0 § 5 Response object``), an MCP revision's (``MCP
 2025-11-25 § Basic / Lifecycle``), or the messaging contract's own (any other
-source: ``SPEC.md``, ``reference/...``). A JSON-RPC or MCP requirement quotes
+source: ``contracts/SPEC.md#<anchor>``, a section of the contract's rules shipped
+with it). A JSON-RPC or MCP requirement quotes
 the spec's sentence (``quote``) with its keyword (``keyword``), and its level is
 the keyword's: an MCP SHOULD is never a MUST here. ``revisions`` names the MCP
 revisions whose text holds the rule (under another negotiated revision it does

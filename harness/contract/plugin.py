@@ -61,7 +61,7 @@ from harness.contract.manifest import PROFILES, Level, Manifest, ManifestError, 
 from harness.contract.report import JUNIT_NAME, group_junit_by_source, not_tested_summary, reference_only_summary, \
     write_reports
 from harness.contract.target import CALL_TOOLS, Target, TargetError
-from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, decode_votes, encode_votes
+from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, blocked_votes, decode_votes, encode_votes
 from harness.shards import DURATIONS_FILE, Shard, ShardError, load_durations, plan, write_durations
 
 STARTUP_PROPERTY = "contract_startup_ms"
@@ -289,6 +289,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     elif not failed and not any(v.requirement == info.requirement for v in cast):
         cast.append(Vote(requirement=info.requirement, passed=True, item=info.item, case=info.case,
                          check="the test passes"))
+    if failed:
+        cast += blocked_votes(info, cast)
     encoded = (VOTES_PROPERTY, encode_votes(cast))
     report.user_properties.append(encoded)
     item.user_properties.append(encoded)  # so the JUnit XML (written from the teardown report) carries them
@@ -359,10 +361,15 @@ class ComplianceCollector:
         write(f"scored over the selected profiles: {', '.join(compliance.selection.profiles)}")
         for level, score in compliance.scores.items():
             write(f"{level.name:<6} {score.passed}/{score.total} pass, {score.failed} fail, "
-                  f"{score.expected_failures} expected failure, {score.not_tested} not tested "
-                  f"({score.score * 100:.1f}%)")
+                  f"{score.expected_failures} expected failure, "
+                  + (f"{score.blocked} blocked by baselined prerequisites, " if score.blocked else "")
+                  + f"{score.not_tested} not tested ({score.score * 100:.1f}%)")
         write(not_tested_summary([{"result": v.result.value, "selected": v.selected,
                                     "deferred": v.requirement.deferred} for v in compliance.verdicts]))
+        blocked = [v for v in compliance.verdicts if v.result is Result.BLOCKED]
+        if blocked:
+            write(f"{len(blocked)} blocked by baselined prerequisites (left out of the exit status): " + "; ".join(
+                f"{v.requirement.id} by {', '.join(v.blocked_by)}" for v in blocked))
         for profile, levels in compliance.profile_scores.items():
             tested = profile in compliance.selection.profiles
             write(f"{profile} profile{'' if tested else ' (not selected)'}: " + ", ".join(
@@ -391,7 +398,8 @@ class ComplianceCollector:
         narrowed = "" if all(n == total for n, total in ran.values()) else " over what ran: " + ", ".join(
             f"{n} of {total} {level.name}s" for level, (n, total) in ran.items() if total)
         write("verdict: " + ("compliant" if compliance.ok else "NOT compliant") + narrowed
-              + f" (exit status {compliance.final_status})")
+              + f" (exit status {compliance.final_status})" + (f"; {len(blocked)} blocked by baselined prerequisites"
+                                                              if blocked else ""))
 
 
 def shard_verdict(compliance: Compliance) -> Compliance:

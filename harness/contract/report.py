@@ -95,6 +95,7 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
                 **({"divergence": v.requirement.divergence} if v.requirement.divergence else {}),
                 **({"baselined": v.baselined} if v.baselined else {}),
                 **({"stale": True} if v.stale else {}),
+                **({"blocked_by": list(v.blocked_by)} if v.blocked_by else {}),
                 "passed_checks": v.passes,
                 **({"notes": list(v.notes)} if v.notes else {}),
                 "items": list(v.items),
@@ -116,7 +117,7 @@ def _ran_line(ran: dict[str, dict[str, int]]) -> list[str]:
 
 def _scores_json(scores: dict) -> dict[str, Any]:
     return {level.name: {"pass": s.passed, "fail": s.failed, "expected_failure": s.expected_failures,
-                         "not_tested": s.not_tested, "total": s.total, "score": round(s.score, 4)}
+                         "not_tested": s.not_tested, "blocked": s.blocked, "total": s.total, "score": round(s.score, 4)}
             for level, s in scores.items()}
 
 
@@ -200,6 +201,14 @@ def render_markdown(document: dict[str, Any]) -> str:
     if inapplicable:
         lines += ["", "Not applicable to this target (not scored): "
                   + "; ".join(f"`{r['id']}` ({_cell(_why_inapplicable(r))})" for r in inapplicable) + "."]
+    blocked = [r for r in document["requirements"] if r["result"] == Result.BLOCKED.value]
+    if blocked:
+        lines += ["", f"## {blocked_summary(document['requirements'])}", "",
+                  "Their tests stopped at failures the baseline expects, before they could judge them; they are left "
+                  "out of the exit status and count against the score.", "",
+                  "| ID | Level | Blocked by |", "|---|---|---|"]
+        lines += [f"| `{r['id']}` | {r['level']} | " + ", ".join(f"`{b}`" for b in r["blocked_by"]) + " |"
+                  for r in blocked]
     apart = [r for r in document["requirements"] if r["result"] == Result.REFERENCE_ONLY.value]
     if apart:
         lines += ["", f"## Verified by the reference only ({len(apart)})", "",
@@ -284,6 +293,12 @@ def not_tested_summary(requirements: list[dict[str, Any]]) -> str:
     unselected = sum(1 for r in untested if not r["selected"] and not r.get("deferred"))
     return (f"Not tested: {len(untested)} ({deferred} deferred, {unselected} not selected, "
             f"{len(untested) - deferred - unselected} selected but without a vote).")
+
+
+def blocked_summary(requirements: list[dict[str, Any]]) -> str:
+    """How many requirements the baseline's expected failures kept from being judged (empty when none)."""
+    blocked = sum(1 for r in requirements if r["result"] == Result.BLOCKED.value)
+    return f"{blocked} blocked by baselined prerequisites" if blocked else ""
 
 
 def group_junit_by_source(path: Path, manifest: Any) -> None:

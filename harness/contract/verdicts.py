@@ -33,14 +33,19 @@ class Vote:
     """Every line sent and received around the failure, whatever its id (``[{"dir", "at_ms", "line"}]``)."""
     applicable: bool = True
     """False: the rule does not apply to this target (another negotiated revision); ``check`` says why."""
+    blocked_by: tuple[str, ...] = ()
+    """Not a verdict: the item stopped at the failure of these requirements before it could judge this one."""
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if v is not None and not (k == "applicable" and v)}
+        out = {k: v for k, v in asdict(self).items()
+               if v is not None and not (k == "applicable" and v) and not (k == "blocked_by" and not v)}
+        if self.blocked_by:
+            out["blocked_by"] = list(self.blocked_by)
         return clip(out)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Vote":
-        return cls(**data)
+        return cls(**{**data, "blocked_by": tuple(data.get("blocked_by", ()))})
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,23 @@ class VoteRecorder:
     @property
     def failures(self) -> list[Vote]:
         return [v for v in self.votes if not v.passed]
+
+
+def blocked_votes(info: ItemInfo, cast: Iterable[Vote]) -> list[Vote]:
+    """Votes saying which of a failed item's requirements it never judged, and the failures that stopped it.
+
+    An item that declares several requirements judges the later ones only if it
+    gets that far; a requirement it never reached is not a pass and not a
+    failure of its own, but blocked by the requirements that failed first.
+    """
+    cast = list(cast)
+    failed = tuple(dict.fromkeys(v.requirement for v in cast if not v.passed))
+    judged = {v.requirement for v in cast}
+    if not failed:
+        return []
+    return [Vote(requirement=r, passed=False, item=info.item, case=info.case, blocked_by=failed,
+                 check=f"not judged: the test stopped at the failure of {', '.join(failed)}")
+            for r in info.requirements if r not in judged]
 
 
 def encode_votes(votes: Iterable[Vote]) -> str:

@@ -62,10 +62,11 @@ class ContractRun:
 
 
 def run_contract(tmp_path: Path, *args: str, command: Sequence[str] | None = None, cwd: Path | None = None,
-                 env: dict[str, str] | None = None) -> ContractRun:
+                 env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT_S) -> ContractRun:
     """Run the contract runner (or ``command``) in a child process with a clean environment.
 
-    ``env`` is added to that environment; ``cwd`` is where it runs (default ``tmp_path``).
+    ``env`` is added to that environment; ``cwd`` is where it runs (default ``tmp_path``); ``timeout``
+    bounds it.
     """
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
@@ -78,9 +79,9 @@ def run_contract(tmp_path: Path, *args: str, command: Sequence[str] | None = Non
     with open(log, "wb") as out:
         try:
             done = subprocess.run(argv, cwd=cwd or tmp_path, env=child_env, stdout=out, stderr=subprocess.STDOUT,
-                                  timeout=RUN_TIMEOUT_S)
+                                  timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"{' '.join(argv[:4])} ran over {RUN_TIMEOUT_S}s; output:\n"
+            raise AssertionError(f"{' '.join(argv[:4])} ran over {timeout:g}s; output:\n"
                                  f"{log.read_text(errors='replace')[-3000:]}") from None
     return ContractRun(done.returncode, log.read_text("utf-8", errors="replace"), report_dir)
 

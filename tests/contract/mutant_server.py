@@ -425,6 +425,89 @@ def hung_unbounded(relay: Relay, response: dict, request: dict | None) -> dict |
     return response
 
 
+class EmptyWaitCancels:
+    """A receive whose timed wait ends empty closes every task this session claimed: the relay replies to each
+    (status failed) before it passes the empty page on, so the caller's own reply later finds it answered."""
+
+    PREFIX = "mutant-close-"
+
+    @classmethod
+    def response(cls, relay: Relay, response: dict, request: dict | None) -> dict | None:
+        claimed: set = relay.memory.setdefault("claimed", set())
+        msg_id = response.get("id")
+        if isinstance(msg_id, str) and msg_id.startswith(cls.PREFIX):
+            waiting, held = relay.memory["closing"]
+            waiting.discard(msg_id)
+            return held if not waiting else None  # the empty page goes on once every task is closed
+        if _tool(request) != "receive_messages":
+            return response
+        structured = _structured(response) or {}
+        claimed.update(c.get("request_id") for c in structured.get("claims") or [] if isinstance(c, dict))
+        arguments = _arguments(request) or {}
+        if not (structured.get("timed_out") and not structured.get("records") and claimed
+                and arguments.get("timeout_ms", 0)):
+            return response
+        ids = {f"{cls.PREFIX}{n}-{_nonce()}" for n in range(len(claimed))}
+        relay.memory["closing"] = (set(ids), response)
+        for close_id, request_id in zip(sorted(ids), sorted(claimed)):
+            relay.to_server({"jsonrpc": "2.0", "id": close_id, "method": "tools/call", "params": {
+                "name": "reply", "arguments": {"request_id": request_id, "status": "failed",
+                                               "message": "closed: the wait ended empty"}}})
+        claimed.clear()
+        return None
+
+
+def _nonce() -> str:
+    return os.urandom(4).hex()
+
+
+class CheckThenSubscribe:
+    """A wait (wait_agent, or receive_messages with a timeout) checks the mailbox, and only a moment later starts
+    waiting: a record admitted in between is already there when it does, and is not signalled. The relay checks
+    with a wait_agent of timeout 0, waits LOST_WINDOW_S, then passes the wait on; an answer that comes back at
+    once after that (the record admitted in the window) is held until the wait's timeout."""
+
+    LOST_WINDOW_S = 0.05
+    AT_ONCE_S = 0.1
+    PROBE = "mutant-check-"
+
+    @classmethod
+    def request(cls, relay: Relay, request: dict) -> dict | None:
+        arguments = _arguments(request) or {}
+        timeout = arguments.get("timeout_ms", 60000 if _tool(request) == "wait_agent" else 0)
+        if _tool(request) not in ("wait_agent", "receive_messages") or not isinstance(timeout, int) or timeout <= 0:
+            return request
+        threading.Thread(target=cls._check_then_wait, args=(relay, request, timeout), daemon=True).start()
+        return None
+
+    @classmethod
+    def _check_then_wait(cls, relay: Relay, request: dict, timeout_ms: int) -> None:
+        probe_id = cls.PROBE + _nonce()
+        checked = threading.Event()
+        relay.memory.setdefault("probes", {})[probe_id] = checked
+        relay.to_server({"jsonrpc": "2.0", "id": probe_id, "method": "tools/call",
+                         "params": {"name": "wait_agent", "arguments": {"timeout_ms": 0}}})
+        checked.wait(30)
+        if not relay.memory.get(probe_id + ":woke"):
+            time.sleep(cls.LOST_WINDOW_S)  # the await between the check and the subscription
+            relay.memory.setdefault("subscribed", {})[json.dumps(request.get("id"))] = (time.monotonic(), timeout_ms)
+        relay.to_server(request)
+
+    @classmethod
+    def response(cls, relay: Relay, response: dict, request: dict | None) -> dict | None:
+        msg_id = response.get("id")
+        if isinstance(msg_id, str) and msg_id.startswith(cls.PROBE):
+            relay.memory[msg_id + ":woke"] = (_structured(response) or {}).get("woke") is True
+            relay.memory["probes"].pop(msg_id).set()
+            return None
+        since = relay.memory.get("subscribed", {}).pop(json.dumps(msg_id), None)
+        if since is None or time.monotonic() - since[0] > cls.AT_ONCE_S:
+            return response
+        deadline = since[0] + since[1] / 1000
+        threading.Timer(max(0.0, deadline - time.monotonic()), relay.to_client, args=(response,)).start()
+        return None
+
+
 class SerialCalls:
     """Runs one tools/call at a time: the next is not even read until the previous one is answered."""
 
@@ -499,6 +582,7 @@ REQUEST_MUTATIONS: dict[str, Callable[[Relay, dict], dict | None]] = {
     "serial-calls": SerialCalls.request,
     "strict-ignored": strict_ignored,
     "id-reused": IdReused.request,
+    "check-then-subscribe": CheckThenSubscribe.request,
 }
 RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {
     "task-twice": task_exposed_twice,
@@ -514,6 +598,8 @@ RESPONSE_MUTATIONS: dict[str, Callable[[Relay, dict, dict | None], dict]] = {
     "serial-calls": SerialCalls.response,
     "hung-unbounded": hung_unbounded,
     "id-reused": IdReused.response,
+    "empty-wait-cancels": EmptyWaitCancels.response,
+    "check-then-subscribe": CheckThenSubscribe.response,
 }
 STARTUP_MUTATIONS = {"stdout-log"}
 BUFFERED_MUTATIONS = {"answers-buffered"}

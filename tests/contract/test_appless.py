@@ -29,7 +29,8 @@ SERVER = [sys.executable, str(HERE / "appless" / "server.py")]
 PROVISIONER = "appless.provisioner:AppLessProvisioner"
 ENV = {"PYTHONPATH": str(HERE)}
 SELECTION = ("target", "send:receipt:admitted", "receive:order", "receive:cursor:continue", "receive:timeout",
-             "wait:wakes-on-activity", "wait:timeout-zero:immediate", "interrupt", "list-agents:fields",
+             "wait:wakes-on-activity", "wait:timeout-zero:immediate", "wait:wake:admission-window",
+             "receive:isolation:names-alike", "wait:empty:untouched", "interrupt", "list-agents:fields",
              "receipt:durable", "task:receipt:request-id", "identity", "tools:list:names", "app:unavailable",
              "wire:ping", "wire:initialize:handshake", "wire:stdout:tool-call")
 """What this small core implements: targets, admission, ordering, waits, interrupts, crashes (and a few wire
@@ -42,6 +43,10 @@ MUTANTS: dict[str, tuple[tuple[str, ...], str]] = {
     "snapshot-wait": (("receive:timeout:wakes", "wait:wakes-on-activity"), "receive:timeout:expires"),
     "case-insensitive-targets": (("target:name:case-exact",), "target:name:exact"),
     "interrupt-succeeds": (("interrupt:idle:not-active",), "interrupt:manual:unsupported"),
+    # The three classes an outsider's planted bugs slipped past: only their own requirements catch them.
+    "check-then-subscribe": (("wait:wake:admission-window",), "wait:wakes-on-activity"),
+    "prefix-routing": (("receive:isolation:names-alike",), "receive:order:admission"),
+    "empty-wait-cancels": (("wait:empty:untouched",), "wait:empty:cancels-nothing"),
 }
 
 

@@ -8,16 +8,16 @@ from harness.contract.baseline import Baseline, BaselineError, parse_baseline
 from harness.contract.compliance import Result, judge
 from harness.contract.manifest import Level, Manifest, Requirement, Selection
 from harness.contract.report import compliance_document, render_markdown
-from harness.contract.verdicts import Vote
+from harness.contract.verdicts import ItemInfo, Vote, blocked_votes
 
 MANIFEST = Manifest((
-    Requirement("a:must", Level.MUST, "SPEC.md § x", "A must."),
-    Requirement("b:must", Level.MUST, "SPEC.md § x", "B must."),
-    Requirement("c:should", Level.SHOULD, "SPEC.md § x", "C should."),
-    Requirement("d:may", Level.MAY, "SPEC.md § x", "D may."),
-    Requirement("e:must:deferred", Level.MUST, "SPEC.md § x", "E later.", deferred="needs a provider"),
-    Requirement("f:must:elsewhere", Level.MUST, "SPEC.md § x", "F live.", verified_by="tests/codex/test_x.py"),
-    Requirement("collab:g:must", Level.MUST, "SPEC.md § x", "G in the tree."),
+    Requirement("a:must", Level.MUST, "contracts/SPEC.md#wire", "A must."),
+    Requirement("b:must", Level.MUST, "contracts/SPEC.md#wire", "B must."),
+    Requirement("c:should", Level.SHOULD, "contracts/SPEC.md#wire", "C should."),
+    Requirement("d:may", Level.MAY, "contracts/SPEC.md#wire", "D may."),
+    Requirement("e:must:deferred", Level.MUST, "contracts/SPEC.md#wire", "E later.", deferred="needs a provider"),
+    Requirement("f:must:elsewhere", Level.MUST, "contracts/SPEC.md#wire", "F live.", verified_by="tests/codex/test_x.py"),
+    Requirement("collab:g:must", Level.MUST, "contracts/SPEC.md#wire", "G in the tree."),
 ))
 CASES = ["suite/a-case", "suite/b-case"]
 
@@ -202,3 +202,56 @@ def test_a_narrowed_run_says_in_its_report_how_much_ran():
     assert "- Judged over what ran only: 1 of 3 MUSTs" in render_markdown(document)
     whole = compliance_document(run(ALL_PASS), target={"server_cmd": ["x"]}, tests={})
     assert "Judged over what ran only" not in render_markdown(whole)
+
+
+# -- requirements an item never reached: blocked by baselined prerequisites ----------------------
+
+def stopped_at(failed: str, unreached: str) -> list[Vote]:
+    """What an item declaring ``failed`` then ``unreached`` casts when it stops at ``failed``."""
+    info = ItemInfo(item="item-two", requirement=failed, also=(unreached,))
+    cast = [Vote(requirement=failed, passed=False, check="the test passes", item=info.item, detail="stopped")]
+    return cast + blocked_votes(info, cast)
+
+
+def test_a_failed_item_votes_blocked_only_for_what_it_never_judged():
+    info = ItemInfo(item="item-two", requirement="a:must", also=("b:must", "c:should"))
+    cast = [Vote("a:must", False, "x", item="item-two"), Vote("c:should", True, "y", item="item-two")]
+    [blocked] = blocked_votes(info, cast)
+    assert (blocked.requirement, blocked.blocked_by) == ("b:must", ("a:must",))
+    assert Vote.from_json(blocked.to_json()) == blocked, "blocked votes cross xdist workers and shard reports"
+    assert blocked_votes(info, [Vote("a:must", True, "x"), Vote("b:must", True, "x")]) == []
+
+
+def test_a_requirement_blocked_by_a_baselined_failure_leaves_the_run_green():
+    votes = [v for v in ALL_PASS if v.requirement not in ("a:must", "b:must")] + stopped_at("a:must", "b:must")
+    compliance = run(votes, baseline=parse_baseline("a:must  # our SDK drops it\n"))
+    blocked = compliance.verdict("b:must")
+    assert blocked.result is Result.BLOCKED and blocked.blocked_by == ("a:must",)
+    assert compliance.verdict("a:must").result is Result.EXPECTED_FAILURE
+    assert compliance.ok and compliance.exit_status == 0, compliance.problems
+    must = compliance.scores[Level.MUST]
+    assert (must.blocked, must.passed, must.not_tested) == (1, 1, 1), "blocked still counts against the score"
+
+
+def test_a_requirement_blocked_by_an_unexpected_failure_is_not_tested():
+    votes = [v for v in ALL_PASS if v.requirement not in ("a:must", "b:must")] + stopped_at("a:must", "b:must")
+    compliance = run(votes)
+    assert compliance.verdict("b:must").result is Result.NOT_TESTED
+    assert "MUST b:must was not tested: its test stopped at the failure of a:must" in compliance.problems
+    assert compliance.exit_status == 1
+
+
+def test_another_vote_decides_over_a_blocked_one():
+    passed = run([v for v in ALL_PASS if v.requirement != "a:must"] + stopped_at("a:must", "b:must"),
+                 baseline=parse_baseline("a:must  # known\n"))
+    assert passed.verdict("b:must").result is Result.PASS and passed.ok
+    failed = run([v for v in ALL_PASS if v.requirement not in ("a:must", "b:must")] + stopped_at("a:must", "b:must")
+                 + [vote("b:must", False)], baseline=parse_baseline("a:must  # known\n"))
+    assert failed.verdict("b:must").result is Result.FAIL and not failed.ok
+
+
+def test_a_stale_entry_still_fails_when_something_is_blocked():
+    votes = [v for v in ALL_PASS if v.requirement not in ("a:must", "b:must")] + stopped_at("a:must", "b:must")
+    compliance = run(votes, baseline=parse_baseline("a:must  # known\nc:should  # used to fail\n"))
+    assert compliance.verdict("b:must").result is Result.BLOCKED
+    assert any("stale" in p and "c:should" in p for p in compliance.problems) and compliance.exit_status == 1

@@ -27,6 +27,7 @@ from store import MUTANTS, Refused, Store  # noqa: E402
 CONTRACTS = Path(__file__).resolve().parents[3] / "contracts"
 REVISIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 POLL_S = 0.02
+LOST_WINDOW_S = 0.05
 BODY_BYTES = 65536
 
 
@@ -195,6 +196,9 @@ class Session:
         snapshot = self.mutant == "snapshot-wait" and timeout > 0
         with self.store.reading() as db:
             after = self._position(me, args["cursor"]) if "cursor" in args else self.store.acked(db, me["agent_id"])
+            if self.mutant == "check-then-subscribe" and timeout > 0 and not self.store.page(db, me["agent_id"],
+                                                                                             after, 1)[0]:
+                after = self._lost_window(db, me)
             while True:
                 records, more = self.store.page(db, me["agent_id"], after, limit)
                 if records or time.monotonic() >= deadline:
@@ -205,6 +209,8 @@ class Session:
                     db.execute("BEGIN DEFERRED")
                 else:
                     time.sleep(POLL_S)
+        if self.mutant == "empty-wait-cancels" and timeout > 0 and not records:
+            self.store.close_claimed(me["agent_id"])
         claims = self.store.claims_for(me["agent_id"], records)
         return {"records": records, "cursor": f"c.{me['agent_id']}.{records[-1]['seq'] if records else after}",
                 "has_more": more, "timed_out": not records and timeout > 0,
@@ -220,6 +226,8 @@ class Session:
             if start:
                 return {"woke": True, "timed_out": False, "wake_reason": "unacknowledged_activity",
                         "pending": len(start)}
+            if self.mutant == "check-then-subscribe":
+                acked = self._lost_window(db, me)
             while time.monotonic() < deadline:
                 if self.mutant != "snapshot-wait":
                     db.execute("COMMIT")
@@ -230,6 +238,14 @@ class Session:
                 if self.store.page(db, me["agent_id"], acked, 1)[0]:
                     return {"woke": True, "timed_out": False, "wake_reason": "mailbox_activity", "pending": 1}
         return {"woke": False, "timed_out": True, "wake_reason": "timeout", "pending": 0}
+
+    def _lost_window(self, db, me: dict) -> int:
+        """The planted ``check-then-subscribe``: a moment between the check and the subscription, then waiting
+        only for what is newer than the newest record: whatever was admitted in between never wakes it."""
+        db.execute("COMMIT")
+        time.sleep(LOST_WINDOW_S)
+        db.execute("BEGIN DEFERRED")
+        return self.store.latest(me["agent_id"])
 
     def tool_interrupt_agent(self, args: dict) -> dict:
         self.me()

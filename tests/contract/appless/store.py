@@ -11,7 +11,11 @@ record, committed with ``synchronous=FULL`` before the receipt is returned.
 Planted bugs (``MUTANTS``), one per run, for the suite to catch:
 ``seq-outside-transaction`` takes the sequence number in a transaction of its
 own before writing the record; ``ack-before-commit`` returns the receipt and
-leaves the write to a thread that commits a moment later.
+leaves the write to a thread that commits a moment later;
+``prefix-routing`` finds a reader's mailbox by name with ``LIKE name%``;
+``empty-wait-cancels`` closes the caller's claimed tasks when a receive's timed
+wait ends empty; ``check-then-subscribe`` (the server's) checks the mailbox,
+then starts waiting from the newest record, a moment later.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from datetime import datetime, timezone
 
 DB_NAME = "mailbox.db"
 MUTANTS = ("seq-outside-transaction", "ack-before-commit", "snapshot-wait", "case-insensitive-targets",
-           "interrupt-succeeds")
+           "interrupt-succeeds", "prefix-routing", "empty-wait-cancels", "check-then-subscribe")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS agents (agent_id TEXT PRIMARY KEY, name TEXT NOT NULL, aliases TEXT NOT NULL,
@@ -41,6 +45,7 @@ CREATE INDEX IF NOT EXISTS records_by_recipient ON records (recipient_id, seq);
 CREATE TABLE IF NOT EXISTS counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS acks (agent_id TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS claims (request_id TEXT PRIMARY KEY, claim_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS closed (request_id TEXT PRIMARY KEY);
 """
 
 
@@ -190,8 +195,11 @@ class Store:
     # -- reading -----------------------------------------------------------------------------------
 
     def page(self, db, recipient: str, after: int, limit: int) -> tuple[list[dict], bool]:
+        mailbox = "recipient_id = ?" if self.mutant != "prefix-routing" else (
+            "recipient_id IN (SELECT agent_id FROM agents WHERE name LIKE "
+            "(SELECT name FROM agents WHERE agent_id = ?) || '%')")
         rows = db.execute("SELECT seq, record_id, kind, sender_id, sender_name, recipient_id, recipient_name, body, "
-                          "created_at, request_id, status FROM records WHERE recipient_id = ? AND seq > ? "
+                          f"created_at, request_id, status FROM records WHERE {mailbox} AND seq > ? "
                           "ORDER BY seq LIMIT ?", (recipient, after, limit + 1)).fetchall()
         return [self._record(r) for r in rows[:limit]], len(rows) > limit
 
@@ -239,8 +247,15 @@ class Store:
 
     def replied(self, request_id: str) -> bool:
         with self.lock:
-            return self.db.execute("SELECT 1 FROM records WHERE kind = 'reply' AND request_id = ?",
-                                   (request_id,)).fetchone() is not None
+            return self.db.execute("SELECT 1 FROM records WHERE kind = 'reply' AND request_id = ? UNION ALL "
+                                   "SELECT 1 FROM closed WHERE request_id = ?",
+                                   (request_id, request_id)).fetchone() is not None
+
+    def close_claimed(self, agent_id: str) -> None:
+        """The planted ``empty-wait-cancels``: every task claimed by ``agent_id`` and not replied to is closed."""
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO closed SELECT c.request_id FROM claims c JOIN records r ON "
+                       "r.request_id = c.request_id AND r.kind = 'task' WHERE r.recipient_id = ?", (agent_id,))
 
     def latest(self, recipient: str) -> int:
         with self.lock:
