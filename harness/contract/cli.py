@@ -5,10 +5,20 @@ suite in ``harness/contract/suite`` under its own pytest configuration (``suite.
 in parallel with pytest-xdist, and always writes ``compliance.json``,
 ``compliance.md``, ``junit.xml`` and ``durations.json`` into the report
 directory. With ``--shard K/N`` it runs one shard of the selected tests, and
-``runner.py report merge`` judges the shards' votes together. The exit status
-is the verdict's, as the report states it: 0 exactly when every selected MUST
-passes and the baseline holds, 1 when not, pytest's own status (2-4) when the
-run itself broke.
+``peerwire-harness report merge`` judges the shards' votes together.
+
+Before any test, a pre-flight (:mod:`harness.contract.preflight`) checks that the run
+can be made at all, and otherwise prints one line naming the cause and the fix. Exit
+statuses:
+
+* 0: every selected MUST passes and the baseline holds; 1: not (the verdict, as the
+  report states it);
+* 2: the implementation could not be started (a missing program, a server that exits
+  or never answers ``initialize`` within ``--startup-timeout``, a provisioner that does
+  not import or start);
+* 3: what the suite runs on is missing (a package of the ``suite`` extra, Node, a
+  pinned npm client the selection needs);
+* 4: unusable options, or a selection with no requirement in it.
 """
 
 from __future__ import annotations
@@ -25,13 +35,17 @@ from typing import Sequence
 
 from harness.resources import contract_suite_config, packages_root
 
+from . import preflight
 from .layout import SUITE_DIR
 from .report import JSON_NAME
 
 
+PROG = "peerwire-harness contract"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="peerwire-harness contract",
+        prog=PROG,
         description="Run the messaging contract suite against an MCP server launched over stdio.",
         epilog="Anything after `--` is passed to pytest unchanged.",
     )
@@ -76,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "the shards' report folders with `runner.py report merge`")
     parser.add_argument("--durations", metavar="FILE",
                         help="recorded durations to balance shards by (default: .ci/durations.json when present)")
+    parser.add_argument("--skip-preflight", action="store_true",
+                        help="start the tests without first checking that the server starts and answers initialize, "
+                             "that the provisioner starts and that the suite's own clients are installed")
     parser.add_argument("-n", "--workers", default="auto",
                         help="pytest-xdist workers: a number, auto or 0 for none (default: auto, twice the usable "
                              "cores, from 2 to 8: a run mostly waits on start-ups and timed waits)")
@@ -172,6 +189,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
+    if not args.skip_preflight:
+        try:
+            preflight.check(preflight.plan(
+                args.server_cmd, args.provisioner, args.collab_server_cmd, profiles=args.profiles, level=args.level,
+                patterns=args.requirement, call_tools=args.call_tools, tool_calls=args.tool_call,
+                startup_s=args.startup_timeout, baseline=args.baseline))
+        except preflight.PreflightError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return exc.status
     report_dir = Path(args.report_dir).absolute() if args.report_dir else default_report_dir()
     verdict = report_dir / JSON_NAME
     verdict.unlink(missing_ok=True)  # a report left by an earlier run must not speak for this one
