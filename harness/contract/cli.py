@@ -18,7 +18,9 @@ statuses:
   not import or start);
 * 3: what the suite runs on is missing (a package of the ``suite`` extra, Node, a
   pinned npm client the selection needs);
-* 4: unusable options, or a selection with no requirement in it.
+* 4: unusable options, or a selection with no requirement in it;
+* 128 + N: interrupted by signal N (SIGINT, SIGTERM, SIGHUP: :mod:`harness.contract.interruption`); the report
+  has what ran, marked interrupted.
 """
 
 from __future__ import annotations
@@ -27,15 +29,17 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
+from harness.process.jobs import Job
 from harness.resources import contract_suite_config, packages_root
 
-from . import preflight
+from . import interruption, preflight
 from .layout import SUITE_DIR
 from .report import JSON_NAME
 
@@ -158,6 +162,9 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
     return argv + list(extra) + [str(SUITE_DIR)]
 
 
+TEARDOWN_GRACE_S = 2.0
+"""How long a process the run's own teardown left running gets between SIGTERM and SIGKILL."""
+
 AUTOLOAD_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 """Set for the suite's run: pytest loads no plugin from the environment's entry points, only those named."""
 
@@ -189,6 +196,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
+    restore = interruption.install_runner()
+    try:
+        # Every process the run starts, however deep, is ended with it: orphans re-parent to this process (a
+        # child subreaper), and whatever the session's own teardown leaves running the job ends on the way out.
+        with Job("contract", grace=TEARDOWN_GRACE_S, adopt_orphans=True) as job:
+            status = _run(args, extra)
+        if job.teardown is not None and (job.teardown.escaped or job.teardown.terminated):
+            print(f"{PROG}: ended {len(job.teardown.escaped) + len(job.teardown.terminated)} process(es) the run "
+                  "had left running", file=sys.stderr)
+        return status
+    except KeyboardInterrupt:
+        signum = interruption.received() or signal.SIGINT
+        print(f"{PROG}: interrupted by {interruption.name(signum)} before any test ran; nothing was judged",
+              file=sys.stderr)
+        return interruption.exit_status(signum)
+    finally:
+        restore()
+
+
+def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if not args.skip_preflight:
         try:
             preflight.check(preflight.plan(
@@ -218,4 +245,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(json.loads(verdict.read_text("utf-8"))["verdict"]["exit_status"])
     except (OSError, ValueError, KeyError):
+        if interruption.received() is not None:
+            return interruption.exit_status(interruption.received())
         return status  # no report: the run broke before the verdict (a usage error, say)

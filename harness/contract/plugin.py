@@ -25,8 +25,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import stat
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +55,7 @@ from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin prov
     tree_servers,
     votes,
 )
-from harness.contract import census
+from harness.contract import census, interruption
 from harness.contract.isolation import Isolation
 from harness.contract.layout import SUITE_DIR
 from harness.contract.limits import DEFAULT_CALL_S, DEFAULT_STARTUP_S, Limits, configure, drain_startups, \
@@ -71,6 +74,7 @@ votes."""
 from harness.shards import DURATIONS_FILE, Shard, ShardError, load_durations, plan, write_durations
 
 RUN_KEY = pytest.StashKey["ContractRun"]()
+RESTORE_SIGNALS = pytest.StashKey[Callable[[], None]]()
 SHARD_PLAN = "shard-plan.json"
 """Where a sharded run's collecting processes leave the plan for the controlling one."""
 
@@ -188,8 +192,17 @@ def pytest_configure(config: pytest.Config) -> None:
     except (ManifestError, BaselineError, TargetError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
+    if threading.current_thread() is threading.main_thread():
+        worker = hasattr(config, "workerinput")
+        config.stash[RESTORE_SIGNALS] = interruption.install_worker() if worker else interruption.install_controller()
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(ComplianceCollector(run), "contract-compliance")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    restore = config.stash.get(RESTORE_SIGNALS, None)
+    if restore is not None:
+        restore()
 
 
 def hypothesis_home() -> Path:
@@ -341,7 +354,13 @@ class ComplianceCollector:
         if run.shard is not None:
             run.compliance = shard_verdict(run.compliance)
             extra |= {"shard": _read_plan(run), "votes": [v.to_json() for v in run.votes]}
-        run.compliance = run.compliance.after_run(int(session.exitstatus))
+        signum = interruption.received()
+        if signum is None and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            signum = signal.SIGINT  # a KeyboardInterrupt no handler of ours saw: Ctrl-C where ours are not installed
+        if signum is not None:
+            run.compliance = run.compliance.interrupted(interruption.name(signum), interruption.exit_status(signum))
+        else:
+            run.compliance = run.compliance.after_run(int(session.exitstatus))
         if run.report_dir is not None:
             run.written = write_reports(run.report_dir, run.compliance, target=run.target.describe(),
                                         tests=run.tests, extra=extra)
@@ -388,7 +407,9 @@ class ComplianceCollector:
             write(f"warning: {warning}")
         for path in self.run.written:
             write(f"report: {path}")
-        write("verdict: " + ("compliant" if compliance.ok else "NOT compliant")
+        state = {"compliant": "compliant", "not compliant": "NOT compliant"}.get(compliance.state, compliance.state)
+        write(f"verdict: {state}"
+              + (f" by {compliance.interrupted_by}" if compliance.interrupted_by else "")
               + f" (exit status {compliance.final_status})")
 
 

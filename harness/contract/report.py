@@ -54,6 +54,8 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
         },
         "verdict": {
             "compliant": compliance.ok,
+            "state": compliance.state,
+            "interrupted_by": compliance.interrupted_by,
             "exit_status": compliance.final_status,
             "problems": list(compliance.problems),
             "warnings": list(compliance.warnings),
@@ -142,7 +144,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         + (f", requirements {', '.join(document['selection']['patterns'])}" if document['selection']['patterns']
            else ""),
         f"- Baseline: {document['baseline']['path'] or 'none'} ({len(document['baseline']['entries'])} entries)",
-        f"- Verdict: **{'compliant' if verdict['compliant'] else 'not compliant'}** "
+        f"- Verdict: **{verdict.get('state') or ('compliant' if verdict['compliant'] else 'not compliant')}** "
         f"(exit status {verdict['exit_status']})",
         "",
         "## Scores",
@@ -195,7 +197,8 @@ def render_markdown(document: dict[str, Any]) -> str:
                   "| ID | Level | Verified by |", "|---|---|---|"]
         lines += [f"| `{r['id']}` | {r['level']} | {_cell(r.get('verified_by', ''))} |" for r in apart]
     if verdict["problems"] or verdict["warnings"]:
-        lines += ["", "## Why the run fails" if verdict["problems"] else "## Warnings", ""]
+        heading = "## Why the run stopped" if verdict.get("interrupted_by") else "## Why the run fails"
+        lines += ["", heading if verdict["problems"] else "## Warnings", ""]
         lines += [f"- {_cell(p)}" for p in verdict["problems"]]
         lines += [f"- warning: {_cell(w)}" for w in verdict["warnings"]]
     failing = [r for r in document["requirements"] if r["failures"]]

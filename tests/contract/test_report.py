@@ -38,8 +38,8 @@ def test_reports_list_every_requirement_with_its_result(tmp_path):
     assert failure["failures"][0]["request"]["params"]["name"] == "send_message"
     assert failure["failures"][0]["response"] == RESPONSE
     assert "more characters" in failure["failures"][0]["request"]["params"]["arguments"]["message"]
-    assert document["verdict"] == {"compliant": False, "exit_status": 1, "problems": list(compliance.problems),
-                                   "warnings": []}
+    assert document["verdict"] == {"compliant": False, "state": "not compliant", "interrupted_by": None,
+                                   "exit_status": 1, "problems": list(compliance.problems), "warnings": []}
     must = document["scores"]["MUST"]
     assert must["pass"] == 1 and must["fail"] == 1 and must["not_tested"] == must["total"] - 2
     assert stat.S_IMODE((tmp_path / "report").stat().st_mode) == 0o700
