@@ -154,6 +154,28 @@ def test_a_signal_tears_everything_down_and_reports_the_run_interrupted(tmp_path
     assert f"INTERRUPTED by {signal.Signals(signum).name}" in markdown
 
 
+def test_a_signal_during_start_up_reports_every_run_unfinished(tmp_path: Path) -> None:
+    """While the capability probe and the first scenario run start up, nothing has finished."""
+    runner = start_runner(tmp_path, "--scenario", "smoke", "--mode", "attached")
+    reader = None
+    try:
+        reader = wait_for_line(runner.stderr, "probing Codex", READY_TIMEOUT_S)
+        os.kill(runner.pid, signal.SIGTERM)
+        runner.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        if reader is not None:
+            reader.join(timeout=READY_TIMEOUT_S)
+        runner.stderr.close()
+    assert runner.returncode == 128 + signal.SIGTERM
+    assert leftovers(tmp_path) == []
+    (report,) = (tmp_path / "reports").glob("*/report.json")
+    run = json.loads(report.read_text(encoding="utf-8"))["run"]
+    assert run["interrupted"] == {"signal": "SIGTERM", "finished": [], "unfinished": ["smoke.attached"]}
+
+
 def test_a_killed_runner_takes_everything_with_it_and_the_next_run_cleans_up(tmp_path: Path) -> None:
     """SIGKILL gives the runner no chance to tear anything down: its workers must notice on their own."""
     runner = start_runner(tmp_path, "--scenario", "modes", "--mode", "attached")
