@@ -39,7 +39,7 @@ from typing import Sequence
 from harness.process.jobs import Job
 from harness.resources import contract_suite_config, packages_root
 
-from . import interruption, preflight
+from . import interruption, preflight, terminal
 from .layout import SUITE_DIR
 from .report import JSON_NAME
 
@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "the shards' report folders with `runner.py report merge`")
     parser.add_argument("--durations", metavar="FILE",
                         help="recorded durations to balance shards by (default: .ci/durations.json when present)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="pytest's own output too: its header, each test's outcome, tracebacks (default: a progress "
+                             "line, one line per failing requirement, the verdict)")
+    parser.add_argument("--tb", metavar="STYLE", choices=("auto", "long", "short", "line", "native", "no"),
+                        help="pytest's traceback style for failing tests (implies pytest's output, as -v does)")
     parser.add_argument("--skip-preflight", action="store_true",
                         help="start the tests without first checking that the server starts and answers initialize, "
                              "that the provisioner starts and that the suite's own clients are installed")
@@ -130,7 +135,8 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
     # The plugins the suite runs on, named, since none loads by itself (see AUTOLOAD_ENV).
     argv = ["-p", "xdist.plugin", "-p", "pytest_timeout", "-p", "harness.contract.plugin", "-p", "no:cacheprovider",
             "--rootdir", str(packages_root()), "-c", str(contract_suite_config()),
-            "--level", args.level, "--isolation", args.isolation, "--report-dir", str(report_dir)]
+            "--level", args.level, "--isolation", args.isolation, "--report-dir", str(report_dir),
+            *terminal.quiet_options(getattr(args, "verbose", 0), getattr(args, "tb", None))]
     if args.server_cmd:
         argv += ["--server-cmd", args.server_cmd]
     if args.collab_server_cmd:

@@ -55,7 +55,7 @@ from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin prov
     tree_servers,
     votes,
 )
-from harness.contract import census, interruption
+from harness.contract import census, interruption, terminal
 from harness.contract.isolation import Isolation
 from harness.contract.layout import SUITE_DIR
 from harness.contract.limits import DEFAULT_CALL_S, DEFAULT_STARTUP_S, Limits, configure, drain_startups, \
@@ -401,9 +401,18 @@ class ComplianceCollector:
                  if self.run.closed_early else ""))
         if compliance.reference_only:
             write(reference_only_summary({"reference_only": compliance.reference_only}))
-        for problem in compliance.problems:
+        problems, warnings = compliance.problems, compliance.warnings
+        if terminalreporter.config.get_verbosity() < 0:
+            # Quiet (the runner's default): a line per failing requirement stands for its problem or warning.
+            failed = [v for v in compliance.verdicts if v.selected and v.failures]
+            said = tuple(f"{v.requirement.level.name} {v.requirement.id} failed" for v in failed)
+            problems = tuple(p for p in problems if not p.startswith(said))
+            warnings = tuple(w for w in warnings if not w.startswith(said))
+            for line in terminal.failure_lines(failed):
+                write(line)
+        for problem in problems:
             write(f"FAILS RUN: {problem}")
-        for warning in compliance.warnings:
+        for warning in warnings:
             write(f"warning: {warning}")
         for path in self.run.written:
             write(f"report: {path}")

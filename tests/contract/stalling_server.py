@@ -7,7 +7,9 @@ creates a file in MARKER_DIR, so a test knows the run has reached that point:
 * ``initialize``: reads ``initialize`` (marker ``initialize``) and never answers it;
 * ``request``: answers ``initialize``; the first other request creates ``request`` and gets no answer;
 * ``exit``: answers everything; when stdin closes it creates ``closing`` and, ignoring SIGTERM, takes a
-  minute to exit (a teardown in progress).
+  minute to exit (a teardown in progress);
+* ``wrong``: answers a method it does not know with -32602 (not -32601), a long message quoting an object's
+  repr and a long ``data`` value, as a careless server might.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ def main(mode: str, folder: Path) -> None:
             answer(message, {})
         elif method == "tools/list":
             answer(message, {"tools": []})
+        elif mode == "wrong":
+            answer(message, error={"code": -32602, "message": "bad params for <built-in method get of dict object at "
+                                   "0x7f3a2b1c9d40>: " + "x" * 300, "data": {"trace": ["frame"] * 80}})
         else:
             answer(message, error={"code": -32601, "message": "Method not found"})
     if mode == "exit":
