@@ -96,4 +96,24 @@ def test_reports_score_each_profile_and_name_one_left_out(tmp_path):
     spawn = results["collab:spawn:task-name"]
     assert spawn["profile"] == "collab" and not spawn["selected"]
     markdown = md_path.read_text("utf-8")
-    assert "none (the collab profile is not offered)" in markdown and "| collab (not selected) | MUST |" in markdown
+    folded = markdown[markdown.index("<details>"):]
+    assert "none (the collab profile is not offered)" in markdown and "### Profiles not selected" in folded
+    assert "| collab | MUST |" in folded and "| collab | MUST |" not in markdown[:markdown.index("<details>")]
+
+
+def test_compliance_md_opens_with_the_verdict_and_why_and_folds_what_the_run_did_not_judge(tmp_path):
+    votes = [Vote("wire:ping", True, "ping works", item="t1"),
+             Vote("send:receipt:admitted", False, "kind equals \"information\"", item="t2", case="information/x")]
+    compliance = judge(manifest(), votes, Selection(patterns=("wire:ping", "send:receipt:admitted")),
+                       parse_baseline(""), [])
+    _, md_path = write_reports(tmp_path / "report", compliance, target={"server_cmd": ["srv"], "provisioner": "p:P"},
+                               tests={})
+    markdown = md_path.read_text("utf-8")
+    headings = [line for line in markdown.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Why the run fails", headings
+    assert markdown.index("- Verdict: ") < markdown.index("## Why the run fails") < markdown.index("## Scores")
+    folded = markdown[markdown.index("<details>"):markdown.index("</details>")]
+    reference_only = [r.id for r in manifest() if r.verified_by]
+    assert reference_only and all(f"`{rid}`" in folded for rid in reference_only)
+    assert "| `wire:json:parse-error` |" in folded, "an unselected row is folded"
+    assert "| `wire:ping` |" not in folded and "| `wire:ping` |" in markdown
