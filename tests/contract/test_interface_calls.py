@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 import harness.contract
 from harness.contract import interface
+from harness.contract.manifest import manifest
 
 CONTRACT_DIR = Path(harness.contract.__file__).resolve().parent
 RECEIVERS = ("provisioner", "case_app", "shared_app")
@@ -78,3 +81,60 @@ def test_the_check_finds_a_renamed_method():
     uses = provisioner_uses(ast.parse(code))
     assert (2, "stop_app") in uses and (3, "freeze") in uses
     assert "stop_app" not in documented()
+
+
+# -- error codes: the README, the schema and the requirements agree -----------------------------------------
+
+CONTRACTS = Path(harness.contract.__file__).resolve().parents[2] / "contracts"
+SNAKE = re.compile(r"\b[a-z]+(?:_[a-z0-9]+)+\b")
+NOT_CODES = {"active_children", "agent_message", "attach_codex", "child_mcp_servers", "encrypted_call_args",
+             "encrypted_content", "retained_children", "steer_context"}
+"""Snake-case words requirements use that are neither an error code nor a schema name: capabilities, record
+kinds of a provider, configuration keys."""
+
+
+def _schema_codes() -> set[str]:
+    return set(json.loads((CONTRACTS / "definitions.json").read_text("utf-8"))["$defs"]["error"]["properties"]
+               ["code"]["enum"])
+
+
+def _schema_names() -> set[str]:
+    names: set[str] = set()
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            names.update(value)
+            for key in ("enum", "const"):
+                found = value.get(key)
+                names.update(v for v in (found if isinstance(found, list) else [found]) if isinstance(v, str))
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+
+    for path in CONTRACTS.rglob("*.json"):
+        if "cases" not in path.relative_to(CONTRACTS).parts:
+            walk(json.loads(path.read_text("utf-8")))
+    return names
+
+
+def test_the_readme_lists_exactly_the_schemas_error_codes():
+    readme = (CONTRACTS / "README.md").read_text("utf-8")
+    start = readme.index("## Error codes")
+    table = readme[start:readme.index("\n## ", start + 1)]
+    listed = set(re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.MULTILINE))
+    assert listed == _schema_codes()
+
+
+def test_every_tool_declares_only_schema_codes():
+    for path in [*CONTRACTS.glob("tools/*.json"), *CONTRACTS.glob("collab/*.json")]:
+        declared = set(json.loads(path.read_text("utf-8")).get("errors", []))
+        assert declared <= _schema_codes(), (path.name, declared - _schema_codes())
+
+
+def test_every_error_code_a_requirement_names_is_in_the_schema():
+    """A snake-case word in a requirement's sentence is a schema name, an error code, or listed in NOT_CODES."""
+    known = _schema_names() | _schema_codes() | NOT_CODES
+    unknown = {(r.id, word) for r in manifest() for word in SNAKE.findall(r.behaviour) if word not in known}
+    assert not unknown, f"add these codes to definitions.json and contracts/README.md: {sorted(unknown)}"
