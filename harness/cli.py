@@ -19,6 +19,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from harness import invocation
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "contract": ("harness.contract.cli", "run the messaging contract suite against a server command"),
     "accept": ("harness.acceptance.run", "run the acceptance scenarios against two real Codex agents"),
@@ -31,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 EXTRAS = {"contract": "suite", "accept": "accept", "record": "accept", "drift": "accept"}
 """Command -> the extra that installs its dependencies (``pip install 'peerwire[suite]'``); others need none."""
 OWN_PACKAGES = ("peerwire", "harness", "peerwire_data")
-PROG = "peerwire-harness"
+PROG = invocation.PROG
 
 
 def usage(prog: str = PROG, default: str | None = None) -> str:
@@ -51,6 +53,7 @@ def main(argv: Sequence[str] | None = None, *, default: str | None = None, prog:
     default.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    invocation.started_as(prog)
     if args[:1] in (["-h"], ["--help"]) or (not args and default is None):
         print(usage(prog, default), file=sys.stdout if args else sys.stderr)
         return 0 if args else 2

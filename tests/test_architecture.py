@@ -194,7 +194,8 @@ HARNESS_FLOORS: tuple[tuple[str, ...], ...] = (
     ("report", "codex"),                                        # reports; Codex installs, homes, protocol, probes
     ("model", "contract"),                                      # the scripted model; the contract suite
     ("evidence",),                                              # what a run left, read back
-    ("process", "shards", "json_values", "names", "private", "npm"),  # the ground floor (npm: Codex, MCP clients)
+    # The ground floor (npm: Codex, MCP clients; invocation: the command the user typed).
+    ("process", "shards", "json_values", "names", "private", "npm", "invocation"),
     ("resources",),                                             # the cellar: where the package data is found
 )
 """The harness's rooms (folders, or modules directly in ``harness/``), top floor first. A room imports only

@@ -5,7 +5,8 @@ suite in ``harness/contract/suite`` under its own pytest configuration (``suite.
 in parallel with pytest-xdist, and always writes ``compliance.json``,
 ``compliance.md``, ``junit.xml`` and ``durations.json`` into the report
 directory. With ``--shard K/N`` it runs one shard of the selected tests, and
-``peerwire-harness report merge`` judges the shards' votes together.
+``peerwire-harness report merge`` judges the shards' votes together. Help texts and errors name the
+command as it was run (:mod:`harness.invocation`).
 
 Before any test, a pre-flight (:mod:`harness.contract.preflight`) checks that the run
 can be made at all, and otherwise prints one line naming the cause and the fix. Exit
@@ -36,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
+from harness import invocation
 from harness.process.jobs import Job
 from harness.resources import contract_suite_config, packages_root
 
@@ -44,12 +46,11 @@ from .layout import SUITE_DIR
 from .report import JSON_NAME
 
 
-PROG = "peerwire-harness contract"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG,
+        prog=invocation.command("contract"),
         description="Run the messaging contract suite against an MCP server launched over stdio.",
         epilog="Anything after `--` is passed to pytest unchanged.",
     )
@@ -61,8 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "`mcp serve --profile collab` when testing the reference; with another --server-cmd "
                              "none, so the collab profile is reported not tested)")
     parser.add_argument("--profiles", metavar="LIST",
-                        help="tool profiles to test, comma-separated: messaging, collab (default: every profile "
-                             "the target offers); e.g. --profiles messaging for a server without the collab profile")
+                        help="profiles to test, comma-separated: protocol, messaging, collab (default: every "
+                             "profile the target offers: protocol alone without a provisioner); e.g. --profiles "
+                             "protocol,messaging for a server without the collab profile")
     parser.add_argument("--provisioner", metavar="MODULE:CLASS",
                         help="Provisioner class for the implementation (default: the reference's for the reference "
                              "server; without one, another server is tested on the protocol profile alone: JSON-RPC "
@@ -91,9 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where to write the reports (default: reports/contract-<UTC time>)")
     parser.add_argument("--shard", metavar="K/N",
                         help="run only shard K of N of the selected tests, balanced by recorded durations; merge "
-                             "the shards' report folders with `runner.py report merge`")
+                             f"the shards' report folders with `{invocation.command('report merge')}`")
     parser.add_argument("--durations", metavar="FILE",
-                        help="recorded durations to balance shards by (default: .ci/durations.json when present)")
+                        help=f"recorded durations to balance shards by (default: {invocation.DURATIONS_DEFAULT_HELP})")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="pytest's own output too: its header, each test's outcome, tracebacks (default: a progress "
                              "line, one line per failing requirement, the verdict)")
@@ -209,12 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Job("contract", grace=TEARDOWN_GRACE_S, adopt_orphans=True) as job:
             status = _run(args, extra)
         if job.teardown is not None and (job.teardown.escaped or job.teardown.terminated):
-            print(f"{PROG}: ended {len(job.teardown.escaped) + len(job.teardown.terminated)} process(es) the run "
+            print(f"{invocation.command('contract')}: ended {len(job.teardown.escaped) + len(job.teardown.terminated)} process(es) the run "
                   "had left running", file=sys.stderr)
         return status
     except KeyboardInterrupt:
         signum = interruption.received() or signal.SIGINT
-        print(f"{PROG}: interrupted by {interruption.name(signum)} before any test ran; nothing was judged",
+        print(f"{invocation.command('contract')}: interrupted by {interruption.name(signum)} before any test ran; nothing was judged",
               file=sys.stderr)
         return interruption.exit_status(signum)
     finally:
@@ -229,7 +231,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
                 patterns=args.requirement, call_tools=args.call_tools, tool_calls=args.tool_call,
                 startup_s=args.startup_timeout, baseline=args.baseline))
         except preflight.PreflightError as exc:
-            print(f"{PROG}: {exc}", file=sys.stderr)
+            print(f"{invocation.command('contract')}: {exc}", file=sys.stderr)
             return exc.status
     report_dir = Path(args.report_dir).absolute() if args.report_dir else default_report_dir()
     verdict = report_dir / JSON_NAME

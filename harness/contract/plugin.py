@@ -56,6 +56,7 @@ from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin prov
     votes,
 )
 from harness.contract import census, interruption, terminal
+from harness.invocation import DURATIONS_DEFAULT_HELP
 from harness.contract.isolation import Isolation
 from harness.contract.layout import SUITE_DIR
 from harness.contract.limits import DEFAULT_CALL_S, DEFAULT_STARTUP_S, Limits, configure, drain_startups, \
@@ -142,9 +143,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write compliance.json, compliance.md, junit.xml and durations.json here")
     group.addoption("--shard", default=None, metavar="K/N",
                     help="run only shard K of N of the selected items, balanced by recorded durations; a shard's "
-                         "compliance.json carries its votes, and `runner.py report merge` judges the shards together")
+                         "compliance.json carries its votes, and `peerwire-harness report merge` judges the shards "
+                         "together")
     group.addoption("--shard-durations", default=None, metavar="FILE",
-                    help="recorded durations to balance shards by (default: .ci/durations.json when present)")
+                    help=f"recorded durations to balance shards by (default: {DURATIONS_DEFAULT_HELP})")
 
 
 @pytest.hookimpl(tryfirst=True)

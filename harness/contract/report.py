@@ -286,7 +286,7 @@ def _shard_lines(document: dict[str, Any]) -> list[str]:
     if shard:
         lines.append(f"- Shard {shard['index']} of {shard['count']}: {len(shard['cases'])} of {shard['plan_cases']} "
                      "tests. This verdict covers only them: a MUST fails the shard, but what is not tested here is "
-                     "judged when the shards are merged (`runner.py report merge`)")
+                     "judged when the shards are merged (`peerwire-harness report merge`)")
     merge = document.get("merge")
     if merge:
         lines.append(f"- Merged from {len(merge['shards'])} shards: "

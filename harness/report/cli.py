@@ -32,6 +32,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from harness import invocation
 from harness.evidence import stored
 from harness.evidence.model_bodies import read_log
 
@@ -44,7 +45,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["merge"]:
         return merge(argv[1:], out)
-    parser = argparse.ArgumentParser(prog="peerwire-harness report", description="Summarize or compare run reports.")
+    parser = argparse.ArgumentParser(prog=invocation.command("report"), description="Summarize or compare run reports.")
     parser.add_argument("path", nargs="?", help="a report folder or its report.json")
     parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="list checks whose verdict changed")
     parser.add_argument("--request", nargs=2, metavar=("RUN", "SEQ"),
@@ -60,10 +61,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             return compare(old, new, out)
         return summarize(load_report(args.path), out)
     except LookupError as exc:
-        print(f"runner.py report: {exc.args[0]}", file=sys.stderr)
+        print(f"{invocation.command('report')}: {exc.args[0]}", file=sys.stderr)
         return 1
     except (OSError, ValueError) as exc:
-        print(f"runner.py report: cannot read report: {exc}", file=sys.stderr)
+        print(f"{invocation.command('report')}: cannot read report: {exc}", file=sys.stderr)
         return 2
 
 
@@ -74,7 +75,7 @@ def merge(argv: Sequence[str], out: TextIO) -> int:
 
     from .merge import MergeRefused, durations, find_reports, merge_reports
 
-    parser = argparse.ArgumentParser(prog="peerwire-harness report merge",
+    parser = argparse.ArgumentParser(prog=invocation.command("report merge"),
                                      description="Merge the shard reports of one run into one report.")
     parser.add_argument("folders", nargs="+", type=Path, metavar="DIR",
                         help="shard report folders, or folders holding them (searched recursively)")
@@ -85,11 +86,11 @@ def merge(argv: Sequence[str], out: TextIO) -> int:
     args = parser.parse_args(argv)
     acceptance, contract = find_reports(args.folders), find_compliance(args.folders)
     if not acceptance and not contract:
-        print(f"runner.py report merge: no report.json or compliance.json in {', '.join(map(str, args.folders))}",
+        print(f"{invocation.command('report merge')}: no report.json or compliance.json in {', '.join(map(str, args.folders))}",
               file=out)
         return 2
     if args.out.exists():
-        print(f"runner.py report merge: {args.out} already exists; give a new folder", file=out)
+        print(f"{invocation.command('report merge')}: {args.out} already exists; give a new folder", file=out)
         return 2
     status, tables = 0, {}
     try:
@@ -112,10 +113,10 @@ def merge(argv: Sequence[str], out: TextIO) -> int:
             status = max(status, result.compliance.exit_status)
             tables["contract"] = load_durations(result.folder / DURATIONS_FILE, "contract")
     except (MergeRefused, ContractMergeRefused) as refused:
-        print(f"runner.py report merge: refused: {refused}", file=out)
+        print(f"{invocation.command('report merge')}: refused: {refused}", file=out)
         return 2
     except (OSError, ValueError, KeyError) as exc:
-        print(f"runner.py report merge: cannot merge: {exc}", file=out)
+        print(f"{invocation.command('report merge')}: cannot merge: {exc}", file=out)
         return 2
     print(f"durations: {write_durations(args.out / DURATIONS_FILE, tables)}", file=out)
     return status
