@@ -188,7 +188,7 @@ def test_what_another_core_implements_imports_nothing_of_the_reference(interface
 
 
 HARNESS_FLOORS: tuple[tuple[str, ...], ...] = (
-    ("cli",),                                                   # peerwire-harness: names every command's module
+    ("cli", "docs"),                                            # peerwire-harness: names every command's module
     ("acceptance",),                                            # the runner: scenarios, checks, its commands
     ("lab",),                                                   # live labs and the drivers of cores under test
     ("report", "codex"),                                        # reports; Codex installs, homes, protocol, probes
