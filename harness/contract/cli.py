@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run requirements up to this level (default: may, i.e. all)")
     parser.add_argument("--requirement", action="append", default=[], metavar="ID",
                         help="run only these requirements (ID, glob or prefix); repeatable")
-    parser.add_argument("--baseline", metavar="FILE", help="expected failures, one a line with a comment")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="expected failures, one requirement or case a line with a comment saying why, e.g. "
+                             "`wire:batch:2025-03-26  # our SDK drops batches` (docs/contract-suite.md)")
+    parser.add_argument("--write-baseline", metavar="FILE",
+                        help="write FILE from this run's failures, in the --baseline format (each with why)")
     parser.add_argument("--report-dir", metavar="DIR",
                         help="where to write the reports (default: reports/contract-<UTC time>)")
     parser.add_argument("--shard", metavar="K/N",
@@ -157,6 +161,8 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
         argv += ["--call-timeout", str(args.call_timeout)]
     if args.baseline:
         argv += ["--baseline", str(Path(args.baseline).absolute())]
+    if getattr(args, "write_baseline", None):
+        argv += ["--write-baseline", str(Path(args.write_baseline).absolute())]
     for pattern in args.requirement:
         argv += ["--requirement", pattern]
     if args.shard:

@@ -100,6 +100,8 @@ class ContractRun:
     durations: dict[str, float] = field(default_factory=dict)
     compliance: Compliance | None = None
     written: tuple[Path, ...] = ()
+    baseline_out: Path | None = None
+    """--write-baseline: where to write a baseline of this run's failures."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -139,6 +141,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only these requirements: an ID, a glob (wire:*) or a prefix (send); repeatable")
     group.addoption("--baseline", default=None, metavar="FILE",
                     help="expected failures, one requirement or case a line with a comment")
+    group.addoption("--write-baseline", default=None, metavar="FILE",
+                    help="write FILE: a baseline (the --baseline format) of every selected requirement that failed, "
+                         "each with why; edit the reasons and pass it with --baseline")
     group.addoption("--report-dir", default=None, metavar="DIR",
                     help="write compliance.json, compliance.md, junit.xml and durations.json here")
     group.addoption("--shard", default=None, metavar="K/N",
@@ -190,6 +195,8 @@ def pytest_configure(config: pytest.Config) -> None:
             durations_file=Path(config.getoption("--shard-durations")) if config.getoption("--shard-durations")
             else None,
             isolation=Isolation(config.getoption("--isolation")),
+            baseline_out=Path(config.getoption("--write-baseline")).absolute() if config.getoption("--write-baseline")
+            else None,
         )
     except (ManifestError, BaselineError, TargetError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -368,6 +375,11 @@ class ComplianceCollector:
                                         tests=run.tests, extra=extra)
             write_durations(run.report_dir / DURATIONS_FILE, {"contract": run.durations})
             group_junit_by_source(run.report_dir / JUNIT_NAME, run.manifest)
+        if run.baseline_out is not None:
+            run.baseline_out.write_text(terminal.baseline_text(
+                run.compliance.verdicts, target=" ".join(run.target.server_cmd),
+                interrupted=run.compliance.interrupted_by), "utf-8")
+            run.written = (*run.written, run.baseline_out)
         session.exitstatus = run.compliance.final_status
         return outcome
 

@@ -116,15 +116,19 @@ def line_excerpt(line: str, limit: int = EXCERPT_CHARS) -> str:
     return (head[:cut] if cut > 0 else head) + "…"
 
 
+def _plain(detail: str) -> str:
+    """A failed test's message without pytest's additions: the exception's name, the rewritten assert."""
+    for prefix in ("AssertionError: ", "Failed: "):
+        detail = detail.removeprefix(prefix)
+    return _INTROSPECTION.sub("", detail)  # pytest's rewriting of the assert: the message says it in words
+
+
 def failure_line(verdict: RequirementVerdict) -> str:
     """One line for a failing requirement: ``FAIL MUST id (its rule in a few words): expected …; got …``."""
     requirement = verdict.requirement
     vote = verdict.failures[0]
     came = excerpt(vote)
-    detail = vote.detail or ""
-    for prefix in ("AssertionError: ", "Failed: "):
-        detail = detail.removeprefix(prefix)
-    detail = _INTROSPECTION.sub("", detail)  # pytest's rewriting of the assert: the message says it in words
+    detail = _plain(vote.detail or "")
     if came is not None:
         detail = detail.split("; got ", 1)[0]  # the test's own rendering of what came back: the excerpt says it
     found = few_words(scrub(detail), DETAIL_CHARS)
@@ -139,6 +143,24 @@ def failure_line(verdict: RequirementVerdict) -> str:
     if len(verdict.failures) > 1:
         text += f" (and {len(verdict.failures) - 1} more failure{'s' if len(verdict.failures) > 2 else ''})"
     return text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 1] + "…"
+
+
+def baseline_text(verdicts: Sequence[RequirementVerdict], *, target: str, interrupted: str | None = None) -> str:
+    """A baseline (the ``--baseline`` format) holding every selected requirement that failed, each with why: the
+    comment it was baselined with, or its first failure in a few words; for ``--write-baseline``."""
+    lines = [f"# Expected failures of {target}, written by --write-baseline from a run's failures.",
+             "# One requirement a line, then why after '#'. Edit the reasons; run with --baseline FILE.",
+             *([f"# The run was interrupted by {interrupted}: only what ran is here."] if interrupted else [])]
+    failing = [v for v in verdicts if v.selected and v.failures and v.result.value in ("fail", "expected failure")]
+    width = max((len(v.requirement.id) for v in failing), default=0)
+    for verdict in failing:
+        vote = verdict.failures[0]
+        detail = _plain(vote.detail or "")
+        found = detail if vote.check == "the test passes" and detail else \
+            (f"expected {vote.check}; found {detail}" if detail else f"expected {vote.check}")
+        why = verdict.baselined or few_words(scrub(found), 120)
+        lines.append(f"{verdict.requirement.id:<{width}}  # {why}")
+    return "\n".join(lines) + "\n"
 
 
 def failure_lines(verdicts: Sequence[RequirementVerdict]) -> list[str]:

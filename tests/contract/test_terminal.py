@@ -59,3 +59,16 @@ def test_an_excerpt_is_cut_only_at_value_boundaries(value, limit):
 def test_scrub_drops_addresses_and_installation_paths():
     text = scrub("a <bound method X.y of <Z object at 0x7fab01>> in /srv/.venv/lib/python3.11/site-packages/harness/x.py")
     assert "0x" not in text and "site-packages" not in text and "harness/x.py" in text
+
+
+def test_write_baseline_writes_the_failures_and_a_run_with_it_passes(tmp_path):
+    baseline = tmp_path / "known-failures.txt"
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first = run_contract(tmp_path / "first", "--server-cmd", WRONG, *SELECTION, "--write-baseline", str(baseline))
+    assert first.returncode == 1, first.output[-3000:]
+    entries = [line for line in baseline.read_text("utf-8").splitlines() if line and not line.startswith("#")]
+    assert len(entries) == 1 and entries[0].startswith("wire:method:unknown  # "), entries
+    second = run_contract(tmp_path / "second", "--server-cmd", WRONG, *SELECTION, "--baseline", str(baseline))
+    assert second.returncode == 0, second.output[-3000:]
+    assert second.result("wire:method:unknown")["result"] == "expected failure"
