@@ -74,6 +74,8 @@ class Plan:
     selected: tuple[str, ...]
     """The ids of the requirements the selection holds."""
     startup_s: float = DEFAULT_STARTUP_S
+    tool_names: tuple[str, ...] = ()
+    """The tools --tool-call names: the server must list each."""
 
 
 def plan(server_cmd: str | None, provisioner: str | None, collab_server_cmd: str | None, *,
@@ -113,7 +115,8 @@ def plan(server_cmd: str | None, provisioner: str | None, collab_server_cmd: str
             "(wire:*) or a prefix (send), as contracts/requirements.toml names them", EXIT_USAGE)
     return Plan(server_cmd=target.server_cmd, provisioner=target.provisioner, profiles=chosen, selected=selected,
                 collab_server_cmd=target.collab_server_cmd if "collab" in chosen else None,
-                startup_s=startup_s if startup_s is not None else DEFAULT_STARTUP_S)
+                startup_s=startup_s if startup_s is not None else DEFAULT_STARTUP_S,
+                tool_names=tuple(dict.fromkeys(c.name for c in target.consent.calls)))
 
 
 def check(run: Plan, *, environ: dict[str, str] | None = None) -> None:
@@ -226,6 +229,9 @@ def _initialize(run: Plan, env: dict[str, str], stderr: Path, client_info: dict,
     try:
         server.call("initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": client_info},
                     timeout=run.startup_s)
+        if run.tool_names:
+            server.notify("notifications/initialized")
+            _check_tool_names(run, server.call("tools/list", {}, timeout=run.startup_s))
     except ServerExited:
         raise PreflightError(f"--server-cmd {command!r} {_exit_text(server)} before answering initialize"
                              f"{_stderr_text(stderr)}", EXIT_TARGET) from None
@@ -239,6 +245,20 @@ def _initialize(run: Plan, env: dict[str, str], stderr: Path, client_info: dict,
                              EXIT_TARGET) from None
     finally:
         server.close(grace=1.0)
+
+
+def _check_tool_names(run: Plan, answer: dict) -> None:
+    """Every tool --tool-call names is one the server lists (a misspelt name would only skip a requirement)."""
+    result = answer.get("result")
+    tools = result.get("tools") if isinstance(result, dict) else None
+    if not isinstance(tools, list):
+        return  # a server that cannot list its tools fails the requirements about it, not the pre-flight
+    offered = [t.get("name") for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+    missing = [name for name in run.tool_names if name not in offered]
+    if missing:
+        paged = " (first page of tools/list)" if result.get("nextCursor") else ""
+        raise PreflightError(f"--tool-call {', '.join(missing)}: the server offers no such tool; its tools{paged}: "
+                             f"{', '.join(offered) or 'none'}", EXIT_USAGE)
 
 
 def _exit_text(server: StdioServer) -> str:

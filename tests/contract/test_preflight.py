@@ -36,7 +36,7 @@ def _one_line_failure(tmp_path: Path, *args: str, status: int, env: dict[str, st
     took = time.monotonic() - began
     lines = [line for line in run.output.splitlines() if line.strip()]
     assert run.returncode == status, run.output[-3000:]
-    assert len(lines) == 1 and lines[0].startswith("peerwire-harness contract: "), run.output[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("python runner.py contract: "), run.output[-3000:]
     assert "Traceback" not in run.output and took < PREFLIGHT_S, (took, run.output)
     assert not run.report_dir.exists(), "a run that was never made writes no report"
     assert not list(tmp_path.glob("peerwire-preflight-*")), "the pre-flight's home is removed"
@@ -130,7 +130,7 @@ def test_missing_node_names_node_and_the_install_command(tmp_path):
                                      ["--requirement", "interop:*", "--server-cmd", "cat"]])
 def test_an_empty_selection_is_a_usage_error(tmp_path, options):
     line = _one_line_failure(tmp_path, *options, status=preflight.EXIT_USAGE)
-    assert line.startswith("peerwire-harness contract: nothing to run: --requirement ")
+    assert line.startswith("python runner.py contract: nothing to run: --requirement ")
 
 
 def test_every_requirement_an_npm_client_runs_is_checked():
@@ -145,3 +145,10 @@ def test_the_reference_passes_its_own_preflight(tmp_path, monkeypatch):
     assert run.provisioner == REFERENCE_PROVISIONER and run.selected == ("wire:ping",)
     preflight.check_startup(run)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_misspelt_tool_call_lists_the_tools_the_server_offers(tmp_path):
+    time_server = Path(sys.executable).parent / "mcp-server-time"
+    line = _one_line_failure(tmp_path, "--server-cmd", str(time_server), "--tool-call",
+                             'get_time {"timezone": "UTC"}', status=preflight.EXIT_USAGE)
+    assert "--tool-call get_time: the server offers no such tool" in line and "get_current_time" in line
