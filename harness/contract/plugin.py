@@ -69,6 +69,8 @@ from harness.contract.verdicts import ITEM_PROPERTY, VOTES_PROPERTY, Vote, decod
 
 STARTUP_PROPERTY = "contract_startup_ms"
 """Each test item's server start-up times, carried like its votes."""
+TEARDOWN_PROPERTY = "contract_teardown_votes"
+"""A failed teardown's vote, carried in the teardown report."""
 LAUNCH_PROPERTY = "contract_launches"
 """What each test item started (server processes by kind, homes) and shared sessions it closed, carried like its
 votes."""
@@ -291,6 +293,14 @@ def _shard(run: ContractRun, items: list[pytest.Item]) -> tuple[list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     info = item_info(item)
+    if info is not None and report.when == "teardown" and report.failed:
+        # A teardown that fails (a server that will not stop, a home left in a bad state) is the implementation's
+        # failure too: it counts against the requirement, in its own property (the teardown report also repeats
+        # the call's votes, which the collector must not count twice).
+        vote = Vote(requirement=info.requirement, passed=False, item=info.item, case=info.case, step="teardown",
+                    check="the test's teardown completes", detail=_failure_text(report))
+        report.user_properties.append((TEARDOWN_PROPERTY, encode_votes([vote])))
+        return report
     if info is None or not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return report
     startups = drain_startups()
@@ -324,6 +334,11 @@ class ComplianceCollector:
         self.run = run
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            for name, value in report.user_properties:
+                if name == TEARDOWN_PROPERTY:
+                    self.run.votes.extend(decode_votes(value))
+                    self.run.tests["teardown error"] = self.run.tests.get("teardown error", 0) + 1
         if report.when in ("setup", "call"):  # teardown reports repeat the call's votes
             for name, value in report.user_properties:
                 if name == VOTES_PROPERTY:

@@ -117,3 +117,29 @@ def test_compliance_md_opens_with_the_verdict_and_why_and_folds_what_the_run_did
     assert reference_only and all(f"`{rid}`" in folded for rid in reference_only)
     assert "| `wire:json:parse-error` |" in folded, "an unselected row is folded"
     assert "| `wire:ping` |" not in folded and "| `wire:ping` |" in markdown
+
+
+def test_a_teardown_error_counts_against_the_requirement_in_the_report(tmp_path):
+    """A provisioner whose stop() fails: the test passed, but its teardown did not, and compliance.md says so."""
+    import shlex
+
+    from harness.contract.layout import REFERENCE_SERVER_CMD
+
+    from .conftest import run_contract
+
+    (tmp_path / "leaky_provisioner.py").write_text(
+        "from harness.contract.reference import ReferenceProvisioner\n"
+        "class LeakyProvisioner(ReferenceProvisioner):\n"
+        "    def stop(self):\n"
+        "        super().stop()\n"
+        "        raise RuntimeError('the home is still locked after stop')\n", "utf-8")
+    run = run_contract(tmp_path, "--server-cmd", shlex.join(REFERENCE_SERVER_CMD), "--provisioner",
+                       "leaky_provisioner:LeakyProvisioner", "--profiles", "messaging",
+                       "--requirement", "send:receipt:admitted")
+    assert run.returncode == 1, run.output[-3000:]
+    result = run.result("send:receipt:admitted")
+    assert result["result"] == "fail"
+    (failure,) = result["failures"]
+    assert failure["step"] == "teardown" and "the home is still locked after stop" in failure["detail"]
+    assert "the test's teardown completes" in run.markdown
+    assert run.compliance["tests"].get("teardown error") == 1
