@@ -8,7 +8,9 @@
                                           model request SEQ of scenario run RUN (its slug, e.g.
                                           smoke.attached) whole, as Codex sent it, checked against its digest
 
-PATH is a report folder (``reports/<run-id>``) or its ``report.json``. Exit status:
+PATH is a report folder (``reports/<run-id>``) or its ``report.json``; or a contract run's
+report folder or its ``compliance.json``, summarized as its verdict, scores and a line per
+failing requirement (:func:`summarize_contract`; exit status: the run's own). Exit status:
 0 when the report (NEW, when comparing) passed and, when comparing, no check
 regressed from pass to fail or disappeared; 1 otherwise; 2 for unreadable input.
 
@@ -59,6 +61,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         if args.compare:
             old, new = (load_report(p) for p in args.compare)
             return compare(old, new, out)
+        contract = _compliance_file(Path(args.path))
+        if contract is not None:
+            return summarize_contract(json.loads(contract.read_text("utf-8")), out)
         return summarize(load_report(args.path), out)
     except LookupError as exc:
         print(f"{invocation.command('report')}: {exc.args[0]}", file=sys.stderr)
@@ -120,6 +125,38 @@ def merge(argv: Sequence[str], out: TextIO) -> int:
         return 2
     print(f"durations: {write_durations(args.out / DURATIONS_FILE, tables)}", file=out)
     return status
+
+
+def _compliance_file(path: Path) -> Path | None:
+    """A contract run's ``compliance.json`` at ``path`` (the file, or the report folder holding it)."""
+    if path.name == "compliance.json" and path.is_file():
+        return path
+    if path.is_dir() and (path / "compliance.json").is_file() and not (path / "report.json").is_file():
+        return path / "compliance.json"
+    return None
+
+
+def summarize_contract(document: dict[str, Any], out: TextIO) -> int:
+    """A contract run's report: its verdict, scores per level and a line per failing requirement; returns the
+    run's own exit status."""
+    verdict = document["verdict"]
+    state = verdict.get("state") or ("compliant" if verdict["compliant"] else "not compliant")
+    target = " ".join(document.get("target", {}).get("server_cmd", []))
+    print(f"contract run of {target}: {state} (exit status {verdict['exit_status']}), "
+          f"generated {document.get('generated_at')}", file=out)
+    print("  " + "; ".join(f"{level} {s['pass']}/{s['total']} pass, {s['fail']} fail, {s['not_tested']} not tested"
+                           for level, s in document["scores"].items() if s["total"]), file=out)
+    for requirement in document["requirements"]:
+        if requirement["result"] in ("fail", "expected failure") and requirement["failures"]:
+            first = requirement["failures"][0]
+            detail = f"; found {first['detail']}" if first.get("detail") else ""
+            label = "FAIL" if requirement["result"] == "fail" else "FAIL (baselined)"
+            print(f"  {label} {requirement['level']} {requirement['id']}: expected {first['check']}{detail}"[:400],
+                  file=out)
+    for problem in verdict["problems"]:
+        if " failed: " not in problem:
+            print(f"  FAILS RUN: {problem}", file=out)
+    return int(verdict["exit_status"])
 
 
 def summarize(report: dict[str, Any], out: TextIO) -> int:
