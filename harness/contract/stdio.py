@@ -178,7 +178,8 @@ class StdioServer:
         """Why a wait for ``msg_id`` failed, with every line that did come back meanwhile, whatever its id."""
         came = self.lines_since(since)
         if not came:
-            meanwhile = "the server wrote nothing at all meanwhile"
+            meanwhile = "the server wrote nothing at all meanwhile" + (
+                " (it is running: its transport may have dropped the line)" if self.alive() else "")
         else:
             shown = "; ".join(ln.raw[:200].decode("utf-8", "replace") for ln in came[-5:])
             meanwhile = f"meanwhile the server wrote {len(came)} other line(s), the last: {shown}"

@@ -72,3 +72,16 @@ def test_write_baseline_writes_the_failures_and_a_run_with_it_passes(tmp_path):
     second = run_contract(tmp_path / "second", "--server-cmd", WRONG, *SELECTION, "--baseline", str(baseline))
     assert second.returncode == 0, second.output[-3000:]
     assert second.result("wire:method:unknown")["result"] == "expected failure"
+
+
+def test_a_silence_from_a_running_server_names_the_likely_cause(tmp_path):
+    from harness.contract.stdio import NoResponse, StdioServer
+    from harness.contract.wire import since
+
+    server = StdioServer([sys.executable, "-c", "import sys\nfor _ in sys.stdin: pass"], {}, stderr=tmp_path / "err")
+    try:
+        with pytest.raises(NoResponse, match="its transport may have dropped the line"):
+            server.call("ping", timeout=0.5)
+        assert "its transport may have dropped the line" in since(server, 0)
+    finally:
+        server.close(grace=1.0)
