@@ -18,7 +18,6 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -262,16 +261,8 @@ def _check_tool_names(run: Plan, answer: dict) -> None:
 
 
 def _exit_text(server: StdioServer) -> str:
-    server.exited_within(2.0)
-    code = server.process.returncode
-    if code is None:
-        return "closed its stdout"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code}"
+    ended = server.exit_description(2.0)
+    return "closed its stdout" if ended == "it is still running" else ended.removeprefix("it ")
 
 
 def _stderr_text(stderr: Path) -> str:

@@ -85,3 +85,17 @@ def test_a_silence_from_a_running_server_names_the_likely_cause(tmp_path):
         assert "its transport may have dropped the line" in since(server, 0)
     finally:
         server.close(grace=1.0)
+
+
+@pytest.mark.parametrize("code, said", [("import sys; sys.stderr.write('boom\\n'); sys.exit(3)", "it exited with status 3"),
+                                        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+                                         "it was killed by SIGKILL")])
+def test_a_crashed_server_is_reported_with_its_exit_status_or_signal(tmp_path, code, said):
+    from harness.contract.stdio import ServerExited, StdioServer
+
+    server = StdioServer([sys.executable, "-c", code], {}, stderr=tmp_path / "err")
+    try:
+        with pytest.raises(ServerExited, match=said):
+            server.call("ping", timeout=10)
+    finally:
+        server.close(grace=1.0)
