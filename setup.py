@@ -15,6 +15,7 @@ DATA_FOLDERS = {
     "peerwire_data.scenarios": "scenarios",
     "peerwire_data.fixtures": "fixtures",
     "peerwire_data.ci": ".ci",
+    "peerwire_data.docs": "docs",
 }
 
 setup(

@@ -7,6 +7,7 @@
   peerwire-harness record [ROUTE ...]   refresh the recorded app-server fixtures from the pinned Codex
   peerwire-harness drift --codex-version V   what would change on another Codex release
   peerwire-harness pins [suite|accept|all]   the npm packages (and versions) a use needs
+  peerwire-harness docs [PAGE]          the documentation that ships with peerwire
 
 Each command has its own ``--help``. In a checkout, ``python runner.py`` is the same
 dispatcher, with the acceptance runner as its default command. Every command is
@@ -20,6 +21,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from harness import invocation
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "contract": ("harness.contract.cli", "run the messaging contract suite against a server command"),
     "mailbox": ("harness.contract.mailbox.cli", "judge any messaging server's semantics through a binding of its tools"),
@@ -28,19 +31,30 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("harness.acceptance.record", "refresh the adapter fixtures from the pinned Codex"),
     "drift": ("harness.acceptance.drift", "report what would change for peerwire on another Codex release"),
     "pins": ("harness.npm", "print the npm packages a use needs, pinned: npm install $(peerwire-harness pins ...)"),
+    "docs": ("harness.docs", "list the documentation pages that ship with peerwire, or print one"),
 }
 """Command -> (the module whose ``main(argv)`` runs it, a one-line summary)."""
 EXTRAS = {"contract": "suite", "mailbox": "suite", "accept": "accept", "record": "accept", "drift": "accept"}
 """Command -> the extra that installs its dependencies (``pip install 'peerwire[suite]'``); others need none."""
 OWN_PACKAGES = ("peerwire", "harness", "peerwire_data")
-PROG = "peerwire-harness"
+PROG = invocation.PROG
+
+
+def _docs_folder() -> str:
+    from harness.resources import docs
+
+    try:
+        return str(docs())
+    except Exception as exc:  # an install without its docs still prints its usage
+        return f"(not found: {exc})"
 
 
 def usage(prog: str = PROG, default: str | None = None) -> str:
     """The dispatcher's help: every command and its summary."""
     lines = [f"usage: {prog} COMMAND [OPTIONS]", "", "commands:"]
     lines += [f"  {name:<10} {summary}" for name, (_, summary) in COMMANDS.items()]
-    lines += ["", f"`{prog} COMMAND --help` explains a command."]
+    lines += ["", f"`{prog} COMMAND --help` explains a command; `{prog} docs` lists the documentation, which is "
+              f"installed in {_docs_folder()}."]
     if default is not None:
         lines += [f"Without a command, the arguments go to `{default}` (`{prog} {default} --help`)."]
     return "\n".join(lines)
@@ -53,6 +67,7 @@ def main(argv: Sequence[str] | None = None, *, default: str | None = None, prog:
     default.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    invocation.started_as(prog)
     if args[:1] in (["-h"], ["--help"]) or (not args and default is None):
         print(usage(prog, default), file=sys.stdout if args else sys.stderr)
         return 0 if args else 2

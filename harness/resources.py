@@ -35,6 +35,7 @@ __all__ = [
     "contract_suite",
     "contract_suite_config",
     "contracts",
+    "docs",
     "fixtures",
     "npm_pins_file",
     "packages_root",
@@ -47,6 +48,7 @@ __all__ = [
 SCENARIOS = "peerwire_data.scenarios"
 FIXTURES = "peerwire_data.fixtures"
 RECORDED_DURATIONS = "peerwire_data.ci"
+DOCS = "peerwire_data.docs"
 
 
 def contract_file(name: str) -> Path:
@@ -77,6 +79,11 @@ def appserver_fixtures() -> Path:
 def recorded_durations() -> Path:
     """The recorded durations shards are balanced by (``durations.json``)."""
     return data_folder(RECORDED_DURATIONS) / "durations.json"
+
+
+def docs() -> Path:
+    """The documentation pages (``docs/*.md`` in a checkout; shipped in the wheel as ``peerwire_data.docs``)."""
+    return data_folder(DOCS)
 
 
 def npm_pins_file() -> Path:

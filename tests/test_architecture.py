@@ -282,15 +282,16 @@ def test_the_judges_check_finds_an_import_of_the_reference():
 
 
 HARNESS_FLOORS: tuple[tuple[str, ...], ...] = (
-    ("cli",),                                                   # peerwire-harness: names every command's module
+    ("cli", "docs"),                                            # peerwire-harness: names every command's module
     ("acceptance",),                                            # the runner: scenarios, checks, its commands
     ("lab",),                                                   # live labs and the drivers of cores under test
     ("report", "codex"),                                        # reports; Codex installs, homes, protocol, probes
     ("model", "contract"),                                      # the scripted model; the contract suite
     ("evidence",),                                              # what a run left, read back
     ("capabilities",),                                          # agent kinds, providers, Codex capabilities
-    ("process", "shards", "json_values", "names", "private", "npm",  # the ground floor (npm: Codex, MCP clients;
-     "contract_tables"),                                        # contract_tables: the contract's tables, as data)
+    # The ground floor (npm: Codex, MCP clients; invocation: the command the user typed; contract_tables: the
+    # contract's tables, as data).
+    ("process", "shards", "json_values", "names", "private", "npm", "invocation", "contract_tables"),
     ("resources",),                                             # the cellar: where the package data is found
 )
 """The harness's rooms (folders, or modules directly in ``harness/``), top floor first. A room imports only

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NODE_MODULES = ROOT / "node_modules"
 CODEX = NODE_MODULES / ".bin" / "codex"
 EXTRAS = ("suite", "accept")
-DATA_FOLDERS = {"contracts": "contracts", "scenarios": "scenarios", "fixtures": "fixtures"}
+DATA_FOLDERS = {"contracts": "contracts", "scenarios": "scenarios", "fixtures": "fixtures", "docs": "docs"}
 """``peerwire_data.<name>`` -> the checkout folder it ships, whole."""
 NOT_SHIPPED = {".venv", "node_modules", "reports", "build", "dist", ".git", "__pycache__", ".pytest_cache",
                ".hypothesis"}

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import invocation
 from harness.process.run_home import default_runs_root
-from harness.shards import DEFAULT_DURATIONS, Shard, ShardError
+from harness.shards import Shard, ShardError
 
 from harness.lab.driver import REFERENCE, load_driver
 from harness.lab.kinds import OPENCODE, KindError, parse_acp_agent, parse_pair
@@ -65,7 +66,7 @@ class Options:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="peerwire-harness accept",
+        prog=invocation.command("accept") if invocation.command() == invocation.PROG else invocation.command(),
         description="Run the acceptance scenarios against two real Codex agents and write a private report.")
     p.add_argument("--scenario", action="append", default=[], metavar="NAME",
                    help="run only this scenario or scenario group (repeatable; default: all)")
@@ -91,10 +92,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", metavar="K/N",
                    help="run only shard K of N of the selected scenario runs: every run lands in exactly one "
                         "shard, balanced by recorded durations (see --durations); merge the shards' reports with "
-                        "`runner.py report merge`")
+                        f"`{invocation.command('report merge')}`")
     p.add_argument("--durations", type=Path, metavar="FILE",
-                   help=f"recorded durations to balance shards by (default: {DEFAULT_DURATIONS.parent.name}/"
-                        f"{DEFAULT_DURATIONS.name} when present)")
+                   help=f"recorded durations to balance shards by (default: {invocation.DURATIONS_DEFAULT_HELP})")
     p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, choices=range(1, MAX_WORKERS + 1),
                    help=f"scenarios run in parallel (default {DEFAULT_WORKERS}, at most {MAX_WORKERS})")
     p.add_argument("--untrusted-workspace", action="store_true",

@@ -21,7 +21,10 @@ one line.
 At the end the report is written to ``<report dir>/<run id>/`` (through
 ``harness.report.write_report``) and its path printed. Exit status: 0 when
 every check of every scenario passed, 1 when any failed (or the report could
-not be written), 2 for a usage or setup error, 128 + N on signal N.
+not be written), 2 for a usage or setup error, 128 + N on signal N (SIGINT, SIGTERM,
+SIGHUP). A signal ends every process of the run at once, and the run still writes its
+report: what finished, and each scenario run it stopped or never started, failed with
+why, under ``run.interrupted``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -68,6 +72,10 @@ from .worker import settings_to_json
 
 # Workers get this long to tear their own jobs down on SIGTERM before SIGKILL.
 RUN_GRACE_S = 20.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""What ends a run: a terminal's Ctrl-C, CI cancellation or ``timeout``, a closed terminal."""
+UNFINISHED = "unfinished"
+"""Marks (until the report) a scenario run that returned no result of its own: why it did not finish."""
 
 
 def main(argv: Sequence[str], *, stderr: TextIO | None = None) -> int:
@@ -163,7 +171,9 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
           file=err)
     with RunHome(options.runs_root, run_id=run_id, keep=options.keep_home) as home, \
             Job("acceptance", grace=RUN_GRACE_S, adopt_orphans=True) as job:
-        restore = install_signal_handlers(job)
+        # A signal ends every process of the run at once; the run then reports what it has, marked interrupted.
+        interrupted: list[int] = []
+        restore = install_signal_handlers(job, signals=STOP_SIGNALS, on_stop=interrupted.append)
         board = VerdictBoard()
         prober = ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
         try:
@@ -185,6 +195,7 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
             prober.shutdown(wait=True)
             restore()
         results = [r for r in outcomes if "skipped" not in r]
+        unfinished = [r["artifacts_dir"].rstrip("/") for r in results if r.pop(UNFINISHED, None)]
         skipped = list(dict.fromkeys(r["skipped"]["run"] for r in outcomes if "skipped" in r))
         for outcome in (r for r in outcomes if "skipped" in r):
             print(f"runner: skipped {outcome['key']}: needs capability {', '.join(outcome['skipped']['missing'])} "
@@ -199,6 +210,9 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
         failed = [r for r in results if not r["passed"]]
         if failed:
             home.mark_failed(f"{len(failed)} scenario runs failed")
+        stopped_by = signal.Signals(interrupted[0]).name if interrupted else None
+        if stopped_by:
+            home.mark_failed(f"interrupted by {stopped_by}")
         rates = trials.pass_rates(results, options.trials, options.min_pass_rate)
         run = {"run_id": run_id, "started_at": started_at, "finished_at": _now(), "codex_version": codex.version,
                "provider": options.provider, "scenarios": results,
@@ -209,7 +223,11 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
                "usage": {"label": USAGE_LABEL, "totals": usage_total({str(i): r.get("usage", {}).get("totals", {})
                                                                       for i, r in enumerate(results)}),
                          "max_requests": options.max_requests},
-               "trials": rates if options.trials > 1 or options.min_pass_rate < 1 else None}
+               "trials": rates if options.trials > 1 or options.min_pass_rate < 1 else None,
+               "interrupted": {"signal": stopped_by, "unfinished": unfinished,
+                               "finished": [r["artifacts_dir"].rstrip("/") for r in results
+                                            if r["artifacts_dir"].rstrip("/") not in unfinished]}
+               if stopped_by else None}
         report, report_error = write_run_report(options.report_dir, run, home.artifacts, options.auth_home,
                                                 ledgers=home.path / "tokens")
         if report_error:
@@ -217,6 +235,10 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
         if options.junit is not None:
             write_junit(options.junit, report, run)
     _summary(results, time.monotonic() - began, report, report_error, err)
+    if stopped_by:
+        print(f"runner: interrupted by {stopped_by}: {len(results) - len(unfinished)} of {len(results)} scenario runs "
+              f"finished; the report has what ran", file=err)
+        return 128 + interrupted[0]
     if run["trials"] is not None:
         print(trials.describe(rates), file=err)
         return 0 if rates["met"] and not report_error else 1
@@ -358,7 +380,7 @@ def run_in_worker(scenario: Scenario, mode: str, settings: RunSettings, job: Job
         return {"key": key, "skipped": {"run": scenario.key(mode), **result["skipped"]}} if "skipped" in result \
             else result
     why = "not started: the run was stopped" if status is None else f"the worker exited with status {status}"
-    return unfinished_result(name=scenario.name, mode=mode, persona=settings.persona, provider=settings.provider,
+    return {UNFINISHED: why} | unfinished_result(name=scenario.name, mode=mode, persona=settings.persona, provider=settings.provider,
                              pair=",".join(scenario.pair),
                              trial=trial, description=scenario.description, key=key, why=why,
                              wall_s=time.monotonic() - began)

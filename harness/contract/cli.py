@@ -5,10 +5,23 @@ suite in ``harness/contract/suite`` under its own pytest configuration (``suite.
 in parallel with pytest-xdist, and always writes ``compliance.json``,
 ``compliance.md``, ``junit.xml`` and ``durations.json`` into the report
 directory. With ``--shard K/N`` it runs one shard of the selected tests, and
-``runner.py report merge`` judges the shards' votes together. The exit status
-is the verdict's, as the report states it: 0 exactly when every selected MUST
-passes and the baseline holds, 1 when not, pytest's own status (2-4) when the
-run itself broke.
+``peerwire-harness report merge`` judges the shards' votes together. Help texts and errors name the
+command as it was run (:mod:`harness.invocation`).
+
+Before any test, a pre-flight (:mod:`harness.contract.preflight`) checks that the run
+can be made at all, and otherwise prints one line naming the cause and the fix. Exit
+statuses:
+
+* 0: every selected MUST passes and the baseline holds; 1: not (the verdict, as the
+  report states it);
+* 2: the implementation could not be started (a missing program, a server that exits
+  or never answers ``initialize`` within ``--startup-timeout``, a provisioner that does
+  not import or start);
+* 3: what the suite runs on is missing (a package of the ``suite`` extra, Node, a
+  pinned npm client the selection needs);
+* 4: unusable options, or a selection with no requirement in it;
+* 128 + N: interrupted by signal N (SIGINT, SIGTERM, SIGHUP: :mod:`harness.contract.interruption`); the report
+  has what ran, marked interrupted.
 """
 
 from __future__ import annotations
@@ -17,6 +30,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
@@ -24,17 +38,22 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.private import unwritable
+from harness import invocation
+from harness.process.jobs import Job
 from harness.resources import contract_suite_config, packages_root
 
+from . import interruption, preflight, terminal
 from .layout import SUITE_DIR
 from .limits import DEFAULT_STARTUP_S
 from .report import JSON_NAME
 from .stdio import command_stdout_fault
 
 
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="peerwire-harness contract",
+        prog=invocation.command("contract"),
         description="Run the messaging contract suite against an MCP server launched over stdio.",
         epilog="Anything after `--` is passed to pytest unchanged.",
     )
@@ -46,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "`mcp serve --profile collab` when testing the reference; with another --server-cmd "
                              "none, so the collab profile is reported not tested)")
     parser.add_argument("--profiles", metavar="LIST",
-                        help="tool profiles to test, comma-separated: messaging, collab (default: every profile "
-                             "the target offers); e.g. --profiles messaging for a server without the collab profile")
+                        help="profiles to test, comma-separated: protocol, messaging, collab (default: every "
+                             "profile the target offers: protocol alone without a provisioner); e.g. --profiles "
+                             "protocol,messaging for a server without the collab profile")
     parser.add_argument("--provisioner", metavar="MODULE:CLASS",
                         help="Provisioner class for the implementation (default: the reference's for the reference "
                              "server; without one, another server is tested on the protocol profile alone: JSON-RPC "
@@ -71,14 +91,26 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run requirements up to this level (default: may, i.e. all)")
     parser.add_argument("--requirement", action="append", default=[], metavar="ID",
                         help="run only these requirements (ID, glob or prefix); repeatable")
-    parser.add_argument("--baseline", metavar="FILE", help="expected failures, one a line with a comment")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="expected failures, one requirement or case a line with a comment saying why, e.g. "
+                             "`wire:batch:2025-03-26  # our SDK drops batches` (docs/contract-suite.md)")
+    parser.add_argument("--write-baseline", metavar="FILE",
+                        help="write FILE from this run's failures, in the --baseline format (each with why)")
     parser.add_argument("--report-dir", metavar="DIR",
                         help="where to write the reports (default: reports/contract-<UTC time>)")
     parser.add_argument("--shard", metavar="K/N",
                         help="run only shard K of N of the selected tests, balanced by recorded durations; merge "
-                             "the shards' report folders with `runner.py report merge`")
+                             f"the shards' report folders with `{invocation.command('report merge')}`")
     parser.add_argument("--durations", metavar="FILE",
-                        help="recorded durations to balance shards by (default: .ci/durations.json when present)")
+                        help=f"recorded durations to balance shards by (default: {invocation.DURATIONS_DEFAULT_HELP})")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="pytest's own output too: its header, each test's outcome, tracebacks (default: a progress "
+                             "line, one line per failing requirement, the verdict)")
+    parser.add_argument("--tb", metavar="STYLE", choices=("auto", "long", "short", "line", "native", "no"),
+                        help="pytest's traceback style for failing tests (implies pytest's output, as -v does)")
+    parser.add_argument("--skip-preflight", action="store_true",
+                        help="start the tests without first checking that the server starts and answers initialize, "
+                             "that the provisioner starts and that the suite's own clients are installed")
     parser.add_argument("-n", "--workers", default="auto",
                         help="pytest-xdist workers: a number, auto or 0 for none (default: auto, twice the usable "
                              "cores, from 2 to 8: a run mostly waits on start-ups and timed waits)")
@@ -112,7 +144,8 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
     # The plugins the suite runs on, named, since none loads by itself (see AUTOLOAD_ENV).
     argv = ["-p", "xdist.plugin", "-p", "pytest_timeout", "-p", "harness.contract.plugin", "-p", "no:cacheprovider",
             "--rootdir", str(packages_root()), "-c", str(contract_suite_config()),
-            "--level", args.level, "--isolation", args.isolation, "--report-dir", str(report_dir)]
+            "--level", args.level, "--isolation", args.isolation, "--report-dir", str(report_dir),
+            *terminal.quiet_options(getattr(args, "verbose", 0), getattr(args, "tb", None))]
     if args.server_cmd:
         argv += ["--server-cmd", args.server_cmd]
     if args.collab_server_cmd:
@@ -131,6 +164,8 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
         argv += ["--call-timeout", str(args.call_timeout)]
     if args.baseline:
         argv += ["--baseline", str(Path(args.baseline).absolute())]
+    if getattr(args, "write_baseline", None):
+        argv += ["--write-baseline", str(Path(args.write_baseline).absolute())]
     for pattern in args.requirement:
         argv += ["--requirement", pattern]
     if args.shard:
@@ -143,6 +178,9 @@ def pytest_arguments(args: argparse.Namespace, report_dir: Path, extra: Sequence
         argv += ["-n", str(workers), "--maxschedchunk", "1"]
     return argv + list(extra) + [str(SUITE_DIR)]
 
+
+TEARDOWN_GRACE_S = 2.0
+"""How long a process the run's own teardown left running gets between SIGTERM and SIGKILL."""
 
 AUTOLOAD_ENV = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 """Set for the suite's run: pytest loads no plugin from the environment's entry points, only those named."""
@@ -185,6 +223,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
+    restore = interruption.install_runner()
+    try:
+        # Every process the run starts, however deep, is ended with it: orphans re-parent to this process (a
+        # child subreaper), and whatever the session's own teardown leaves running the job ends on the way out.
+        with Job("contract", grace=TEARDOWN_GRACE_S, adopt_orphans=True) as job:
+            status = _run(args, extra)
+        if job.teardown is not None and (job.teardown.escaped or job.teardown.terminated):
+            print(f"{invocation.command('contract')}: ended {len(job.teardown.escaped) + len(job.teardown.terminated)} process(es) the run "
+                  "had left running", file=sys.stderr)
+        return status
+    except KeyboardInterrupt:
+        signum = interruption.received() or signal.SIGINT
+        print(f"{invocation.command('contract')}: interrupted by {interruption.name(signum)} before any test ran; nothing was judged",
+              file=sys.stderr)
+        return interruption.exit_status(signum)
+    finally:
+        restore()
+
+
+def _run(args: argparse.Namespace, extra: list[str]) -> int:
+    if not args.skip_preflight:
+        try:
+            preflight.check(preflight.plan(
+                args.server_cmd, args.provisioner, args.collab_server_cmd, profiles=args.profiles, level=args.level,
+                patterns=args.requirement, call_tools=args.call_tools, tool_calls=args.tool_call,
+                startup_s=args.startup_timeout, baseline=args.baseline))
+        except preflight.PreflightError as exc:
+            print(f"{invocation.command('contract')}: {exc}", file=sys.stderr)
+            return exc.status
     report_dir = Path(args.report_dir).absolute() if args.report_dir else default_report_dir()
     if (why := unwritable(report_dir)) is not None:
         print(f"contract: --report-dir {report_dir}: {why}; no test was run", file=sys.stderr)
@@ -211,4 +278,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(json.loads(verdict.read_text("utf-8"))["verdict"]["exit_status"])
     except (OSError, ValueError, KeyError):
+        if interruption.received() is not None:
+            return interruption.exit_status(interruption.received())
         return status  # no report: the run broke before the verdict (a usage error, say)

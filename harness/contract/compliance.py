@@ -108,6 +108,15 @@ class Compliance:
     run_status: int | None = None
     source_scores: dict[str, dict[Level, LevelScore]] | None = None
     """Scores over the selected profiles, per source group (JSON-RPC 2.0, MCP <revision>, messaging contract)."""
+    interrupted_by: str | None = None
+    """The signal that ended the run before it finished (``SIGINT``, ``SIGTERM``, ``SIGHUP``), if one did."""
+
+    @property
+    def state(self) -> str:
+        """``interrupted``, ``compliant`` or ``not compliant``: what the report says in one word or two."""
+        if self.interrupted_by:
+            return "interrupted"
+        return "compliant" if self.ok else "not compliant"
 
     def source_verdicts(self) -> dict[str, bool]:
         """Per source group: whether it is conformant (:meth:`source_verdict`): every MUST of it in the selected
@@ -160,6 +169,17 @@ class Compliance:
             return self
         return replace(self, problems=(*self.problems, f"the run did not finish (pytest exit status {pytest_status})"),
                        run_status=pytest_status)
+
+    def interrupted(self, signal_name: str, status: int) -> "Compliance":
+        """This verdict for a run a signal ended: what ran is judged as usual; what did not is listed as not
+        tested but is no reason of its own (the run stopped), and the exit status is ``status``."""
+        selected = [v for v in self.verdicts if v.selected]
+        not_run = [v for v in selected if v.result is Result.NOT_TESTED]
+        unrun = {_not_tested(v.requirement) for v in not_run}
+        head = (f"the run was interrupted by {signal_name}: {len(selected) - len(not_run)} of {len(selected)} "
+                f"selected requirements ran, {len(not_run)} did not (listed as not tested)")
+        return replace(self, problems=(head, *(p for p in self.problems if p not in unrun)), run_status=status,
+                       interrupted_by=signal_name)
 
     @property
     def final_status(self) -> int:
@@ -218,9 +238,7 @@ def judge(manifest: Manifest, votes: Iterable[Vote], selection: Selection, basel
         if selected and req.level is Level.MUST and result is Result.FAIL:
             problems.append(f"MUST {req.id} failed: {_first(failures)}")
         elif selected and req.level is Level.MUST and result is Result.NOT_TESTED:
-            problems.append(f"MUST {req.id} was not tested"
-                            + (f": its test stopped at the failure of {', '.join(verdict.blocked_by)}"
-                               if verdict.blocked_by else ""))
+            problems.append(_not_tested(req, verdict.blocked_by))
         elif selected and result is Result.FAIL:
             warnings.append(f"{req.level.name} {req.id} failed: {_first(failures)}")
         if verdict.stale:
@@ -253,6 +271,11 @@ def _blocked(verdicts: list[RequirementVerdict]) -> list[RequirementVerdict]:
     return [replace(v, result=Result.BLOCKED)
             if v.blocked_by and all(results.get(r) is Result.EXPECTED_FAILURE for r in v.blocked_by) else v
             for v in verdicts]
+
+
+def _not_tested(requirement: Requirement, blocked_by: tuple[str, ...] = ()) -> str:
+    return (f"MUST {requirement.id} was not tested"
+            + (f": its test stopped at the failure of {', '.join(blocked_by)}" if blocked_by else ""))
 
 
 def _group_order(group: str) -> tuple[int, str]:

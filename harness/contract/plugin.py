@@ -25,8 +25,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import stat
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +55,8 @@ from harness.contract.fixtures import (  # noqa: F401  (fixtures the plugin prov
     tree_servers,
     votes,
 )
-from harness.contract import census
+from harness.contract import census, interruption, terminal
+from harness.invocation import DURATIONS_DEFAULT_HELP
 from harness.contract.isolation import Isolation
 from harness.contract.layout import SUITE_DIR
 from harness.contract.limits import DEFAULT_CALL_S, DEFAULT_STARTUP_S, Limits, configure, drain_startups, \
@@ -66,11 +70,14 @@ from harness.shards import DURATIONS_FILE, Shard, ShardError, load_durations, pl
 
 STARTUP_PROPERTY = "contract_startup_ms"
 """Each test item's server start-up times, carried like its votes."""
+TEARDOWN_PROPERTY = "contract_teardown_votes"
+"""A failed teardown's vote, carried in the teardown report."""
 LAUNCH_PROPERTY = "contract_launches"
 """What each test item started (server processes by kind, homes) and shared sessions it closed, carried like its
 votes."""
 
 RUN_KEY = pytest.StashKey["ContractRun"]()
+RESTORE_SIGNALS = pytest.StashKey[Callable[[], None]]()
 SHARD_PLAN = "shard-plan.json"
 """Where a sharded run's collecting processes leave the plan for the controlling one."""
 
@@ -95,6 +102,8 @@ class ContractRun:
     durations: dict[str, float] = field(default_factory=dict)
     compliance: Compliance | None = None
     written: tuple[Path, ...] = ()
+    baseline_out: Path | None = None
+    """--write-baseline: where to write a baseline of this run's failures."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -134,13 +143,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only these requirements: an ID, a glob (wire:*) or a prefix (send); repeatable")
     group.addoption("--baseline", default=None, metavar="FILE",
                     help="expected failures, one requirement or case a line with a comment")
+    group.addoption("--write-baseline", default=None, metavar="FILE",
+                    help="write FILE: a baseline (the --baseline format) of every selected requirement that failed, "
+                         "each with why; edit the reasons and pass it with --baseline")
     group.addoption("--report-dir", default=None, metavar="DIR",
                     help="write compliance.json, compliance.md, junit.xml and durations.json here")
     group.addoption("--shard", default=None, metavar="K/N",
                     help="run only shard K of N of the selected items, balanced by recorded durations; a shard's "
-                         "compliance.json carries its votes, and `runner.py report merge` judges the shards together")
+                         "compliance.json carries its votes, and `peerwire-harness report merge` judges the shards "
+                         "together")
     group.addoption("--shard-durations", default=None, metavar="FILE",
-                    help="recorded durations to balance shards by (default: .ci/durations.json when present)")
+                    help=f"recorded durations to balance shards by (default: {DURATIONS_DEFAULT_HELP})")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -184,12 +197,23 @@ def pytest_configure(config: pytest.Config) -> None:
             durations_file=Path(config.getoption("--shard-durations")) if config.getoption("--shard-durations")
             else None,
             isolation=Isolation(config.getoption("--isolation")),
+            baseline_out=Path(config.getoption("--write-baseline")).absolute() if config.getoption("--write-baseline")
+            else None,
         )
     except (ManifestError, BaselineError, TargetError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
+    if threading.current_thread() is threading.main_thread():
+        worker = hasattr(config, "workerinput")
+        config.stash[RESTORE_SIGNALS] = interruption.install_worker() if worker else interruption.install_controller()
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(ComplianceCollector(run), "contract-compliance")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    restore = config.stash.get(RESTORE_SIGNALS, None)
+    if restore is not None:
+        restore()
 
 
 def hypothesis_home() -> Path:
@@ -269,6 +293,14 @@ def _shard(run: ContractRun, items: list[pytest.Item]) -> tuple[list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     info = item_info(item)
+    if info is not None and report.when == "teardown" and report.failed:
+        # A teardown that fails (a server that will not stop, a home left in a bad state) is the implementation's
+        # failure too: it counts against the requirement, in its own property (the teardown report also repeats
+        # the call's votes, which the collector must not count twice).
+        vote = Vote(requirement=info.requirement, passed=False, item=info.item, case=info.case, step="teardown",
+                    check="the test's teardown completes", detail=_failure_text(report))
+        report.user_properties.append((TEARDOWN_PROPERTY, encode_votes([vote])))
+        return report
     if info is None or not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return report
     startups = drain_startups()
@@ -304,6 +336,11 @@ class ComplianceCollector:
         self.run = run
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            for name, value in report.user_properties:
+                if name == TEARDOWN_PROPERTY:
+                    self.run.votes.extend(decode_votes(value))
+                    self.run.tests["teardown error"] = self.run.tests.get("teardown error", 0) + 1
         if report.when in ("setup", "call"):  # teardown reports repeat the call's votes
             for name, value in report.user_properties:
                 if name == VOTES_PROPERTY:
@@ -343,12 +380,23 @@ class ComplianceCollector:
         if run.shard is not None:
             run.compliance = shard_verdict(run.compliance)
             extra |= {"shard": _read_plan(run), "votes": [v.to_json() for v in run.votes]}
-        run.compliance = run.compliance.after_run(int(session.exitstatus))
+        signum = interruption.received()
+        if signum is None and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            signum = signal.SIGINT  # a KeyboardInterrupt no handler of ours saw: Ctrl-C where ours are not installed
+        if signum is not None:
+            run.compliance = run.compliance.interrupted(interruption.name(signum), interruption.exit_status(signum))
+        else:
+            run.compliance = run.compliance.after_run(int(session.exitstatus))
         if run.report_dir is not None:
             run.written = write_reports(run.report_dir, run.compliance, target=run.target.describe(),
                                         tests=run.tests, extra=extra)
             write_durations(run.report_dir / DURATIONS_FILE, {"contract": run.durations})
             group_junit_by_source(run.report_dir / JUNIT_NAME, run.manifest)
+        if run.baseline_out is not None:
+            run.baseline_out.write_text(terminal.baseline_text(
+                run.compliance.verdicts, target=" ".join(run.target.server_cmd),
+                interrupted=run.compliance.interrupted_by), "utf-8")
+            run.written = (*run.written, run.baseline_out)
         session.exitstatus = run.compliance.final_status
         return outcome
 
@@ -388,16 +436,27 @@ class ComplianceCollector:
                  if self.run.closed_early else ""))
         if compliance.reference_only:
             write(reference_only_summary({"reference_only": compliance.reference_only}))
-        for problem in compliance.problems:
+        problems, warnings = compliance.problems, compliance.warnings
+        if terminalreporter.config.get_verbosity() < 0:
+            # Quiet (the runner's default): a line per failing requirement stands for its problem or warning.
+            failed = [v for v in compliance.verdicts if v.selected and v.failures]
+            said = tuple(f"{v.requirement.level.name} {v.requirement.id} failed" for v in failed)
+            problems = tuple(p for p in problems if not p.startswith(said))
+            warnings = tuple(w for w in warnings if not w.startswith(said))
+            for line in terminal.failure_lines(failed):
+                write(line)
+        for problem in problems:
             write(f"FAILS RUN: {problem}")
-        for warning in compliance.warnings:
+        for warning in warnings:
             write(f"warning: {warning}")
         for path in self.run.written:
             write(f"report: {path}")
+        state = {"compliant": "compliant", "not compliant": "NOT compliant"}.get(compliance.state, compliance.state)
         ran = compliance.coverage()
         narrowed = "" if all(n == total for n, total in ran.values()) else " over what ran: " + ", ".join(
             f"{n} of {total} {level.name}s" for level, (n, total) in ran.items() if total)
-        write("verdict: " + ("compliant" if compliance.ok else "NOT compliant") + narrowed
+        write(f"verdict: {state}"
+              + (f" by {compliance.interrupted_by}" if compliance.interrupted_by else "") + narrowed
               + f" (exit status {compliance.final_status})" + (f"; {len(blocked)} blocked by baselined prerequisites"
                                                               if blocked else ""))
 

@@ -54,6 +54,8 @@ def compliance_document(compliance: Compliance, *, target: dict[str, Any], tests
         },
         "verdict": {
             "compliant": compliance.ok,
+            "state": compliance.state,
+            "interrupted_by": compliance.interrupted_by,
             "exit_status": compliance.final_status,
             "problems": list(compliance.problems),
             "warnings": list(compliance.warnings),
@@ -147,16 +149,25 @@ def render_markdown(document: dict[str, Any]) -> str:
         f"- Server command: `{' '.join(target.get('server_cmd', []))}`",
         "- Collab server command: " + (f"`{' '.join(target['collab_server_cmd'])}`" if target.get("collab_server_cmd")
                                        else "none (the collab profile is not offered)"),
-        f"- Provisioner: `{target.get('provisioner', '')}`",
+        "- Provisioner: " + (f"`{target['provisioner']}`" if target.get("provisioner")
+                             else "none (the protocol profile alone)"),
         f"- Selection: level {document['selection']['level']}"
         + (f", profiles {', '.join(document['selection']['profiles'])}" if 'profiles' in document['selection']
            else "")
         + (f", requirements {', '.join(document['selection']['patterns'])}" if document['selection']['patterns']
            else ""),
         f"- Baseline: {document['baseline']['path'] or 'none'} ({len(document['baseline']['entries'])} entries)",
-        f"- Verdict: **{'compliant' if verdict['compliant'] else 'not compliant'}** "
+        f"- Verdict: **{verdict.get('state') or ('compliant' if verdict['compliant'] else 'not compliant')}** "
         f"(exit status {verdict['exit_status']})",
         *_ran_line(verdict.get("ran") or {}),
+    ]
+    # Why first: a reader opens the file to learn whether and why the run fails.
+    if verdict["problems"] or verdict["warnings"]:
+        heading = "## Why the run stopped" if verdict.get("interrupted_by") else "## Why the run fails"
+        lines += ["", heading if verdict["problems"] else "## Warnings", ""]
+        lines += [f"- {_cell(p)}" for p in verdict["problems"]]
+        lines += [f"- warning: {_cell(w)}" for w in verdict["warnings"]]
+    lines += [
         "",
         "## Scores",
         "",
@@ -176,7 +187,9 @@ def render_markdown(document: dict[str, Any]) -> str:
                   "| Profile | Level | Pass | Fail | Expected failure | Not tested | Total | Score |",
                   "|---|---|---:|---:|---:|---:|---:|---:|"]
         for profile, scores in profile_scores.items():
-            label = profile if scores["selected"] else f"{profile} (not selected)"
+            if not scores["selected"]:
+                continue  # folded under the requirements not selected, below
+            label = profile
             for level in Level:
                 s = scores[level.name]
                 if s["total"]:
@@ -210,16 +223,6 @@ def render_markdown(document: dict[str, Any]) -> str:
         lines += [f"| `{r['id']}` | {r['level']} | " + ", ".join(f"`{b}`" for b in r["blocked_by"]) + " |"
                   for r in blocked]
     apart = [r for r in document["requirements"] if r["result"] == Result.REFERENCE_ONLY.value]
-    if apart:
-        lines += ["", f"## Verified by the reference only ({len(apart)})", "",
-                  "What no tool result shows (a provider turn, the text a model reads): the reference proves these "
-                  "in its own tests. They are not counted in any score, for any implementation.", "",
-                  "| ID | Level | Verified by |", "|---|---|---|"]
-        lines += [f"| `{r['id']}` | {r['level']} | {_cell(r.get('verified_by', ''))} |" for r in apart]
-    if verdict["problems"] or verdict["warnings"]:
-        lines += ["", "## Why the run fails" if verdict["problems"] else "## Warnings", ""]
-        lines += [f"- {_cell(p)}" for p in verdict["problems"]]
-        lines += [f"- warning: {_cell(w)}" for w in verdict["warnings"]]
     failing = [r for r in document["requirements"] if r["failures"]]
     if failing:
         lines += ["", "## Failures", ""]
@@ -243,8 +246,41 @@ def render_markdown(document: dict[str, Any]) -> str:
                               "    ```"]
                     lines += [f"    {ln}" for ln in exchange_lines(failure["exchange"])]
                     lines += ["    ```", ""]
-    lines += ["", "## Requirements", "", "| ID | Level | Result | Source | Notes |", "|---|---|---|---|---|"]
-    for req in document["requirements"]:
+    selected = [r for r in document["requirements"] if r["selected"]]
+    unselected = [r for r in document["requirements"] if not r["selected"] and r["result"] != Result.REFERENCE_ONLY.value]
+    lines += ["", f"## Requirements selected ({len(selected)})", ""]
+    lines += _requirement_rows(selected)
+    # What the run did not judge is kept, folded: the reference-only rules, other profiles, unselected rows.
+    unselected_profiles = {p: sc for p, sc in profile_scores.items() if not sc["selected"]}
+    if apart or unselected or unselected_profiles:
+        lines += ["", "<details><summary>Not judged by this run: "
+                  f"{len(apart)} verified by the reference only, {len(unselected)} not selected</summary>", ""]
+        if apart:
+            lines += [f"### Verified by the reference only ({len(apart)})", "",
+                      "What no tool result shows (a provider turn, the text a model reads): the reference proves "
+                      "these in its own tests. They are not counted in any score, for any implementation.", "",
+                      "| ID | Level | Verified by |", "|---|---|---|"]
+            lines += [f"| `{r['id']}` | {r['level']} | {_cell(r.get('verified_by', ''))} |" for r in apart]
+            lines.append("")
+        if unselected_profiles:
+            lines += ["### Profiles not selected", "", "| Profile | Level | Not tested | Total |", "|---|---|---:|---:|"]
+            lines += [f"| {profile} | {level.name} | {sc[level.name]['not_tested']} | {sc[level.name]['total']} |"
+                      for profile, sc in unselected_profiles.items() for level in Level if sc[level.name]["total"]]
+            lines.append("")
+        if unselected:
+            lines += [f"### Requirements not selected ({len(unselected)})", ""]
+            lines += _requirement_rows(unselected)
+            lines.append("")
+        lines.append("</details>")
+    tests = document.get("tests") or {}
+    if tests:
+        lines += ["", "## Test items", "", ", ".join(f"{k}: {v}" for k, v in sorted(tests.items()))]
+    return "\n".join(lines) + "\n"
+
+
+def _requirement_rows(requirements: list[dict[str, Any]]) -> list[str]:
+    lines = ["| ID | Level | Result | Source | Notes |", "|---|---|---|---|---|"]
+    for req in requirements:
         notes = []
         if req.get("lacks"):
             notes.append("not selected: needs " + ", ".join(NEEDS.get(n, n) for n in req["lacks"]))
@@ -253,7 +289,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         if req.get("deferred"):
             notes.append(f"deferred: {req['deferred']}")
         if req.get("verified_by"):
-            notes.append("verified by the reference only (see above)")
+            notes.append("verified by the reference only")
         if req.get("divergence"):
             notes.append(f"divergence: {req['divergence']}")
         if req.get("baselined"):
@@ -264,10 +300,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         result = req["result"] if req["result"] != Result.FAIL.value else "**fail**"
         lines.append(f"| `{req['id']}` | {req['level']} | {result} | {_cell(req['source'])} "
                      f"| {_cell('; '.join(notes))} |")
-    tests = document.get("tests") or {}
-    if tests:
-        lines += ["", "## Test items", "", ", ".join(f"{k}: {v}" for k, v in sorted(tests.items()))]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _shard_lines(document: dict[str, Any]) -> list[str]:
@@ -276,7 +309,7 @@ def _shard_lines(document: dict[str, Any]) -> list[str]:
     if shard:
         lines.append(f"- Shard {shard['index']} of {shard['count']}: {len(shard['cases'])} of {shard['plan_cases']} "
                      "tests. This verdict covers only them: a MUST fails the shard, but what is not tested here is "
-                     "judged when the shards are merged (`runner.py report merge`)")
+                     "judged when the shards are merged (`peerwire-harness report merge`)")
     merge = document.get("merge")
     if merge:
         lines.append(f"- Merged from {len(merge['shards'])} shards: "

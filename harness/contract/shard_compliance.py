@@ -90,6 +90,10 @@ def merge_compliance(folders: Sequence[Path], out: Path, *, force: bool = False)
             raise ValueError(f"{shard.folder}: not a shard report (run the suite with --shard K/N to merge it)")
     warnings = _compatibility(shards, force)
     chosen, problems = _choose(shards)
+    # An interrupted shard's unfinished tests show as ones that ran nowhere; say why first.
+    problems = [f"contract shard {s.shard['index']}/{s.shard['count']} ({s.folder.name}) was interrupted by "
+                f"{s.document['verdict']['interrupted_by']}: its remaining tests did not run"
+                for s in chosen if (s.document.get("verdict") or {}).get("interrupted_by")] + problems
     votes = [Vote.from_json(v) for shard in chosen for v in shard.document["votes"]]
     first = chosen[0].document
     try:

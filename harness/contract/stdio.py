@@ -270,11 +270,12 @@ class StdioServer:
         """Why a wait for ``msg_id`` failed, with every line that did come back meanwhile, whatever its id."""
         came = self.lines_since(since)
         if not came:
-            meanwhile = "the server wrote nothing at all meanwhile"
+            meanwhile = "the server wrote nothing at all meanwhile" + (
+                " (it is running: its transport may have dropped the line)" if self.alive() else "")
         else:
             shown = "; ".join(ln.raw[:200].decode("utf-8", "replace") for ln in came[-5:])
             meanwhile = f"meanwhile the server wrote {len(came)} other line(s), the last: {shown}"
-        alive = "" if self.alive() else f"; the server exited ({self.process.returncode})"
+        alive = "" if self.alive() else f"; the server has ended: {self.exit_description(0)}"
         return f"no response with id {json.dumps(msg_id)} within {timeout:g}s; {meanwhile}{alive}"
 
     def exchange(self, since: float | None = None, limit: int = 60) -> list[dict[str, Any]]:
@@ -361,6 +362,20 @@ class StdioServer:
             return False
         return True
 
+    def exit_description(self, wait: float = 0.5) -> str:
+        """How the process ended, waiting up to ``wait`` seconds for it: its exit status or the signal that killed
+        it (what a crashed server's failure must say)."""
+        try:
+            code = self.process.wait(wait)
+        except subprocess.TimeoutExpired:
+            return "it is still running"
+        if code < 0:
+            try:
+                return f"it was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"it was killed by signal {-code}"
+        return f"it exited with status {code}"
+
     def stderr_tail(self, limit: int = 1500) -> str:
         try:
             text = self.stderr_path.read_text("utf-8", errors="replace")
@@ -433,7 +448,7 @@ class StdioServer:
             watchers, self._watchers = self._watchers, []
         for future in [*pending.values(), *(f for _, f in watchers)]:
             if not future.done():
-                future.set_exception(self._gone("the server closed stdout"))
+                future.set_exception(self._gone(f"the server closed stdout ({self.exit_description()})"))
 
     def _too_much_stray(self, entry: Line) -> bool:
         """Count a line that is not JSON-RPC; past the tolerance, stop the server (its group) and say why."""

@@ -57,7 +57,9 @@ def since(server: StdioServer, start: int) -> str:
     """What the server wrote from line ``start`` on, as text for a failure message."""
     came = server.lines_since(start)
     if not came:
-        return "it wrote nothing"
+        # Alive and silent is most often a transport (an SDK's reader) that dropped a line it could not parse.
+        return "it wrote nothing" + (" (it is running: its transport may have dropped the line)"
+                                     if server.alive() else "")
     return f"it wrote {len(came)} line(s): " + " | ".join(ln.raw[:200].decode("utf-8", "replace") for ln in came[-6:])
 
 

@@ -341,6 +341,7 @@ def install_signal_handlers(
     *,
     grace: float | None = None,
     signals: Iterable[signal.Signals] = (signal.SIGINT, signal.SIGTERM),
+    on_stop: Callable[[int], None] | None = None,
 ) -> Callable[[], None]:
     """Make ``signals`` close ``job`` and exit with status 128 + signal number.
 
@@ -351,14 +352,24 @@ def install_signal_handlers(
     the job already closed. A second signal during teardown finishes it without
     waiting out the grace (see :meth:`Job.close`).
 
+    With ``on_stop``, the first signal closes the job and then calls
+    ``on_stop(signum)`` instead of exiting: the runner goes on, with every
+    process ended, to report what it has. A later signal exits at once.
+
     ``grace`` defaults to the job's. Must be called from the main thread.
     Returns a function that restores the previous handlers.
     """
+    stopped: list[int] = []
 
     def close_and_exit(signum: int, frame: FrameType | None) -> None:
         def end_run() -> None:
+            first = not stopped
+            stopped.append(signum)
             job.close(grace=grace)
-            raise SystemExit(128 + signum)
+            if on_stop is not None and first:
+                on_stop(signum)
+                return
+            raise SystemExit(128 + stopped[0])
 
         if not job._defer_while_spawning(end_run):
             end_run()

@@ -60,6 +60,10 @@ _AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _WINDOWS_LOCK_OFFSET = 1 << 20
 
 
+_ROOT_ATTEMPTS = 3
+"""Tries at making a home whose default root another run may remove as it empties it."""
+
+
 class RunHomeError(Exception):
     """A run home cannot be created, locked or used."""
 
@@ -195,9 +199,16 @@ class RunHome:
             return self
         if self._closed:
             raise RunHomeError(f"run home {self.path} was closed; open a new RunHome")
-        _make_private_dir(self.root, parents=True)
-        _check_owned_directory(self.root)
-        _make_private_dir(self.path)
+        for attempt in range(_ROOT_ATTEMPTS):
+            _make_private_dir(self.root, parents=True)
+            try:
+                _check_owned_directory(self.root)
+                _make_private_dir(self.path)
+                break
+            except FileNotFoundError:
+                # Another run removed the default root as it emptied it, between our two steps: make it again.
+                if attempt == _ROOT_ATTEMPTS - 1:
+                    raise
         self._lock_file = _acquire_lock(self.lock_path)
         # Changed only once the home is ours: a refused opener touches nothing.
         os.chmod(self.path, 0o700)
@@ -257,6 +268,13 @@ class RunHome:
             # the descriptor stays valid after its file is unlinked.
             _remove_tree(self.path)
             lock_file.close()
+        if self.root == default_runs_root():
+            # A clean run leaves nothing in the temporary directory, not even the empty folder of run homes
+            # (rmdir refuses a folder another run's home is in).
+            try:
+                self.root.rmdir()
+            except OSError:
+                pass
         return None
 
     def __enter__(self) -> RunHome:

@@ -14,7 +14,9 @@
                                           model request SEQ of scenario run RUN (its slug, e.g.
                                           smoke.attached) whole, as Codex sent it, checked against its digest
 
-PATH is a report folder (``reports/<run-id>``) or its ``report.json``. Exit status:
+PATH is a report folder (``reports/<run-id>``) or its ``report.json``; or a contract run's
+report folder or its ``compliance.json``, summarized as its verdict, scores and a line per
+failing requirement (:func:`summarize_contract`; exit status: the run's own). Exit status:
 0 when the report (NEW, when comparing) passed and, when comparing, no check
 regressed from pass to fail or disappeared; 1 otherwise; 2 for unreadable input.
 
@@ -38,6 +40,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from harness import invocation
 from harness.evidence import stored
 from harness.evidence.model_bodies import read_log
 
@@ -53,7 +56,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     if argv[:1] == ["matrix"]:
         from . import matrix
         return matrix.main(argv[1:], out)
-    parser = argparse.ArgumentParser(prog="peerwire-harness report", description="Summarize or compare run reports.")
+    parser = argparse.ArgumentParser(prog=invocation.command("report"), description="Summarize or compare run reports.")
     parser.add_argument("path", nargs="?", help="a report folder or its report.json")
     parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="list checks whose verdict changed")
     parser.add_argument("--request", nargs=2, metavar=("RUN", "SEQ"),
@@ -67,12 +70,15 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         if args.compare:
             old, new = (load_report(p) for p in args.compare)
             return compare(old, new, out)
+        contract = _compliance_file(Path(args.path))
+        if contract is not None:
+            return summarize_contract(json.loads(contract.read_text("utf-8")), out)
         return summarize(load_report(args.path), out)
     except LookupError as exc:
-        print(f"runner.py report: {exc.args[0]}", file=sys.stderr)
+        print(f"{invocation.command('report')}: {exc.args[0]}", file=sys.stderr)
         return 1
     except (OSError, ValueError) as exc:
-        print(f"runner.py report: cannot read report: {exc}", file=sys.stderr)
+        print(f"{invocation.command('report')}: cannot read report: {exc}", file=sys.stderr)
         return 2
 
 
@@ -83,7 +89,7 @@ def merge(argv: Sequence[str], out: TextIO) -> int:
 
     from .shard_reports import MergeRefused, durations, find_reports, merge_reports
 
-    parser = argparse.ArgumentParser(prog="peerwire-harness report merge",
+    parser = argparse.ArgumentParser(prog=invocation.command("report merge"),
                                      description="Merge the shard reports of one run into one report.")
     parser.add_argument("folders", nargs="+", type=Path, metavar="DIR",
                         help="shard report folders, or folders holding them (searched recursively)")
@@ -94,11 +100,11 @@ def merge(argv: Sequence[str], out: TextIO) -> int:
     args = parser.parse_args(argv)
     acceptance, contract = find_reports(args.folders), find_compliance(args.folders)
     if not acceptance and not contract:
-        print(f"runner.py report merge: no report.json or compliance.json in {', '.join(map(str, args.folders))}",
+        print(f"{invocation.command('report merge')}: no report.json or compliance.json in {', '.join(map(str, args.folders))}",
               file=out)
         return 2
     if args.out.exists():
-        print(f"runner.py report merge: {args.out} already exists; give a new folder", file=out)
+        print(f"{invocation.command('report merge')}: {args.out} already exists; give a new folder", file=out)
         return 2
     status, tables = 0, {}
     try:
@@ -121,13 +127,45 @@ def merge(argv: Sequence[str], out: TextIO) -> int:
             status = max(status, result.compliance.exit_status)
             tables["contract"] = load_durations(result.folder / DURATIONS_FILE, "contract")
     except (MergeRefused, ContractMergeRefused) as refused:
-        print(f"runner.py report merge: refused: {refused}", file=out)
+        print(f"{invocation.command('report merge')}: refused: {refused}", file=out)
         return 2
     except (OSError, ValueError, KeyError) as exc:
-        print(f"runner.py report merge: cannot merge: {exc}", file=out)
+        print(f"{invocation.command('report merge')}: cannot merge: {exc}", file=out)
         return 2
     print(f"durations: {write_durations(args.out / DURATIONS_FILE, tables)}", file=out)
     return status
+
+
+def _compliance_file(path: Path) -> Path | None:
+    """A contract run's ``compliance.json`` at ``path`` (the file, or the report folder holding it)."""
+    if path.name == "compliance.json" and path.is_file():
+        return path
+    if path.is_dir() and (path / "compliance.json").is_file() and not (path / "report.json").is_file():
+        return path / "compliance.json"
+    return None
+
+
+def summarize_contract(document: dict[str, Any], out: TextIO) -> int:
+    """A contract run's report: its verdict, scores per level and a line per failing requirement; returns the
+    run's own exit status."""
+    verdict = document["verdict"]
+    state = verdict.get("state") or ("compliant" if verdict["compliant"] else "not compliant")
+    target = " ".join(document.get("target", {}).get("server_cmd", []))
+    print(f"contract run of {target}: {state} (exit status {verdict['exit_status']}), "
+          f"generated {document.get('generated_at')}", file=out)
+    print("  " + "; ".join(f"{level} {s['pass']}/{s['total']} pass, {s['fail']} fail, {s['not_tested']} not tested"
+                           for level, s in document["scores"].items() if s["total"]), file=out)
+    for requirement in document["requirements"]:
+        if requirement["result"] in ("fail", "expected failure") and requirement["failures"]:
+            first = requirement["failures"][0]
+            detail = f"; found {first['detail']}" if first.get("detail") else ""
+            label = "FAIL" if requirement["result"] == "fail" else "FAIL (baselined)"
+            print(f"  {label} {requirement['level']} {requirement['id']}: expected {first['check']}{detail}"[:400],
+                  file=out)
+    for problem in verdict["problems"]:
+        if " failed: " not in problem:
+            print(f"  FAILS RUN: {problem}", file=out)
+    return int(verdict["exit_status"])
 
 
 def summarize(report: dict[str, Any], out: TextIO) -> int:

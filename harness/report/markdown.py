@@ -15,6 +15,21 @@ from .store import tool_list
 _BACKTICKS = re.compile(r"`+")
 
 
+def _result(run: dict[str, Any]) -> str:
+    if run.get("interrupted"):
+        return f"INTERRUPTED by {run['interrupted']['signal']}"
+    return "PASSED" if run["passed"] else "FAILED"
+
+
+def _interrupted(interrupted: dict[str, Any] | None) -> list[str]:
+    if not interrupted:
+        return []
+    return [f"- Interrupted by {interrupted['signal']}: {len(interrupted['finished'])} scenario runs finished"
+            + (f" ({', '.join(interrupted['finished'])})" if interrupted["finished"] else "")
+            + f"; {len(interrupted['unfinished'])} did not"
+            + (f" ({', '.join(interrupted['unfinished'])})" if interrupted["unfinished"] else "")]
+
+
 def render(report: dict[str, Any]) -> str:
     """Markdown for a validated report dict. Texts are shown verbatim inside fences."""
     run = report["run"]
@@ -22,9 +37,10 @@ def render(report: dict[str, Any]) -> str:
     out = [
         f"# peerwire acceptance report {run['run_id']}",
         "",
-        f"- Result: **{'PASSED' if run['passed'] else 'FAILED'}** — {totals['scenarios']} scenarios "
+        f"- Result: **{_result(run)}** — {totals['scenarios']} scenarios "
         f"({totals['scenarios_failed']} failed), {totals['checks']} checks ({totals['checks_failed']} failed"
         + (f", {totals['checks_skipped']} skipped" if totals.get("checks_skipped") else "") + ")",
+        *_interrupted(run.get("interrupted")),
         f"- Started {run['started_at']}, finished {run['finished_at']}",
         f"- Codex version: {run['codex_version']}; provider: {_provider(run['provider'])}",
         *_capabilities(run.get("codex_capabilities")),

@@ -170,12 +170,13 @@ def _assemble(work: Path, run: Mapping[str, Any], artifacts_root: Path, scan: Se
             "codex_version": run.get("codex_version"),
             "provider": run.get("provider"),
             # An empty shard passes (its share of the plan was nothing); an empty run does not.
-            "passed": (bool(sections) or bool(run.get("shard"))) and all(s["passed"] for s in sections),
+            "passed": (bool(sections) or bool(run.get("shard"))) and all(s["passed"] for s in sections)
+            and not run.get("interrupted"),
             "totals": {"scenarios": len(sections), "scenarios_failed": sum(not s["passed"] for s in sections),
                        "checks": len(checks), "checks_failed": sum(c["verdict"] == "fail" for c in checks),
                        "checks_skipped": sum(c["verdict"] == "skip" for c in checks)},
             **({"codex_capabilities": run["codex_capabilities"]} if run.get("codex_capabilities") else {}),
-            **{key: run[key] for key in ("suite", "shard") if run.get(key) is not None},
+            **{key: run[key] for key in ("suite", "shard", "interrupted") if run.get(key) is not None},
             **({key: run[key] for key in ("usage", "trials", "workspace_trust", "agent_kinds")
                 if run.get(key) is not None}),
         },

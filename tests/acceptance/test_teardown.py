@@ -124,9 +124,12 @@ def test_a_failing_step_ends_the_run_with_everything_torn_down(tmp_path: Path) -
     assert len(kept) == 1 and (kept[0] / "scenarios" / "smoke.attached").is_dir(), "a failed run's home is kept"
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_tears_everything_down_and_exits_non_zero(tmp_path: Path, signum: int) -> None:
-    runner = start_runner(tmp_path, "--scenario", "modes", "--mode", "attached")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_tears_everything_down_and_reports_the_run_interrupted(tmp_path: Path, signum: int) -> None:
+    """Mid-run (the agents attached, a second scenario run not yet finished): every process ends, and the report
+    says which runs finished and which did not."""
+    runner = start_runner(tmp_path, "--scenario", "modes", "--scenario", "smoke", "--mode", "attached",
+                          "--workers", "1")
     reader = None
     try:
         reader = wait_for_line(runner.stderr, "agents attached", READY_TIMEOUT_S)
@@ -142,6 +145,35 @@ def test_a_signal_tears_everything_down_and_exits_non_zero(tmp_path: Path, signu
         runner.stderr.close()
     assert runner.returncode == 128 + signum
     assert leftovers(tmp_path) == []
+    (report,) = (tmp_path / "reports").glob("*/report.json")
+    run = json.loads(report.read_text(encoding="utf-8"))["run"]
+    assert run["passed"] is False and run["interrupted"]["signal"] == signal.Signals(signum).name
+    assert run["interrupted"]["unfinished"], "the run was stopped before every scenario run finished"
+    assert len(run["interrupted"]["finished"]) + len(run["interrupted"]["unfinished"]) == 2
+    markdown = report.with_name("report.md").read_text(encoding="utf-8")
+    assert f"INTERRUPTED by {signal.Signals(signum).name}" in markdown
+
+
+def test_a_signal_during_start_up_reports_every_run_unfinished(tmp_path: Path) -> None:
+    """While the capability probe and the first scenario run start up, nothing has finished."""
+    runner = start_runner(tmp_path, "--scenario", "smoke", "--mode", "attached")
+    reader = None
+    try:
+        reader = wait_for_line(runner.stderr, "probing Codex", READY_TIMEOUT_S)
+        os.kill(runner.pid, signal.SIGTERM)
+        runner.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        if reader is not None:
+            reader.join(timeout=READY_TIMEOUT_S)
+        runner.stderr.close()
+    assert runner.returncode == 128 + signal.SIGTERM
+    assert leftovers(tmp_path) == []
+    (report,) = (tmp_path / "reports").glob("*/report.json")
+    run = json.loads(report.read_text(encoding="utf-8"))["run"]
+    assert run["interrupted"] == {"signal": "SIGTERM", "finished": [], "unfinished": ["smoke.attached"]}
 
 
 def test_a_killed_runner_takes_everything_with_it_and_the_next_run_cleans_up(tmp_path: Path) -> None:

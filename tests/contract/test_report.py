@@ -39,8 +39,8 @@ def test_reports_list_every_requirement_with_its_result(tmp_path):
     assert failure["failures"][0]["response"] == RESPONSE
     assert "more characters" in failure["failures"][0]["request"]["params"]["arguments"]["message"]
     ran = document["verdict"].pop("ran")
-    assert document["verdict"] == {"compliant": False, "exit_status": 1, "problems": list(compliance.problems),
-                                   "warnings": []}
+    assert document["verdict"] == {"compliant": False, "state": "not compliant", "interrupted_by": None,
+                                   "exit_status": 1, "problems": list(compliance.problems), "warnings": []}
     assert ran["MUST"]["ran"] == 2 and ran["MUST"]["of"] > 2, "two MUSTs voted on, of the whole profile's"
     must = document["scores"]["MUST"]
     assert must["pass"] == 1 and must["fail"] == 1 and must["not_tested"] == must["total"] - 2
@@ -98,4 +98,50 @@ def test_reports_score_each_profile_and_name_one_left_out(tmp_path):
     spawn = results["collab:spawn:task-name"]
     assert spawn["profile"] == "collab" and not spawn["selected"]
     markdown = md_path.read_text("utf-8")
-    assert "none (the collab profile is not offered)" in markdown and "| collab (not selected) | MUST |" in markdown
+    folded = markdown[markdown.index("<details>"):]
+    assert "none (the collab profile is not offered)" in markdown and "### Profiles not selected" in folded
+    assert "| collab | MUST |" in folded and "| collab | MUST |" not in markdown[:markdown.index("<details>")]
+
+
+def test_compliance_md_opens_with_the_verdict_and_why_and_folds_what_the_run_did_not_judge(tmp_path):
+    votes = [Vote("wire:ping", True, "ping works", item="t1"),
+             Vote("send:receipt:admitted", False, "kind equals \"information\"", item="t2", case="information/x")]
+    compliance = judge(manifest(), votes, Selection(patterns=("wire:ping", "send:receipt:admitted")),
+                       parse_baseline(""), [])
+    _, md_path = write_reports(tmp_path / "report", compliance, target={"server_cmd": ["srv"], "provisioner": "p:P"},
+                               tests={})
+    markdown = md_path.read_text("utf-8")
+    headings = [line for line in markdown.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Why the run fails", headings
+    assert markdown.index("- Verdict: ") < markdown.index("## Why the run fails") < markdown.index("## Scores")
+    folded = markdown[markdown.index("<details>"):markdown.index("</details>")]
+    reference_only = [r.id for r in manifest() if r.verified_by]
+    assert reference_only and all(f"`{rid}`" in folded for rid in reference_only)
+    assert "| `wire:json:parse-error` |" in folded, "an unselected row is folded"
+    assert "| `wire:ping` |" not in folded and "| `wire:ping` |" in markdown
+
+
+def test_a_teardown_error_counts_against_the_requirement_in_the_report(tmp_path):
+    """A provisioner whose stop() fails: the test passed, but its teardown did not, and compliance.md says so."""
+    import shlex
+
+    from harness.contract.layout import REFERENCE_SERVER_CMD
+
+    from .conftest import run_contract
+
+    (tmp_path / "leaky_provisioner.py").write_text(
+        "from harness.contract.reference import ReferenceProvisioner\n"
+        "class LeakyProvisioner(ReferenceProvisioner):\n"
+        "    def stop(self):\n"
+        "        super().stop()\n"
+        "        raise RuntimeError('the home is still locked after stop')\n", "utf-8")
+    run = run_contract(tmp_path, "--server-cmd", shlex.join(REFERENCE_SERVER_CMD), "--provisioner",
+                       "leaky_provisioner:LeakyProvisioner", "--profiles", "messaging",
+                       "--requirement", "send:receipt:admitted")
+    assert run.returncode == 1, run.output[-3000:]
+    result = run.result("send:receipt:admitted")
+    assert result["result"] == "fail"
+    (failure,) = result["failures"]
+    assert failure["step"] == "teardown" and "the home is still locked after stop" in failure["detail"]
+    assert "the test's teardown completes" in run.markdown
+    assert run.compliance["tests"].get("teardown error") == 1

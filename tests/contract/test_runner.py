@@ -237,7 +237,8 @@ def test_verdict_report_and_exit_status_agree_with_syrupy_installed(tmp_path, ro
     target = [*mutant_target("text-mirror-dropped"), "--requirement", "tools:result:text-mirror",
               "--requirement", "wire:ping"]
     if route == "runner":
-        run = run_contract(tmp_path, *target, "--", "-p", "syrupy")  # by name: the runner loads no plugin by itself
+        # By name: the runner loads no plugin by itself; -v shows pytest's header, which lists the plugins.
+        run = run_contract(tmp_path, *target, "-v", "--", "-p", "syrupy")
     else:
         run = run_contract(tmp_path, command=[
             sys.executable, "-m", "pytest", "-p", "harness.contract.plugin",

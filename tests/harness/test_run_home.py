@@ -100,7 +100,40 @@ def test_the_default_root_is_peerwire_runs_in_the_temp_dir(
     with home:
         assert home.path.is_dir()
     assert not home.path.exists()
-    assert home.root.is_dir()  # The root stays for the next run.
+    assert not home.root.exists(), "a clean run leaves nothing in the temporary directory"
+
+
+def test_the_default_root_stays_while_another_home_is_in_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with RunHome() as other:
+        with RunHome():
+            pass
+        assert other.path.is_dir()
+    failed = RunHome()
+    with failed:
+        failed.mark_failed("a check failed")
+    assert failed.path.is_dir(), "a failed run's home is kept, and its root with it"
+
+
+def test_a_home_is_made_even_if_another_run_removes_the_empty_root_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a clean run's rmdir opens: the root vanishes between making it and making the home in it."""
+    import harness.process.run_home as run_home
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    made = run_home._make_private_dir
+    removed = []
+
+    def vanishing(path: Path, *, parents: bool = False) -> None:
+        made(path, parents=parents)
+        if parents and not removed:
+            removed.append(path)
+            path.rmdir()  # another run's close, just now
+
+    monkeypatch.setattr(run_home, "_make_private_dir", vanishing)
+    with RunHome() as home:
+        assert home.path.is_dir() and removed
 
 
 def test_a_passing_run_home_is_removed(root: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -74,10 +74,10 @@ def test_a_hung_app_is_answered_within_the_tool_timeout_and_told_from_a_stopped_
         assert _error_code(outcome) == "app_not_responding", f"{name}: {outcome.response}"
         assert outcome.structured["error"].get("details", {}).get("retriable") is True, outcome.response
     succeed(endpoint, "list_agents", {}, timeout=ANSWER_S)  # the same session works once the app answers
-    own_servers.provisioner.stop_app()
+    own_servers.provisioner.make_unavailable()
     stopped = tool_call(endpoint, "list_agents", {}, timeout=ANSWER_S)
     assert _error_code(stopped) == "app_unavailable", f"a stopped app is not a hung one: {stopped.response}"
-    own_servers.provisioner.start_app()
+    own_servers.provisioner.make_available()
 
 
 @pytest.mark.long_running(20)  # the same

@@ -304,8 +304,9 @@ def test_stdout_stays_json_rpc_around_successful_calls(protocol, contract_target
             succeeded.append(tool.name)
     fence(server, "stdout-calls")
     if not succeeded:
+        offered = sorted({t.get("name") for t in listed_tools(server) if isinstance(t.get("name"), str)})
         pytest.skip(f"not tested: none of the consented calls succeeded ({[c.name for c in calls]}); give a "
-                    "--tool-call that does")
+                    f"--tool-call that does; the server's tools: {', '.join(offered) or 'none'}")
     endpoint.close()
     stray = server.stray_lines()
     assert not stray, (f"around successful calls of {succeeded}, stdout carried {len(stray)} line(s) that are not "
