@@ -16,7 +16,7 @@ BROADCAST_TARGETS = frozenset({"*", "all", "everyone", "@all", "@everyone"})
 SYSTEM_SENDER = "peerwire"
 
 # Whole-string patterns, used with fullmatch: with match or search, "$" also matches before a final newline.
-_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9 ._@+-]*[A-Za-z0-9._@+-])?")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._@+-]*")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -72,8 +72,8 @@ def validate_name(name: object, what: str = "name") -> str:
     if not _NAME.fullmatch(name):
         raise PeerwireError(
             Code.INVALID_ARGUMENT,
-            f"{what} {name!r} must start with a letter or digit, use letters, digits, space or ._@+- and not end "
-            "with a space (control characters such as a newline are never part of a name)",
+            f"{what} {name!r} must start with a letter or digit and use only letters, digits, space or ._@+- "
+            "(control characters such as a newline are never part of a name)",
         )
     if _UUID.fullmatch(name):
         raise PeerwireError(Code.INVALID_ARGUMENT, f"{what} {name!r} looks like an agent_id; pick a name")

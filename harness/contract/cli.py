@@ -46,7 +46,7 @@ from . import interruption, preflight, terminal
 from .layout import SUITE_DIR
 from .limits import DEFAULT_STARTUP_S
 from .report import JSON_NAME
-from .stdio import command_stdout_fault
+from .stdio import command_stdout_fault, dismiss_reaper
 
 
 
@@ -228,7 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Every process the run starts, however deep, is ended with it: orphans re-parent to this process (a
         # child subreaper), and whatever the session's own teardown leaves running the job ends on the way out.
         with Job("contract", grace=TEARDOWN_GRACE_S, adopt_orphans=True) as job:
-            status = _run(args, extra)
+            try:
+                status = _run(args, extra)
+            finally:
+                dismiss_reaper()
         if job.teardown is not None and (job.teardown.escaped or job.teardown.terminated):
             print(f"{invocation.command('contract')}: ended {len(job.teardown.escaped) + len(job.teardown.terminated)} process(es) the run "
                   "had left running", file=sys.stderr)

@@ -232,6 +232,8 @@ def _initialize(run: Plan, env: dict[str, str], stderr: Path, client_info: dict,
             server.notify("notifications/initialized")
             _check_tool_names(run, server.call("tools/list", {}, timeout=run.startup_s))
     except ServerExited:
+        if server.fault is not None:  # it flooded stdout with what is not JSON-RPC, and was stopped for it
+            raise PreflightError(f"--server-cmd {command!r}: {server.fault}; no test was run", EXIT_TARGET) from None
         raise PreflightError(f"--server-cmd {command!r} {_exit_text(server)} before answering initialize"
                              f"{_stderr_text(stderr)}", EXIT_TARGET) from None
     except NoResponse:

@@ -93,6 +93,16 @@ def _named_to_reaper(pgid: int, named: bool) -> None:
             _reaper.forget(pgid)
 
 
+def dismiss_reaper() -> None:
+    """This process's servers are all closed: let its reaper exit now, signalling nothing (a run's job, which ends
+    whatever is left running, would otherwise find it still there)."""
+    global _reaper
+    with _reaper_lock:
+        if _reaper is not None:
+            _reaper.done()
+            _reaper = None
+
+
 class NoResponse(TimeoutError):
     """No response arrived within the bound."""
 
