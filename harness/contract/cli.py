@@ -8,7 +8,7 @@ directory. With ``--shard K/N`` it runs one shard of the selected tests, and
 ``peerwire-harness report merge`` judges the shards' votes together. Help texts and errors name the
 command as it was run (:mod:`harness.invocation`).
 
-Before any test, a pre-flight (:mod:`harness.contract.preflight`) checks that the run
+Before any test, a pre-flight (:mod:`harness.contract.startup_checks`) checks that the run
 can be made at all, and otherwise prints one line naming the cause and the fix. Exit
 statuses:
 
@@ -42,7 +42,7 @@ from harness import invocation
 from harness.process.jobs import Job
 from harness.resources import contract_suite_config, packages_root
 
-from . import interruption, preflight, terminal
+from . import interruption, startup_checks as preflight, terminal
 from .layout import SUITE_DIR
 from .limits import DEFAULT_STARTUP_S
 from .report import JSON_NAME

@@ -88,12 +88,21 @@ def _members(members: list[tuple[str, Any]], budget: int, brackets: str) -> str:
     return brackets[0] + ",".join(parts) + brackets[1]
 
 
+def _is_fence(line: str) -> bool:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and isinstance(message.get("id"), str) and message["id"].startswith("fence-")
+
+
 def excerpt(vote: Vote) -> str | None:
     """What came back, from a failed vote: its response, else the last line received after the last one sent;
     None when nothing came back."""
     if vote.response is not None:
         return json_excerpt(vote.response)
-    exchange = list(vote.exchange or [])
+    # The suite's own fence pings (and their answers) answer nothing of the server's: leave them out.
+    exchange = [entry for entry in vote.exchange or [] if not _is_fence(str(entry.get("line", "")))]
     sent = [index for index, entry in enumerate(exchange) if entry.get("dir") == "sent"]
     # Only what came back after the last line sent answers it; an earlier line (the handshake's) would mislead.
     received = [entry for entry in exchange[(sent[-1] + 1 if sent else 0):] if entry.get("dir") == "received"]

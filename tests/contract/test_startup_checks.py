@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from harness import npm
-from harness.contract import preflight
+from harness.contract import startup_checks as preflight
 from harness.contract.layout import REFERENCE_PROVISIONER
 from harness.contract.manifest import manifest
 
