@@ -96,7 +96,8 @@ merge: setup
 
 # The results matrix in docs/contract-suite.md (docs/mailbox-profile.md): the protocol profile of the reference
 # beside two official MCP servers, the messaging profile of the reference beside the app-less core in
-# tests/contract/appless, and the mailbox profile of the reference beside mcp-agent-mail (in a virtualenv of its own:
+# tests/contract/appless and the core on the official MCP Python SDK (tests/contract/sdk_server.py, with its baseline of
+# the SDK's own JSON-RPC findings), and the mailbox profile of the reference beside mcp-agent-mail (in a virtualenv of its own:
 # it pins another major version of the MCP SDK) and the documented example binding. A run's own verdict is not this
 # target's (a server failing a requirement is what the matrix shows): only the matrix's own exit status counts.
 MATRIX_RUNS ?= reports/matrix-runs
@@ -118,12 +119,16 @@ matrix: setup $(AGENT_MAIL_VENV)/.installed
 		--report-dir $(MATRIX_RUNS)/mcp-server-time
 	-PYTHONPATH=tests/contract $(PY) runner.py contract --profiles messaging --server-cmd "$(PY) tests/contract/appless/server.py" \
 		--provisioner appless.provisioner:AppLessProvisioner --report-dir $(MATRIX_RUNS)/appless
+	-PYTHONPATH=tests/contract $(PY) runner.py contract --profiles messaging --server-cmd "$(PY) tests/contract/sdk_server.py" \
+		--provisioner appless.provisioner:AppLessProvisioner --baseline tests/contract/sdk-baseline.txt --call-timeout 10 \
+		--report-dir $(MATRIX_RUNS)/sdk-server
 	-$(PY) runner.py mailbox --report-dir $(MATRIX_RUNS)/mailbox-reference
 	-PEERWIRE_AGENT_MAIL_PYTHON=$(AGENT_MAIL_VENV)/bin/python $(PY) runner.py mailbox \
 		--binding harness.contract.mailbox.agent_mail:AgentMailBinding --report-dir $(MATRIX_RUNS)/mcp-agent-mail
 	$(PY) runner.py report matrix reference=$(MATRIX_RUNS)/reference reference=$(MATRIX_RUNS)/mailbox-reference \
 		server-everything=$(MATRIX_RUNS)/server-everything mcp-server-time=$(MATRIX_RUNS)/mcp-server-time \
-		appless=$(MATRIX_RUNS)/appless mcp-agent-mail=$(MATRIX_RUNS)/mcp-agent-mail --out $(MATRIX_OUT)
+		appless=$(MATRIX_RUNS)/appless sdk-server=$(MATRIX_RUNS)/sdk-server mcp-agent-mail=$(MATRIX_RUNS)/mcp-agent-mail \
+		--out $(MATRIX_OUT)
 
 bench: setup
 	$(PY) -m pip install --quiet -e '.[test,bench]'
