@@ -44,9 +44,8 @@ from harness.resources import contract_suite_config, packages_root
 
 from . import interruption, startup_checks as preflight, terminal
 from .layout import SUITE_DIR
-from .limits import DEFAULT_STARTUP_S
 from .report import JSON_NAME
-from .stdio import command_stdout_fault, dismiss_reaper
+from .stdio import dismiss_reaper
 
 
 
@@ -206,16 +205,6 @@ def _environment(changes: Mapping[str, str | None]) -> Iterator[dict[str, str | 
         put(before)
 
 
-def _stdout_fault(args: argparse.Namespace) -> str | None:
-    """Whether a server command given writes no JSON-RPC on stdout, probed once before any test (see
-    :func:`~harness.contract.stdio.stdout_fault`): one such server would fail every test, each after its bound."""
-    timeout = args.startup_timeout if args.startup_timeout is not None else DEFAULT_STARTUP_S
-    for command in filter(None, (args.server_cmd, args.collab_server_cmd)):
-        if (fault := command_stdout_fault(command, timeout=timeout)) is not None:
-            return fault
-    return None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(argv or [])
     extra: list[str] = []
@@ -258,9 +247,6 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     report_dir = Path(args.report_dir).absolute() if args.report_dir else default_report_dir()
     if (why := unwritable(report_dir)) is not None:
         print(f"contract: --report-dir {report_dir}: {why}; no test was run", file=sys.stderr)
-        return 2
-    if (fault := _stdout_fault(args)) is not None:
-        print(f"contract: {fault}; no test was run", file=sys.stderr)
         return 2
     verdict = report_dir / JSON_NAME
     verdict.unlink(missing_ok=True)  # a report left by an earlier run must not speak for this one

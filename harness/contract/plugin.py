@@ -453,7 +453,9 @@ class ComplianceCollector:
             write(f"report: {path}")
         state = {"compliant": "compliant", "not compliant": "NOT compliant"}.get(compliance.state, compliance.state)
         ran = compliance.coverage()
-        narrowed = "" if all(n == total for n, total in ran.values()) else " over what ran: " + ", ".join(
+        # An interrupted run is partial by nature: its state says so, and what ran is in the report.
+        narrowed = "" if compliance.interrupted_by or all(n == total for n, total in ran.values()) \
+            else " over what ran: " + ", ".join(
             f"{n} of {total} {level.name}s" for level, (n, total) in ran.items() if total)
         write(f"verdict: {state}"
               + (f" by {compliance.interrupted_by}" if compliance.interrupted_by else "") + narrowed

@@ -303,6 +303,14 @@ def render_html(columns: Sequence[Column]) -> str:
             + "".join(body) + "</body></html>\n")
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _shown(text: str) -> str:
+    """``text`` escaped for the page, its control characters (a NUL a server was sent) written as ``\\xNN``."""
+    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+
+
 def _evidence_html(column: Column, row: Row) -> str:
     entry = column.requirements[row.id]
     parts = [f'<div class="ev" id="{anchor(column, row.id)}"><h3><code>{escape(row.id)}</code> ({escape(row.level)}) '
@@ -319,15 +327,15 @@ def _evidence_html(column: Column, row: Row) -> str:
                      f"</code>" + (f", step <code>{escape(str(failure['step']))}</code>" if failure.get("step") else "")
                      + "</p>")
         if failure.get("detail"):
-            parts.append(f"<pre>{escape(str(failure['detail']))}</pre>")
+            parts.append(f"<pre>{_shown(str(failure['detail']))}</pre>")
         for part in ("request", "response"):
             if failure.get(part) is not None:
-                parts.append(f"<p>{part}:</p><pre>{escape(json.dumps(failure[part], ensure_ascii=False))}</pre>")
+                parts.append(f"<p>{part}:</p><pre>{_shown(json.dumps(failure[part], ensure_ascii=False))}</pre>")
         exchange = failure.get("exchange") or []
         if exchange:
             lines = [f"{line.get('at_ms', '')!s:>8} ms {line.get('dir', ''):<8} {line.get('line', '')}"
                      for line in exchange]
-            parts.append("<p>lines exchanged:</p><pre>" + escape("\n".join(lines)) + "</pre>")
+            parts.append("<p>lines exchanged:</p><pre>" + _shown("\n".join(lines)) + "</pre>")
     return "".join(parts) + "</div>"
 
 

@@ -15,11 +15,19 @@ from __future__ import annotations
 import asyncio
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 from ..errors import Code, PeerwireError
 from ..home import SESSION_ENV
+from ..jsonrpc import Notification
 from .app_server import AppServerError, AppServerSession
+
+
+class _AwaitsNotifications(Protocol):
+    """What readiness needs beyond a session's surface: a live client's wait for a notification (a replayed
+    session has its notifications already, and never waits for readiness)."""
+
+    async def wait_for_notification(self, method: str, *, since: int = 0, timeout: float) -> Notification: ...
 
 STARTUP_METHOD = "mcpServer/startupStatus/updated"
 MCP_READY_TIMEOUT_S = 45.0
@@ -71,7 +79,8 @@ async def await_mcp_ready(client: AppServerSession, thread_id: str, names: list[
         async with asyncio.timeout(timeout):
             index = since
             while not settled():
-                note = await client.wait_for_notification(STARTUP_METHOD, since=index, timeout=timeout)
+                note = await cast(_AwaitsNotifications, client).wait_for_notification(
+                    STARTUP_METHOD, since=index, timeout=timeout)
                 index = note.after
                 if note.params.get("threadId") not in (None, thread_id):
                     continue

@@ -20,6 +20,7 @@ import pytest
 
 from harness.process.app import AppProcess
 from peerwire.control import ControlClient
+from tests.patience import WAIT_S
 
 RECORDS = 30
 
@@ -56,7 +57,7 @@ def test_records_lost_with_a_damaged_wal_are_named_before_the_app_serves(core, d
     damage(wal, 0.6)
     before = {name: (core.home.path / name).read_bytes() for name in ("peerwire.db", "peerwire.db-wal")}
     refused = subprocess.run([sys.executable, "-m", "peerwire", "app", "--home", str(core.home.path)],
-                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                             capture_output=True, text=True, timeout=WAIT_S, stdin=subprocess.DEVNULL)
     assert refused.returncode == 5, refused.stderr
     assert f"receipted records up to seq {max(seqs)}" in refused.stderr, refused.stderr
     assert "--accept-store-loss" in refused.stderr, refused.stderr

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.patience import WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALLED = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())"]
@@ -14,7 +15,7 @@ CHECKOUT = [sys.executable, str(ROOT / "runner.py")]
 
 
 def _help(command: list[str], *args: str) -> str:
-    done = subprocess.run([*command, *args, "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    done = subprocess.run([*command, *args, "--help"], capture_output=True, text=True, timeout=WAIT_S, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

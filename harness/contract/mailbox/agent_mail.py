@@ -64,7 +64,7 @@ class AgentMailBinding(Binding):
 
     def open(self, workdir: Path) -> None:
         self._workdir = workdir
-        self._project = str(workdir / "project")
+        self._project = "peerwire-mailbox-profile"  # any string names a project; no path of this machine in reports
         self._launch()
         self._call("ensure_project", {"human_key": self._project})
 
