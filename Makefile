@@ -119,7 +119,7 @@ matrix: setup $(AGENT_MAIL_VENV)/.installed
 		--report-dir $(MATRIX_RUNS)/mcp-server-time
 	-PYTHONPATH=tests/contract $(PY) runner.py contract --profiles messaging --server-cmd "$(PY) tests/contract/appless/server.py" \
 		--provisioner appless.provisioner:AppLessProvisioner --report-dir $(MATRIX_RUNS)/appless
-	-PYTHONPATH=tests/contract $(PY) runner.py contract --profiles messaging --server-cmd "$(PY) tests/contract/sdk_server.py" \
+	-PYTHONPATH=tests/contract $(PY) runner.py contract --profiles protocol,messaging --server-cmd "$(PY) tests/contract/sdk_server.py" \
 		--provisioner appless.provisioner:AppLessProvisioner --baseline tests/contract/sdk-baseline.txt --call-timeout 10 \
 		--report-dir $(MATRIX_RUNS)/sdk-server
 	-$(PY) runner.py mailbox --report-dir $(MATRIX_RUNS)/mailbox-reference

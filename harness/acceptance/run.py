@@ -197,12 +197,17 @@ def _run(options: Options, runs: list[tuple[Scenario, str]], codex: Any, err: Te
         results = [r for r in outcomes if "skipped" not in r]
         unfinished = [r["artifacts_dir"].rstrip("/") for r in results if r.pop(UNFINISHED, None)]
         skipped = list(dict.fromkeys(r["skipped"]["run"] for r in outcomes if "skipped" in r))
+        if interrupted:
+            # A capability probe the signal cut short rules runs out for what it never had the time to prove:
+            # those runs did not finish, they were not skipped.
+            unfinished += [run for run in skipped if run not in unfinished]
+            outcomes, skipped = [r for r in outcomes if "skipped" not in r], []
         for outcome in (r for r in outcomes if "skipped" in r):
             print(f"runner: skipped {outcome['key']}: needs capability {', '.join(outcome['skipped']['missing'])} "
                   f"({outcome['skipped']['why']})", file=err)
         if shard is not None:
             shard["skipped"] = skipped
-        elif runs and not results:
+        elif runs and not results and not interrupted:
             home.mark_failed("no scenario can run with this Codex")
             print(f"runner: no selected scenario can run with Codex {codex.version}; the evidence is kept in "
                   f"{home.path}", file=err)
