@@ -63,42 +63,35 @@ def _install(handler: Callable[[int, FrameType | None], None] | int,
     return restore
 
 
-def install_runner() -> Callable[[], None]:
-    """The runner's handlers, before any test: the first signal raises ``KeyboardInterrupt``. Returns a function
-    that restores the previous handlers."""
+def _interrupting(end: bool) -> Callable[[int, FrameType | None], None]:
+    """A handler that notes the signal and, for the first one only, ends this process's children (``end``) and
+    raises ``KeyboardInterrupt``: a second signal never cuts the teardown the first one started."""
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         first = not _received
         note(signum)
         if first:
+            if end:
+                end_children()
             raise KeyboardInterrupt(name(signum))
 
-    return _install(interrupt)
+    return interrupt
+
+
+def install_runner() -> Callable[[], None]:
+    """The runner's handlers, before any test: the first signal raises ``KeyboardInterrupt``. Returns a function
+    that restores the previous handlers."""
+    return _install(_interrupting(end=False))
 
 
 def install_controller() -> Callable[[], None]:
     """The controlling process's handlers: the first signal ends the workers and interrupts the session."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        first = not _received
-        note(signum)
-        if first:
-            end_children()
-            raise KeyboardInterrupt(name(signum))
-
-    return _install(interrupt)
+    return _install(_interrupting(end=True))
 
 
 def install_worker() -> Callable[[], None]:
     """A pytest-xdist worker's handlers: SIGINT ignored; the first SIGTERM or SIGHUP interrupts its session."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        first = not _received
-        note(signum)
-        if first:
-            end_children()
-            raise KeyboardInterrupt(name(signum))
-
+    interrupt = _interrupting(end=True)
     restore_int = _install(signal.SIG_IGN, (signal.SIGINT,))
     restore_rest = _install(interrupt, (signal.SIGTERM, signal.SIGHUP))
 
