@@ -37,6 +37,8 @@ from html import escape
 from pathlib import Path
 from typing import Any, TextIO
 
+from .html import CONTENT_SECURITY_POLICY
+
 COMPLIANCE_JSON = "compliance.json"
 LEVELS = ("MUST", "SHOULD", "MAY")
 NOT_RUN = "not run"
@@ -259,8 +261,7 @@ td.blocked{background:#e8e0f5}td.untested{background:#eee;color:#555}td.na,td.re
 code{font-size:12px}pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;word-break:break-all;max-width:110em}
 .ev{border-top:1px solid #ddd;margin-top:1em}.rule{color:#444}
 """
-CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-                           "connect-src 'none'; base-uri 'none'; form-action 'none'")
+
 
 
 def render_html(columns: Sequence[Column]) -> str:
@@ -298,7 +299,7 @@ def render_html(columns: Sequence[Column]) -> str:
             if c.state(row.id) in FAILING:
                 body.append(_evidence_html(c, row))
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
-            f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
+            f'<meta http-equiv="Content-Security-Policy" content="{escape(CONTENT_SECURITY_POLICY)}">'
             f"<title>Results matrix</title><style>{STYLE}</style></head><body><h1>Results matrix</h1>"
             + "".join(body) + "</body></html>\n")
 

@@ -86,6 +86,25 @@ def wait_for_line(stream, needle: str, timeout: float) -> threading.Thread:
             return reader
 
 
+
+def _signal_once_shown(runner, line: str, signum: int, before=None) -> None:
+    """Send ``signum`` to the runner once its stderr shows ``line`` (``before`` checked first), and wait for it
+    to end; a runner still running after the bound is killed, and its stderr reader joined, either way."""
+    reader = None
+    try:
+        reader = wait_for_line(runner.stderr, line, READY_TIMEOUT_S)
+        if before is not None:
+            before()
+        os.kill(runner.pid, signum)
+        runner.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        if reader is not None:
+            reader.join(timeout=READY_TIMEOUT_S)
+        runner.stderr.close()
+
 def test_a_passing_run_leaves_nothing_running_and_no_home(tmp_path: Path) -> None:
     # The user's dotfiles never reach the agents: Codex's shell snapshot sources ~/.bashrc and the login profile
     # of whatever HOME it is given, and the run gives each agent (and the probe) an empty one of its own.
@@ -130,19 +149,8 @@ def test_a_signal_tears_everything_down_and_reports_the_run_interrupted(tmp_path
     says which runs finished and which did not."""
     runner = start_runner(tmp_path, "--scenario", "modes", "--scenario", "smoke", "--mode", "attached",
                           "--workers", "1")
-    reader = None
-    try:
-        reader = wait_for_line(runner.stderr, "agents attached", READY_TIMEOUT_S)
-        assert leftovers(tmp_path), "the agents run before the signal"
-        os.kill(runner.pid, signum)
-        runner.wait(timeout=RUN_TIMEOUT_S)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
-        if reader is not None:
-            reader.join(timeout=READY_TIMEOUT_S)
-        runner.stderr.close()
+    _signal_once_shown(runner, "agents attached", signum,
+                       before=lambda: leftovers(tmp_path) or pytest.fail("the agents run before the signal"))
     assert runner.returncode == 128 + signum
     assert leftovers(tmp_path) == []
     (report,) = (tmp_path / "reports").glob("*/report.json")
@@ -157,18 +165,7 @@ def test_a_signal_tears_everything_down_and_reports_the_run_interrupted(tmp_path
 def test_a_signal_during_start_up_reports_every_run_unfinished(tmp_path: Path) -> None:
     """While the capability probe and the first scenario run start up, nothing has finished."""
     runner = start_runner(tmp_path, "--scenario", "smoke", "--mode", "attached")
-    reader = None
-    try:
-        reader = wait_for_line(runner.stderr, "probing Codex", READY_TIMEOUT_S)
-        os.kill(runner.pid, signal.SIGTERM)
-        runner.wait(timeout=RUN_TIMEOUT_S)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
-        if reader is not None:
-            reader.join(timeout=READY_TIMEOUT_S)
-        runner.stderr.close()
+    _signal_once_shown(runner, "probing Codex", signal.SIGTERM)
     assert runner.returncode == 128 + signal.SIGTERM
     assert leftovers(tmp_path) == []
     (report,) = (tmp_path / "reports").glob("*/report.json")
