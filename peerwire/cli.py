@@ -200,8 +200,8 @@ def _run(args: argparse.Namespace) -> int:
         home.prepare()
         existed = home.exists()
         store = home.open_store()
-        out: dict[str, Any] = {"home": str(home.path), "created": not existed, "schema_version": store.schema_version,
-               "node_id": store.node_id}
+        out: dict[str, Any] = {"home": str(home.path), "created": not existed,
+                               "schema_version": store.database.schema_version, "node_id": store.database.node_id}
         store.close()
         return _print(args, out, f"home {'created' if not existed else 'ready'}: {home.path}")
 

@@ -51,7 +51,7 @@ class CollabOperations:
                                 "`peerwire agent register NAME --provider codex --collab-root`")
         thread_id = ((meta or {}).get("turn") or {}).get("thread_id")
         if thread_id and thread_id != holder.provider_session_id:
-            agent = self.store.agent_by_thread(thread_id)
+            agent = self.store.registry.agent_by_thread(thread_id)
             if agent is not None and agent.path and agent.path.startswith(holder.path + "/"):
                 return agent
         return holder
@@ -61,7 +61,7 @@ class CollabOperations:
             raise PeerwireError(Code.INVALID_ARGUMENT,
                                 f"target must be a path such as {collab.ROOT} or {collab.ROOT}/review",
                                 {"target": target})
-        return self.store.agent_by_path(target)
+        return self.store.registry.agent_by_path(target)
 
     # -- tools --------------------------------------------------------------------------------
 
@@ -71,11 +71,11 @@ class CollabOperations:
         message = args.get("message")
         if not isinstance(message, str) or not message:
             raise PeerwireError(Code.INVALID_ARGUMENT, "message is the child's first task and must not be empty")
-        collab.check_capacity({"status": c.status} for c in self.store.descendants(collab.ROOT))
+        collab.check_capacity({"status": c.status} for c in self.store.registry.descendants(collab.ROOT))
         # Capacity is reserved here, synchronously: the row exists before the child starts.
-        child, _ = self.store.register_agent(path, collab.CHILD_PROVIDER, source="spawn_agent", status="starting",
-                                             path=path, parent_agent_id=caller.agent_id)
-        self.store.admit_task(caller, child, message, receipt=tool_receipt(meta))
+        child, _ = self.store.registry.register_agent(path, collab.CHILD_PROVIDER, source="spawn_agent",
+                                                      status="starting", path=path, parent_agent_id=caller.agent_id)
+        self.store.mailbox.admit_task(caller, child, message, receipt=tool_receipt(meta))
         runtime = self.delivery.providers.get(child.provider)
         if runtime is not None:
             self.delivery.in_background(runtime.spawn_child(caller, child, fork, after_call=meta.get("call_id")),
@@ -84,8 +84,8 @@ class CollabOperations:
 
     async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         recipient = self._target(caller, args.get("target"))
-        receipt = self.store.admit_information(caller, recipient, self._body(args), receipt=tool_receipt(meta),
-                                               entry=meta.get("entry"))
+        receipt = self.store.mailbox.admit_information(caller, recipient, self._body(args), receipt=tool_receipt(meta),
+                                                       entry=meta.get("entry"))
         self.delivery.after_commit(recipient, receipt["interaction_id"])
         return {}
 
@@ -93,8 +93,8 @@ class CollabOperations:
         recipient = self._target(caller, args.get("target"))
         if recipient.agent_id == caller.agent_id:
             raise PeerwireError(Code.INVALID_ARGUMENT, "an agent cannot assign a task to itself")
-        self.store.admit_task(caller, recipient, self._body(args), receipt=tool_receipt(meta),
-                              entry=meta.get("entry"))
+        self.store.mailbox.admit_task(caller, recipient, self._body(args), receipt=tool_receipt(meta),
+                                      entry=meta.get("entry"))
         self.delivery.task_admitted(recipient)
         return {}
 
@@ -121,22 +121,22 @@ class CollabOperations:
 
     def _take_arrivals(self, caller: AgentRow) -> str:
         """Name what arrived since the last wait, and mark it seen (its contents are in the thread)."""
-        page = self.store.receive(caller, limit=100)
+        page = self.store.mailbox.receive(caller, limit=100)
         if not page.records:
             return ""
-        self.store.receive(caller, ack_cursor=page.cursor, limit=1)
+        self.store.mailbox.receive(caller, ack_cursor=page.cursor, limit=1)
         # A task the adapter delivered as a turn's input is that turn, not news.
         news = [r for r in page.records
-                if not (r["kind"] == "task" and self.store.interaction(r["record_id"])["state"] != "pending")]
+                if not (r["kind"] == "task" and self.store.mailbox.interaction(r["record_id"])["state"] != "pending")]
         return "; ".join(f"{MESSAGE_TYPES[r['kind']]} from {self._path(r['sender'])}" for r in news)
 
     def _path(self, ref: dict) -> str:
         if not ref.get("agent_id"):
             return ref["name"]
-        return self.store.agent(ref["agent_id"]).path or ref["name"]
+        return self.store.registry.agent(ref["agent_id"]).path or ref["name"]
 
     async def list_agents(self, caller: AgentRow, args: dict, meta: dict) -> dict:
-        rows = self.store.in_tree(args.get("path_prefix") or collab.ROOT)
+        rows = self.store.registry.in_tree(args.get("path_prefix") or collab.ROOT)
         return {"agents": [{"name": a.path, "status": a.status} for a in rows]}
 
     async def interrupt_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:

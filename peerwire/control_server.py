@@ -250,7 +250,7 @@ class ControlConnection:
         except CallerGone:
             response = {"id": request_id, "cancelled": True}
         except sqlite3.Error as exc:  # outside a transaction: a read of a disk that failed
-            error = storage_error(exc, self.ops.store.path)
+            error = storage_error(exc, self.ops.store.database.path)
             if error is None:
                 log.exception("operation failed")
                 error = PeerwireError(Code.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
@@ -271,7 +271,8 @@ class ControlConnection:
         if op != "tool":
             return await self.ops.call(op, request.get("args"), token if token is not None else self.token,
                                        request.get("meta"), operator=request.get("operator"))
-        caller = (lambda: self.ops.store.caller(token)) if token is not None and token != self.token else self._caller
+        caller = ((lambda: self.ops.store.registry.caller(token)) if token is not None and token != self.token
+                  else self._caller)
         return await self.ops.call_tool(request.get("profile", "messaging"), request.get("tool"),
                                         request.get("args"), request.get("meta"), caller=caller)
 
@@ -279,7 +280,7 @@ class ControlConnection:
         """The connection's caller, checked once (and again after an operator revokes sessions)."""
         if self._holder is None or self._holder_epoch != self.ops.sessions_epoch:
             epoch = self.ops.sessions_epoch
-            self._holder = self.ops.store.caller(self.token)
+            self._holder = self.ops.store.registry.caller(self.token)
             self._holder_epoch = epoch
         return self._holder
 

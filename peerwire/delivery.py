@@ -40,10 +40,10 @@ class Delivery:
             return
         if not provider.in_context(recipient):
             self.hub.notify(recipient.agent_id)
-            record = self.store.interaction(interaction_id)
+            record = self.store.mailbox.interaction(interaction_id)
             self.in_background(provider.deliver(recipient, record), f"deliver {interaction_id}")
             return
-        record = self.store.interaction(interaction_id)
+        record = self.store.mailbox.interaction(interaction_id)
         self.in_background(self._then_wake(recipient, provider.deliver(recipient, record)),
                            f"deliver {interaction_id}")
 
@@ -87,7 +87,7 @@ class Delivery:
 
     def published(self, recipient_id: str, interaction_id: str) -> None:
         """A record the app wrote itself (a turn's reply, a notice): wake and deliver it."""
-        self.after_commit(self.store.agent(recipient_id), interaction_id)
+        self.after_commit(self.store.registry.agent(recipient_id), interaction_id)
 
     def in_background(self, coro: Awaitable[object], what: str) -> None:
         """Run provider work after the reply to the caller; failures are logged, never lost silently."""

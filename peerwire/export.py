@@ -42,8 +42,8 @@ VERSION = _FORMAT_FIELDS["version"]["const"]
 
 def of_store(store: "Store") -> dict[str, Any]:
     """The export of an open store (the running app's), read in one transaction."""
-    with store.read() as db:
-        return _document(db, node_id=store.node_id, store_schema=store.schema_version, source="app")
+    with store.database.read() as db:
+        return _document(db, node_id=store.database.node_id, store_schema=store.database.schema_version, source="app")
 
 
 def of_home(home: Home) -> dict[str, Any]:

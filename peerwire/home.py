@@ -229,7 +229,7 @@ class Home:
                 store.close()
                 store = Store(self.db)
             self._attach_mark(store, HighWater(open_private(self.mark, os.O_RDWR | os.O_CREAT)), accept_loss)
-            store.files = StoreFiles(self.db)
+            store.database.files = StoreFiles(self.db)
         except BaseException:
             store.close()
             raise
@@ -279,18 +279,18 @@ class Home:
         recorded in the store (``status`` lists it) and its sequence numbers
         are never used again.
         """
-        store.mark = mark
-        last = store.last_seq()
-        foreign = mark.identity is not None and mark.identity != store.node_id
+        store.database.mark = mark
+        last = store.database.last_seq()
+        foreign = mark.identity is not None and mark.identity != store.database.node_id
         if foreign or mark.value > last:
             if not accept_loss:
-                why = (f"the store's identity is {store.node_id}, but this home's store is {mark.identity}: it is "
-                       "another home's store, or a new one in place of this home's" if foreign else
+                why = (f"the store's identity is {store.database.node_id}, but this home's store is {mark.identity}: "
+                       "it is another home's store, or a new one in place of this home's" if foreign else
                        f"the store holds records up to seq {last}, but this home receipted records up to seq "
                        f"{mark.value}: it was rolled back to an older copy, or its write-ahead log was damaged")
                 raise self._refused(why, mark)
             if mark.value > last:
-                lost = store.record_loss(last + 1, mark.value, self.wal)
+                lost = store.database.record_loss(last + 1, mark.value, self.wal)
                 log.error("%s: %d receipted records (seq %d..%d) are missing, and the operator accepted the loss "
                           "(--accept-store-loss); serving what remains (their sequence numbers are never reused); "
                           "restore %s from a backup to get them back",
@@ -298,8 +298,8 @@ class Home:
             if foreign:
                 log.error("%s: the store is not the one this home receipted records in (its identity is %s, the "
                           "home's was %s), and the operator accepted it (--accept-store-loss): serving it",
-                          shown(self.db), store.node_id, mark.identity)
-        mark.bind(store.node_id, max(store.last_seq(), mark.value if not foreign else 0))
+                          shown(self.db), store.database.node_id, mark.identity)
+        mark.bind(store.database.node_id, max(store.database.last_seq(), mark.value if not foreign else 0))
 
     def _refused(self, why: str, mark: "HighWater") -> PeerwireError:
         return PeerwireError(
@@ -335,7 +335,7 @@ class Home:
             os.close(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             store = Store(aside)
             try:
-                store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                store.database.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 store.close()
             fd = os.open(aside, os.O_RDONLY)

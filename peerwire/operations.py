@@ -75,7 +75,7 @@ class Operations:
         self.sessions_epoch = 0
         """Incremented whenever session credentials are revoked: connections then check their caller again."""
         self._changed = asyncio.Event()
-        store.on_commit.append(self._committed)
+        store.database.on_commit.append(self._committed)
         self.collab = CollabOperations(store, delivery)
         self._collab = self.collab.handlers()
 
@@ -89,7 +89,7 @@ class Operations:
         """
         profile, _, tool = op.rpartition(".") if op.startswith("collab.") else ("messaging", "", op)
         if tool in (self._collab if profile == "collab" else self._tools):
-            return await self.call_tool(profile, tool, args, meta, caller=lambda: self.store.caller(token))
+            return await self.call_tool(profile, tool, args, meta, caller=lambda: self.store.registry.caller(token))
         if op in self._admin:
             if op in OPERATOR_OPS:
                 self._require_operator(op, operator, token)
@@ -142,7 +142,7 @@ class Operations:
         except PeerwireError:
             caller_id = None
         try:
-            await self.store.commit(self.store.rejection_job(entry, caller_id, error, _summary(args)))
+            await self.store.database.commit(self.store.mailbox.rejection_job(entry, caller_id, error, _summary(args)))
         except PeerwireError:
             return  # the refusal stands; only its record is missing
         error.details["entry_id"] = entry.entry_id
@@ -151,18 +151,18 @@ class Operations:
 
     async def _retried(self, caller: AgentRow, call: Call | None) -> dict | None:
         """A retry's first receipt (nothing is admitted or delivered again), or None for a new call."""
-        if not self.store.knows_call(caller, call):
+        if not self.store.mailbox.knows_call(caller, call):
             return None
         assert call is not None
-        return await self.store.commit(self.store.retry_job(caller, call))
+        return await self.store.database.commit(self.store.mailbox.retry_job(caller, call))
 
     async def send_message(self, caller: AgentRow, args: dict, meta: dict) -> dict:
         call = Call.of(meta, "send_message", args)
         if (prior := await self._retried(caller, call)) is not None:
             return prior
-        recipient = self.store.resolve(args["target"], strict=bool(args.get("strict") or meta.get("strict")))
+        recipient = self.store.registry.resolve(args["target"], strict=bool(args.get("strict") or meta.get("strict")))
         require_known(recipient.provider, self.providers)
-        receipt = await self.store.commit(self.store.information_job(
+        receipt = await self.store.database.commit(self.store.mailbox.information_job(
             caller, recipient, args["message"], receipt=tool_receipt(meta), run_id=meta.get("run_id"), call=call,
             entry=meta.get("entry")))
         self.delivery.after_commit(recipient, receipt["interaction_id"])
@@ -172,9 +172,9 @@ class Operations:
         call = Call.of(meta, "followup_task", args)
         if (prior := await self._retried(caller, call)) is not None:
             return prior
-        recipient = self.store.resolve(args["target"], strict=bool(args.get("strict") or meta.get("strict")))
+        recipient = self.store.registry.resolve(args["target"], strict=bool(args.get("strict") or meta.get("strict")))
         require_known(recipient.provider, self.providers)
-        receipt = await self.store.commit(self.store.task_job(
+        receipt = await self.store.database.commit(self.store.mailbox.task_job(
             caller, recipient, args["message"], receipt=tool_receipt(meta), run_id=meta.get("run_id"), call=call,
             entry=meta.get("entry")))
         self.delivery.task_admitted(recipient)
@@ -184,10 +184,11 @@ class Operations:
         call = Call.of(meta, "reply", args)
         if (prior := await self._retried(caller, call)) is not None:
             return prior
-        receipt = await self.store.commit(self.store.reply_job(
+        receipt = await self.store.database.commit(self.store.mailbox.reply_job(
             caller, args["request_id"], args["status"], args["message"], receipt=tool_receipt(meta), call=call,
             entry=meta.get("entry")))
-        self.delivery.after_commit(self.store.agent(receipt["recipient"]["agent_id"]), receipt["interaction_id"])
+        recipient = self.store.registry.agent(receipt["recipient"]["agent_id"])
+        self.delivery.after_commit(recipient, receipt["interaction_id"])
         return receipt
 
     async def receive_messages(self, caller: AgentRow, args: dict, meta: dict) -> dict:
@@ -200,8 +201,8 @@ class Operations:
         with self.hub.subscribe(caller.agent_id) as sub:
             while True:
                 require_present()  # a caller that has left claims nothing
-                page = await self.store.commit(self.store.receive_job(caller, cursor=args.get("cursor"),
-                                                                      ack_cursor=ack, limit=limit))
+                page = await self.store.database.commit(self.store.mailbox.receive_job(
+                    caller, cursor=args.get("cursor"), ack_cursor=ack, limit=limit))
                 ack = None  # acknowledged once; a wake re-reads without acknowledging again
                 if page.records:
                     out = _page(page, timed_out=False)
@@ -222,32 +223,33 @@ class Operations:
         with self.hub.subscribe(caller.agent_id) as sub:
             # Asked, not counted: whether anything waits is one probe of the mailbox index, and how much
             # waits a difference of two mailbox numbers, so a wait costs the same at any mailbox size.
-            if self.store.has_unacknowledged(caller.agent_id):
+            if self.store.mailbox.has_unacknowledged(caller.agent_id):
                 return {"woke": True, "timed_out": False, "wake_reason": "unacknowledged_activity",
-                        "pending": self.store.unacknowledged(caller.agent_id)}
+                        "pending": self.store.mailbox.unacknowledged(caller.agent_id)}
             if await sub.wait(timeout_ms / 1000):
                 return {"woke": True, "timed_out": False, "wake_reason": sub.reason or "mailbox_activity",
-                        "pending": self.store.unacknowledged(caller.agent_id)}
+                        "pending": self.store.mailbox.unacknowledged(caller.agent_id)}
             return {"woke": False, "timed_out": True, "wake_reason": "timeout", "pending": 0}
 
     async def interrupt_agent(self, caller: AgentRow, args: dict, meta: dict) -> dict:
-        target = self.store.resolve(args["target"])
+        target = self.store.registry.resolve(args["target"])
         provider = require_known(target.provider, self.providers)
         result = await provider.interrupt(target)
         return {"target": target.ref, "state": "interrupt_requested", **result}
 
     async def list_agents(self, caller: AgentRow, args: dict, meta: dict) -> dict:
-        agents = self.store.peers(name_prefix=args.get("name_prefix") or "", provider=args.get("provider"),
-                                  include_disabled=bool(args.get("include_disabled")))
+        agents = self.store.registry.peers(name_prefix=args.get("name_prefix") or "", provider=args.get("provider"),
+                                           include_disabled=bool(args.get("include_disabled")))
         return {"agents": [a.public(caller.agent_id) for a in agents]}
 
     # -- operator operations (the operator credential is their authentication) ----
 
     async def status(self, args: dict, token: str | None) -> dict:
-        return {"ok": True, "node_id": self.store.node_id, "schema_version": self.store.schema_version,
+        database = self.store.database
+        return {"ok": True, "node_id": database.node_id, "schema_version": database.schema_version,
                 "providers": sorted(self.providers), "waiting": self.hub.waiting(),
-                "subscribed": self.hub.subscribed(), "group_commit": self.store.group_stats,
-                "losses": self.store.losses()}
+                "subscribed": self.hub.subscribed(), "group_commit": database.group_stats,
+                "losses": database.losses()}
 
     async def register_agent(self, args: dict, token: str | None) -> dict:
         name = validate_name(args.get("name"))
@@ -257,7 +259,7 @@ class Operations:
             raise PeerwireError(Code.INVALID_ARGUMENT, "provider must be a short identifier such as manual or codex")
         if args.get("collab_root"):
             collab.check_root_provider(provider)
-        row, token_out = self.store.register_agent(
+        row, token_out = self.store.registry.register_agent(
             name, provider, aliases=aliases, provider_session_id=args.get("provider_session_id"),
             source=args.get("source") or "control", path="/root" if args.get("collab_root") else None,
         )
@@ -272,18 +274,18 @@ class Operations:
             {**a.public(), "identity_key": a.identity_key, "node_id": a.node_id, "source": a.source,
              "provider_session_id": a.provider_session_id, "created_at": a.created_at,
              "updated_at": a.updated_at, "last_error": a.last_error}
-            for a in self.store.agents()
+            for a in self.store.registry.agents()
         ]}
 
     async def set_agent(self, args: dict, token: str | None) -> dict:
         agent_id = args.get("agent_id")
         if not isinstance(agent_id, str):
             raise PeerwireError(Code.INVALID_ARGUMENT, "set_agent needs the agent_id to change")
-        self.store.agent(agent_id)
+        self.store.registry.agent(agent_id)
         fields = {k: bool(args[k]) for k in ("enabled", "sendable") if k in args}
         if not fields:
             raise PeerwireError(Code.INVALID_ARGUMENT, "set_agent changes enabled and/or sendable")
-        row = self.store.update_agent(agent_id, **fields)
+        row = self.store.registry.update_agent(agent_id, **fields)
         if fields.get("enabled"):
             self.delivery.task_admitted(row)  # what waited while it was disabled gets its opportunity now
         return {"agent": row.public()}
@@ -291,7 +293,7 @@ class Operations:
     async def revoke_sessions(self, args: dict, token: str | None) -> dict:
         """Revoke every session credential of an agent (its callers then get unknown_caller)."""
         agent = self._agent_arg(args)
-        revoked = self.store.revoke_sessions(agent.agent_id)
+        revoked = self.store.registry.revoke_sessions(agent.agent_id)
         self.sessions_epoch += 1
         return {"agent": agent.public(), "revoked": revoked}
 
@@ -306,7 +308,7 @@ class Operations:
         return export.of_store(self.store)
 
     async def whoami(self, args: dict, token: str | None) -> dict:
-        return {"agent": self.store.caller(token).public()}
+        return {"agent": self.store.registry.caller(token).public()}
 
     def _codex(self) -> RuntimeOwner:
         codex = self.providers.get("codex")
@@ -330,7 +332,7 @@ class Operations:
         agent_id = args.get("agent_id")
         if not isinstance(agent_id, str):
             raise PeerwireError(Code.INVALID_ARGUMENT, "this operation needs agent_id")
-        return self.store.agent(agent_id)
+        return self.store.registry.agent(agent_id)
 
     async def attach_codex(self, args: dict, token: str | None) -> dict:
         """Start an agent's Codex owner (operator): codex, codex_home, cwd, env, resume, capabilities, and
@@ -415,13 +417,13 @@ class Operations:
         if not isinstance(timeout_ms, int) or not 0 <= timeout_ms <= 600_000:
             raise PeerwireError(Code.INVALID_ARGUMENT, "await_change takes timeout_ms from 0 to 600000")
         changed = self._changed  # subscribe before looking, so no commit slips between
-        if args.get("mark") != self.store.commits:
-            return {"mark": self.store.commits, "timed_out": False}
+        if args.get("mark") != self.store.database.commits:
+            return {"mark": self.store.database.commits, "timed_out": False}
         try:
             await asyncio.wait_for(changed.wait(), timeout_ms / 1000)
         except TimeoutError:
-            return {"mark": self.store.commits, "timed_out": True}
-        return {"mark": self.store.commits, "timed_out": False}
+            return {"mark": self.store.database.commits, "timed_out": True}
+        return {"mark": self.store.database.commits, "timed_out": False}
 
     async def owners(self, args: dict, token: str | None) -> dict:
         return {"owners": [owner for provider in self.providers.values() if isinstance(provider, RuntimeOwner)

@@ -375,3 +375,27 @@ def test_no_file_name_is_reused_beyond_todays():
     reused = {name for name, count in counts.items() if count > 1}
     assert reused - NAMES_REUSED_TODAY == set(), "name the new file after its concept"
     assert NAMES_REUSED_TODAY - reused == set(), "no longer reused: drop it from NAMES_REUSED_TODAY"
+
+
+STORE_PARTS = {"database": "Database", "registry": "Registry", "mailbox": "Mailbox", "bindings": "Bindings"}
+
+
+def store_classes() -> dict[str, ast.ClassDef]:
+    return {node.name: node for path in (ROOT / "peerwire" / "store").glob("*.py")
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)}
+
+
+def test_the_store_is_composed_of_parts_a_reader_finds_in_one_step():
+    # store.mailbox.receive is Mailbox.receive: no part inherits another, so no method hides five classes down.
+    classes = store_classes()
+    inherited = {name: [ast.unparse(base) for base in node.bases if ast.unparse(base) in classes]
+                 for name, node in classes.items()}
+    assert {name: bases for name, bases in inherited.items() if bases} == {}
+    init = next(node for node in classes["Store"].body if isinstance(node, ast.FunctionDef) and node.name == "__init__")
+    parts = {target.attr: ast.unparse(assign.value.func) for assign in init.body if isinstance(assign, ast.Assign)
+             for target in assign.targets if isinstance(target, ast.Attribute) and isinstance(assign.value, ast.Call)}
+    assert parts == STORE_PARTS
+    # Every part is built over the one database, and nothing else.
+    over = {ast.unparse(assign.value) for assign in init.body if isinstance(assign, ast.Assign)
+            and isinstance(assign.value, ast.Call) and ast.unparse(assign.value.func) != "Database"}
+    assert over == {f"{cls}(self.database)" for cls in STORE_PARTS.values() if cls != "Database"}

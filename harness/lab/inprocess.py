@@ -52,8 +52,8 @@ async def inprocess_adapter(root: Path, script: ModelScript,
     model = ScriptedModel(script, log_path=root / MODEL_REQUESTS).start()
     provider = CodexProvider.in_process(root / "core")
     store = provider.store
-    requester, _ = store.register_agent("A", "codex")
-    recipient, token = store.register_agent("B", "codex")
+    requester, _ = store.registry.register_agent("A", "codex")
+    recipient, token = store.registry.register_agent("B", "codex")
     codex_home = root / "B" / "codex_home"
     codex_home.mkdir(parents=True)
     workspace = FixtureWorkspace.create(root / "B" / "workspace", agent="B")

@@ -146,7 +146,7 @@ class AcpProvider:
         except (PeerError, OSError, TimeoutError) as exc:
             why = (f"no answer to initialize within {REQUEST_TIMEOUT_S:.0f}s" if isinstance(exc, TimeoutError)
                    else f"{type(exc).__name__}: {exc}")
-            self.store.update_agent(agent.agent_id, last_error=f"attach failed: {why}"[:500])
+            self.store.registry.update_agent(agent.agent_id, last_error=f"attach failed: {why}"[:500])
             raise PeerwireError(Code.APP_UNAVAILABLE, f"could not start the ACP agent of {agent.name}: {why}; "
                                 f"see {stem}.stderr.log") from exc
         servers = [stdio_mcp_server(MCP_SERVER_NAME, list(mcp_command or DEFAULT_MCP_COMMAND),
@@ -162,7 +162,7 @@ class AcpProvider:
                 session_id = (await client.session_new(cwd, servers, timeout=REQUEST_TIMEOUT_S))["sessionId"]
         except PeerwireError as exc:
             await client.close()
-            self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}"[:500])
+            self.store.registry.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}"[:500])
             raise
         except Exception as exc:
             await client.close()
@@ -174,12 +174,12 @@ class AcpProvider:
             raise
         owner = AcpOwner(agent.agent_id, agent.name, generation, session_id, client, cwd)
         self.owners[agent.agent_id] = owner
-        self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=session_id,
-                                status="idle", last_error=None)
+        self.store.registry.update_agent(agent.agent_id, generation=generation, provider_session_id=session_id,
+                                         status="idle", last_error=None)
         # Updates before now (a loaded session's replayed history) belong to no turn of this generation.
         owner.watcher = asyncio.ensure_future(self._watch(owner, since=len(client.received)))
         log.info("attached %s: generation %d, ACP session %s", agent.name, generation, session_id)
-        await self.dispatch(self.store.agent(agent.agent_id))
+        await self.dispatch(self.store.registry.agent(agent.agent_id))
         return owner.describe()
 
     async def detach(self, agent_id: str, *, reason: str = "owner detached") -> dict[str, Any]:
@@ -194,7 +194,7 @@ class AcpProvider:
         async with owner.changed:
             owner.detached = True
             owner.changed.notify_all()
-        self.store.update_agent(owner.agent_id, status="offline")
+        self.store.registry.update_agent(owner.agent_id, status="offline")
         return owner.describe()
 
     async def close(self) -> None:
@@ -203,17 +203,17 @@ class AcpProvider:
 
     def recover(self) -> None:
         """At start-up: publish captured outcomes of ACP agents, mark their lost observations uncertain."""
-        for binding in self.store.bindings(state="captured"):
-            agent = self.store.agent(binding["agent_id"])
+        for binding in self.store.bindings.find(state="captured"):
+            agent = self.store.registry.agent(binding["agent_id"])
             if agent.provider == PROVIDER:
                 self._publish(binding["binding_id"], binding["outcome"], agent)
-        for binding in self.store.bindings(state="accepted"):
-            if self.store.agent(binding["agent_id"]).provider == PROVIDER:
+        for binding in self.store.bindings.find(state="accepted"):
+            if self.store.registry.agent(binding["agent_id"]).provider == PROVIDER:
                 self._uncertain(binding["request_id"], "observation of the prompt was lost when the app stopped",
                                 binding_id=binding["binding_id"])
-        for agent in self.store.agents():
+        for agent in self.store.registry.agents():
             if agent.provider == PROVIDER and agent.status != "offline":
-                self.store.update_agent(agent.agent_id, status="offline")
+                self.store.registry.update_agent(agent.agent_id, status="offline")
 
     # -- provider interface ---------------------------------------------------------
 
@@ -236,11 +236,11 @@ class AcpProvider:
         async with owner.lock:
             if owner.turn is not None or owner.client.exited is not None:
                 return 0
-            for request_id in self.store.pending_tasks(recipient.agent_id):
-                claim_id = self.store.claim_for_dispatch(request_id)
+            for request_id in self.store.mailbox.pending_tasks(recipient.agent_id):
+                claim_id = self.store.mailbox.claim_for_dispatch(request_id)
                 if claim_id is None:
                     continue  # receive exposed it first
-                record = self.store.interaction(self.store.request(request_id)["task_interaction_id"])
+                record = self.store.mailbox.interaction(self.store.mailbox.request(request_id)["task_interaction_id"])
                 turn = self._new_turn(owner, "task", request_ids=(request_id,))
                 turn.claims[request_id] = claim_id
                 head, body = envelope.head(record), record["body"]
@@ -264,11 +264,13 @@ class AcpProvider:
 
     async def spawn_child(self, parent: AgentRow, child: AgentRow, fork: str | int,
                           after_call: str | None = None) -> None:
-        for request_id in self.store.pending_tasks(child.agent_id):
-            receipt = self.store.fail_request(request_id, f"{child.name} could not be started: an ACP agent has "
-                                              "no collaboration children", code="spawn_failed")
+        for request_id in self.store.mailbox.pending_tasks(child.agent_id):
+            receipt = self.store.bindings.fail_request(
+                request_id, f"{child.name} could not be started: an ACP agent has no collaboration children",
+                code="spawn_failed")
             self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
-        self.store.update_agent(child.agent_id, status="failed", last_error="ACP agents have no collaboration children")
+        self.store.registry.update_agent(child.agent_id, status="failed",
+                                         last_error="ACP agents have no collaboration children")
 
     # -- the operator -----------------------------------------------------------------
 
@@ -312,7 +314,7 @@ class AcpProvider:
         """Deferred records the agent has not seen yet (never received, never shown): ids and their blocks."""
         ids, blocks = [], []
         for record_id in owner.deferred:
-            record = self.store.interaction(record_id)
+            record = self.store.mailbox.interaction(record_id)
             if record["received_at"] is None and record["state"] in ("admitted", "published"):
                 ids.append(record_id)
                 blocks += [text_block(envelope.head(record)), text_block(record["body"])]
@@ -363,7 +365,7 @@ class AcpProvider:
                     self._uncertain(request_id, lost, binding_id=self._binding_of(request_id, turn.turn_id))
                 if not turn.bound and sent.is_set():
                     for record_id in turn.record_ids:  # written, never shown to have arrived
-                        self.store.transition(record_id, Event.PROVIDER_UNCERTAIN, {"via": VIA, "reason": lost})
+                        self.store.mailbox.transition(record_id, Event.PROVIDER_UNCERTAIN, {"via": VIA, "reason": lost})
             turn.finished = True
             owner.turn = None
             status = (answer or {}).get("stopReason") if answer is not None else ("error" if error else "lost")
@@ -371,9 +373,9 @@ class AcpProvider:
                 owner.completed[turn.turn_id] = {"turn_id": turn.turn_id, "status": status}
                 owner.changed.notify_all()
         if self.owners.get(owner.agent_id) is owner:
-            self.store.update_agent(owner.agent_id, status="idle" if lost is None else "offline")
+            self.store.registry.update_agent(owner.agent_id, status="idle" if lost is None else "offline")
             if lost is None:
-                await self.dispatch(self.store.agent(owner.agent_id))
+                await self.dispatch(self.store.registry.agent(owner.agent_id))
             else:
                 self.owners.pop(owner.agent_id, None)
                 log.warning("ACP agent of %s exited", owner.name)
@@ -385,17 +387,17 @@ class AcpProvider:
         if turn.bound:
             return
         turn.bound = True
-        self.store.update_agent(owner.agent_id, status="active")
-        agent = self.store.agent(owner.agent_id)
+        self.store.registry.update_agent(owner.agent_id, status="active")
+        agent = self.store.registry.agent(owner.agent_id)
         facts = {"session_id": owner.session_id, "prompt_message_id": turn.turn_id,
                  "acknowledged_by": turn.acknowledged_by, "path": "idle_prompt"}
         if turn.first_message_id:
             facts["message_id"] = turn.first_message_id
         for request_id in turn.request_ids:
-            self.store.bind(request_id, turn.claims[request_id], agent, owner.generation, owner.session_id,
-                            turn.turn_id, via=VIA, detail=facts)
+            self.store.bindings.bind(request_id, turn.claims[request_id], agent, owner.generation, owner.session_id,
+                                     turn.turn_id, via=VIA, detail=facts)
         for record_id in turn.record_ids:
-            self.store.transition(record_id, Event.PROVIDER_VISIBLE, {
+            self.store.mailbox.transition(record_id, Event.PROVIDER_VISIBLE, {
                 "via": VIA, "provider": PROVIDER, "degraded": False, "generation": owner.generation,
                 "thread_id": owner.session_id, **{**facts, "path": "next_turn", "trigger": turn.trigger}})
 
@@ -403,7 +405,7 @@ class AcpProvider:
                 error: dict[str, Any] | None) -> None:
         updates = [note.params.get("update") or {} for note in owner.client.received[turn.since:]
                    if note.method == "session/update" and note.params.get("sessionId") == owner.session_id]
-        agent = self.store.agent(owner.agent_id)
+        agent = self.store.registry.agent(owner.agent_id)
         outcome = outcome_of(turn, answer, error, updates, agent.name)
         for request_id in turn.request_ids:
             binding_id = self._binding_of(request_id, turn.turn_id)
@@ -412,24 +414,24 @@ class AcpProvider:
             if outcome is None:
                 self._uncertain(request_id, f"prompt {turn.turn_id} ended with stop reason "
                                 f"{(answer or {}).get('stopReason')!r}, which no rule knows", binding_id=binding_id)
-            elif self.store.capture_outcome(binding_id, outcome) == "captured":
+            elif self.store.bindings.capture_outcome(binding_id, outcome) == "captured":
                 self._publish(binding_id, outcome, agent)
 
     def _binding_of(self, request_id: str, turn_id: str) -> str | None:
-        for binding in self.store.bindings(state="accepted", turn_id=turn_id):
+        for binding in self.store.bindings.find(state="accepted", turn_id=turn_id):
             if binding["request_id"] == request_id:
                 return binding["binding_id"]
         return None
 
     def _publish(self, binding_id: str, outcome: dict[str, Any], agent: AgentRow) -> None:
         sender = agent if outcome["attributed_to_recipient"] else None
-        receipt = self.store.publish_outcome(binding_id, sender, outcome["reply_status"], outcome["text"],
-                                             code=outcome.get("code"))
+        receipt = self.store.bindings.publish_outcome(binding_id, sender, outcome["reply_status"], outcome["text"],
+                                                      code=outcome.get("code"))
         if receipt is not None:
             self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
 
     def _uncertain(self, request_id: str, reason: str, *, binding_id: str | None = None) -> None:
-        receipt = self.store.make_uncertain(request_id, reason, binding_id=binding_id)
+        receipt = self.store.bindings.make_uncertain(request_id, reason, binding_id=binding_id)
         self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
 
     # -- observation -------------------------------------------------------------------------
@@ -451,7 +453,7 @@ class AcpProvider:
             # A conversation in flight settles what it carried; an idle agent that exited is gone.
             if owner.turn is None and self.owners.get(owner.agent_id) is owner:
                 del self.owners[owner.agent_id]
-                self.store.update_agent(owner.agent_id, status="offline")
+                self.store.registry.update_agent(owner.agent_id, status="offline")
                 log.warning("ACP agent of %s exited", owner.name)
         except asyncio.CancelledError:
             raise

@@ -166,7 +166,7 @@ class CodexProvider:
                 transcript_path=f"{stem}.appserver.jsonl", stderr_path=f"{stem}.stderr.log",
             )
         except (AppServerError, OSError, TimeoutError) as exc:
-            self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc}")
+            self.store.registry.update_agent(agent.agent_id, last_error=f"attach failed: {exc}")
             raise PeerwireError(Code.APP_UNAVAILABLE,
                                 f"could not start codex app-server for {agent.name}: {exc}") from exc
         servers = tuple(configured_servers(codex_home))
@@ -194,7 +194,7 @@ class CodexProvider:
             await _tools_ready(client, assessment, thread_id, servers, since=since, agent=agent.name)
         except PeerwireError as exc:
             await client.close()
-            self.store.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}")
+            self.store.registry.update_agent(agent.agent_id, last_error=f"attach failed: {exc.message}")
             raise
         except Exception as exc:
             await client.close()
@@ -216,11 +216,11 @@ class CodexProvider:
             cwd=cwd, capabilities=assessment, mcp_servers=servers, rollout=thread.get("path"),
             tree_servers=tuple(core_servers(codex_home)), child_servers=tuple(child_mcp_servers)))
         self.owners[agent.agent_id] = owner
-        self.store.update_agent(agent.agent_id, generation=generation, provider_session_id=thread_id,
-                                status="idle", last_error=None)
+        self.store.registry.update_agent(agent.agent_id, generation=generation, provider_session_id=thread_id,
+                                         status="idle", last_error=None)
         owner.watcher = asyncio.ensure_future(self._watch(owner, since=since))
         log.info("attached %s: generation %d, thread %s", agent.name, generation, thread_id)
-        await self.dispatch(self.store.agent(agent.agent_id))
+        await self.dispatch(self.store.registry.agent(agent.agent_id))
         return owner.describe()
 
     async def _adopt(self, agent: AgentRow, client: AppServerSession, generation: int, cwd: str,
@@ -250,13 +250,13 @@ class CodexProvider:
                                    since=started.after - 1, agent=agent.name)
         except (AppServerError, TimeoutError, KeyError, StopAsyncIteration, PeerwireError) as exc:
             why = exc.message if isinstance(exc, PeerwireError) else f"{type(exc).__name__}: {exc}"
-            self.store.update_agent(agent.agent_id, last_error=f"no attached TUI thread to adopt: {why}"[:500])
+            self.store.registry.update_agent(agent.agent_id, last_error=f"no attached TUI thread to adopt: {why}"[:500])
             await client.close()
             return
         finally:
             self._adopting.pop(agent.agent_id, None)
-        await self._enable(self.store.agent(agent.agent_id), client, generation, resumed["thread"], cwd, assessment,
-                           servers, codex_home, child_mcp_servers, since=started.after)
+        await self._enable(self.store.registry.agent(agent.agent_id), client, generation, resumed["thread"], cwd,
+                           assessment, servers, codex_home, child_mcp_servers, since=started.after)
 
     async def detach(self, agent_id: str, *, reason: str = "owner detached") -> dict[str, Any]:
         if agent_id in self._adopting:  # its TUI never started a thread: nothing was delivered
@@ -305,8 +305,8 @@ class CodexProvider:
         """
         parent_owner = self.owners.get(parent.agent_id)
         if parent_owner is None:
-            self.store.update_agent(child.agent_id, last_error="its parent has no live owner; it starts when one "
-                                    "attaches")
+            self.store.registry.update_agent(
+                child.agent_id, last_error="its parent has no live owner; it starts when one attaches")
             return
         client, setup = parent_owner.client, parent_owner.setup
         kept = tuple(s for s in setup.mcp_servers if s in setup.tree_servers or s in setup.child_servers)
@@ -326,10 +326,10 @@ class CodexProvider:
                                agent=child.name)
         except (AppServerError, TimeoutError, PeerwireError) as exc:
             # Nothing was submitted to the child: its first task fails, attributed to peerwire.
-            self.store.update_agent(child.agent_id, status="failed", last_error=f"spawn failed: {exc}")
-            for request_id in self.store.pending_tasks(child.agent_id):
-                receipt = self.store.fail_request(request_id, f"{child.name} could not be started: {exc}",
-                                                  code="spawn_failed")
+            self.store.registry.update_agent(child.agent_id, status="failed", last_error=f"spawn failed: {exc}")
+            for request_id in self.store.mailbox.pending_tasks(child.agent_id):
+                receipt = self.store.bindings.fail_request(request_id, f"{child.name} could not be started: {exc}",
+                                                           code="spawn_failed")
                 self.committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
             return
         thread_id = result["thread"]["id"]
@@ -338,10 +338,10 @@ class CodexProvider:
             rollout=result["thread"].get("path"), tree_servers=setup.tree_servers,
             child_servers=setup.child_servers))
         self.owners[child.agent_id] = owner
-        self.store.update_agent(child.agent_id, generation=1, provider_session_id=thread_id, status="idle")
+        self.store.registry.update_agent(child.agent_id, generation=1, provider_session_id=thread_id, status="idle")
         owner.watcher = asyncio.ensure_future(self._watch(owner, since=len(client.received)))
         log.info("spawned %s: thread %s (fork %s)", child.name, thread_id, fork)
-        await self.dispatch(self.store.agent(child.agent_id))
+        await self.dispatch(self.store.registry.agent(child.agent_id))
 
     def _limit_turn(self, owner: Owner, turn_id: str) -> None:
         """A child's turn may run collab.CHILD_TURN_LIMIT_S; then it is interrupted."""
@@ -358,14 +358,14 @@ class CodexProvider:
     def _owner_gone(self, owner: Owner, reason: str) -> None:
         """Turns in flight can no longer be observed: their tasks become uncertain."""
         self.publication.owner_gone(owner.agent_id, owner.generation, reason)
-        self.store.update_agent(owner.agent_id, status="offline")
+        self.store.registry.update_agent(owner.agent_id, status="offline")
 
     def recover(self) -> None:
         """At startup: publish captured outcomes, mark lost observations uncertain."""
         self.publication.recover()
-        for agent in self.store.agents():
+        for agent in self.store.registry.agents():
             if agent.provider == "codex" and agent.status != "offline":
-                self.store.update_agent(agent.agent_id, status="offline")
+                self.store.registry.update_agent(agent.agent_id, status="offline")
 
     # -- turns -------------------------------------------------------------------------
 
@@ -411,20 +411,21 @@ class CodexProvider:
         owner = self.owners.get(recipient.agent_id)
         if owner is None:
             return 0  # pending until an owner attaches
-        if not self.store.agent(recipient.agent_id).enabled:
+        if not self.store.registry.agent(recipient.agent_id).enabled:
             return 0  # disabled: its tasks wait in the mailbox until it is enabled again
         accepted = 0
         async with owner.lock:
             needed = Capability.IDLE_START if owner.active_turn is None else Capability.STEER
             if not owner.setup.capabilities.allows(needed):
                 # Never attempted: the tasks stay pending (receive can take them) until a turn can carry them.
-                if self.store.has_pending_tasks(recipient.agent_id):
-                    self.store.update_agent(recipient.agent_id, last_error=owner.setup.capabilities.refusal(needed))
+                if self.store.mailbox.has_pending_tasks(recipient.agent_id):
+                    self.store.registry.update_agent(recipient.agent_id,
+                                                     last_error=owner.setup.capabilities.refusal(needed))
                 return 0
-            for request_id in self.store.pending_tasks(recipient.agent_id):
+            for request_id in self.store.mailbox.pending_tasks(recipient.agent_id):
                 if owner.client.exited is not None:
                     break
-                claim_id = self.store.claim_for_dispatch(request_id)
+                claim_id = self.store.mailbox.claim_for_dispatch(request_id)
                 if claim_id is None:
                     continue  # receive exposed it first
                 accepted += await self._submit(owner, recipient, request_id, claim_id)
@@ -432,8 +433,8 @@ class CodexProvider:
 
     async def _submit(self, owner: Owner, recipient: AgentRow, request_id: str, claim_id: str) -> bool:
         """Start or steer a turn with the claimed task; True when Codex accepted it into a turn."""
-        req = self.store.request(request_id)
-        record = self.store.interaction(req["task_interaction_id"])
+        req = self.store.mailbox.request(request_id)
+        record = self.store.mailbox.interaction(req["task_interaction_id"])
         head, body = self._envelope(record)
         steering = owner.active_turn
         try:
@@ -457,7 +458,7 @@ class CodexProvider:
                 turn_id = result["turnId"]
         except JsonRpcError as exc:
             if steering is not None and is_stale_turn(exc):
-                self.store.release_claim(request_id, f"stale turn {steering}: {exc.message}")
+                self.store.mailbox.release_claim(request_id, f"stale turn {steering}: {exc.message}")
                 return False  # nothing admitted; the next opportunity dispatches it again
             method = "turn/steer" if steering else "turn/start"
             self.publication.uncertain(request_id, f"{method} error {exc.code}: {exc.message}")
@@ -465,8 +466,8 @@ class CodexProvider:
         except (AppServerExited, TimeoutError, ConnectionError) as exc:
             self.publication.uncertain(request_id, f"no acknowledgement from codex ({type(exc).__name__})")
             return False
-        self.store.bind(request_id, claim_id, recipient, owner.generation, owner.thread_id, turn_id,
-                        via="turn/steer" if steering else "turn/start")
+        self.store.bindings.bind(request_id, claim_id, recipient, owner.generation, owner.thread_id, turn_id,
+                                 via="turn/steer" if steering else "turn/start")
         return True
 
     async def interrupt(self, target: AgentRow) -> dict[str, Any]:
@@ -496,11 +497,12 @@ class CodexProvider:
 
     async def deliver(self, recipient: AgentRow, record: dict[str, Any]) -> ProviderResult | None:
         owner = self.owners.get(recipient.agent_id)
-        if owner is None or not self.store.agent(recipient.agent_id).enabled:
+        if owner is None or not self.store.registry.agent(recipient.agent_id).enabled:
             return None  # it stays in the mailbox for receive (a disabled agent's runtime gets nothing)
         if not owner.setup.capabilities.allows(Capability.INJECT):
             # Never attempted: receive_messages still returns it.
-            self.store.update_agent(recipient.agent_id, last_error=owner.setup.capabilities.refusal(Capability.INJECT))
+            self.store.registry.update_agent(recipient.agent_id,
+                                             last_error=owner.setup.capabilities.refusal(Capability.INJECT))
             return None
         where = {"thread_id": owner.thread_id, "generation": owner.generation, "active_turn": owner.active_turn}
         item, form = self._mail_item(owner, recipient, record)
@@ -516,7 +518,7 @@ class CodexProvider:
             result = ProviderResult(self.name, "thread/inject_items", accepted=False, error=str(exc)[:500])
         else:
             result = ProviderResult(self.name, "thread/inject_items", accepted=True, evidence=where)
-        self.store.transition(record["record_id"], result.event, result.detail())
+        self.store.mailbox.transition(record["record_id"], result.event, result.detail())
         return result
 
     # -- observation -------------------------------------------------------------------------
@@ -563,7 +565,7 @@ class CodexProvider:
                 self._status(owner, "idle")
                 items = owner.items.pop(ended["id"], []) or list(ended.get("items") or [])
                 try:
-                    self.publication.turn_ended(self.store.agent(owner.agent_id), ended, items)
+                    self.publication.turn_ended(self.store.registry.agent(owner.agent_id), ended, items)
                 except Exception:  # what it could not record is owed or uncertain at start-up; the turn ended
                     log.exception("%s: the outcome of turn %s was not recorded", owner.name, ended["id"])
         if note.method == "turn/started":
@@ -573,12 +575,12 @@ class CodexProvider:
             async with owner.changed:
                 owner.completed[ended["id"]] = {"turn_id": ended["id"], "status": ended.get("status")}
                 owner.changed.notify_all()
-            await self.dispatch(self.store.agent(owner.agent_id))
+            await self.dispatch(self.store.registry.agent(owner.agent_id))
 
     def _status(self, owner: Owner, status: str) -> None:
         """Record the agent's status; a store that refuses it now is told again at the next change."""
         try:
-            self.store.update_agent(owner.agent_id, status=status)
+            self.store.registry.update_agent(owner.agent_id, status=status)
         except PeerwireError as exc:
             log.error("%s: status %s not recorded: %s", owner.name, status, exc.message)
 
@@ -604,7 +606,7 @@ class CodexProvider:
     def _envelope(self, record: dict[str, Any]) -> tuple[str, str]:
         """(head, literal body) of a record's envelope: the collaboration form (paths) between agents of a
         tree. Joined by a line break they are the rendered envelope."""
-        recipient = self.store.agent(record["recipient"]["agent_id"])
+        recipient = self.store.registry.agent(record["recipient"]["agent_id"])
         if recipient.path:
             return (collab.head(envelope.MESSAGE_TYPES[record["kind"]], recipient.path, self._tree_sender(record)),
                     record["body"])
@@ -637,10 +639,10 @@ class CodexProvider:
         turn, finished or failed, from that child's path (the body says peerwire observed the failure)."""
         sender_id = record["sender"]["agent_id"]
         if sender_id is None and record.get("request_id"):
-            sender_id = self.store.request(record["request_id"])["recipient_id"]
+            sender_id = self.store.mailbox.request(record["request_id"])["recipient_id"]
         if sender_id is None:
             return record["sender"]["name"] or "peerwire"
-        return self.store.agent(sender_id).path or record["sender"]["name"]
+        return self.store.registry.agent(sender_id).path or record["sender"]["name"]
 
     def _owner(self, agent: AgentRow) -> Owner:
         owner = self.owners.get(agent.agent_id)

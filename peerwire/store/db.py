@@ -103,7 +103,8 @@ class Database:
             self._verify()
         self._migrate()
         self.node_id = self._meta("node_id", lambda: str(uuid.uuid4()))
-        self._cursor_secret = bytes.fromhex(self._meta("cursor_secret", lambda: secrets.token_hex(32)))
+        self.cursor_secret = bytes.fromhex(self._meta("cursor_secret", lambda: secrets.token_hex(32)))
+        """The key that signs this store's cursors (:mod:`peerwire.cursor`)."""
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)

@@ -8,20 +8,18 @@ runs provider adapters after a transaction commits.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import cursor as cursors
 from ..errors import Code, PeerwireError
-from ..lifecycle import CLAIM_EVENTS, LIFECYCLES, NOTICE, REPLY, TASK, Claimant, Event, Kind, Stage
-from ..registry_rules import SYSTEM_SENDER, AgentRow
-from . import calls
+from ..lifecycle import CLAIM_EVENTS, LIFECYCLES, NOTICE, TASK, Claimant, Event, Kind, Stage
+from ..registry_rules import AgentRow
+from . import calls, records
 from .calls import Call, Entry
-from .db import new_id, now
-from .registry_rows import Registry
-from .views import export_record, interaction_row, record_view, request_row
+from .db import Database, new_id, now
+from .views import export_record, record_view
 
 
 REPLY_STATUSES = ("done", "blocked", "failed")
@@ -51,19 +49,22 @@ class Page:
         return [claim["request_id"] for claim in self.claims]
 
 
-class Mailbox(Registry):
+class Mailbox:
     """Records, their evidence rows, requests, claims and cursors."""
 
+    def __init__(self, database: Database):
+        self.database = database
+
     # Each admission is a job: one transaction holds the record and every evidence row its receipt
-    # promises. The app runs it through the group commit (:meth:`commit`); the methods below run it
+    # promises. The app runs it through the group commit (:meth:`.Database.commit`); the methods below run it
     # in a transaction of its own.
 
     def admit_information(self, sender: AgentRow, recipient: AgentRow, body: str, **how: Any) -> dict[str, Any]:
-        with self.write() as db:
+        with self.database.write() as db:
             return self.information_job(sender, recipient, body, **how)(db)
 
     def admit_task(self, sender: AgentRow, recipient: AgentRow, body: str, **how: Any) -> dict[str, Any]:
-        with self.write() as db:
+        with self.database.write() as db:
             return self.task_job(sender, recipient, body, **how)(db)
 
     def information_job(self, sender: AgentRow, recipient: AgentRow, body: str, **how: Any) -> Job:
@@ -82,8 +83,8 @@ class Mailbox(Registry):
             if (prior := self._answered(db, sender, call)) is not None:
                 return prior
             request_id = new_id("rq") if kind is Kind.TASK else None
-            ix = self._insert(db, kind, LIFECYCLES[kind].initial, sender, recipient, body,
-                              request_id=request_id, receipt=receipt, run_id=run_id, entry=entry)
+            ix = records.insert(db, kind, LIFECYCLES[kind].initial, sender, recipient, body,
+                                request_id=request_id, receipt=receipt, run_id=run_id, entry=entry)
             if request_id is not None:
                 db.execute(
                     """INSERT INTO requests(request_id, task_interaction_id, requester_id, recipient_id, created_at)
@@ -94,7 +95,7 @@ class Mailbox(Registry):
         return job
 
     def admit_reply(self, caller: AgentRow, request_id: str, status: str, body: str, **how: Any) -> dict[str, Any]:
-        with self.write() as db:
+        with self.database.write() as db:
             return self.reply_job(caller, request_id, status, body, **how)(db)
 
     def reply_job(
@@ -119,15 +120,15 @@ class Mailbox(Registry):
         def job(db: sqlite3.Connection) -> dict[str, Any]:
             if (prior := self._answered(db, caller, call)) is not None:
                 return prior
-            req = self._request(db, request_id)
+            req = records.request(db, request_id)
             if req["recipient_id"] != caller.agent_id:
                 raise PeerwireError(
                     Code.NOT_AUTHORIZED,
                     "only the task's recipient may reply to it",
                     {"request_id": request_id},
                 )
-            ix = self._close_request(db, req, caller, status, body, source="explicit", receipt=receipt,
-                                     entry=entry)
+            ix = records.close_request(db, req, caller, status, body, source="explicit", receipt=receipt,
+                                       entry=entry)
             return self._answer(db, caller, call, ix)
         return job
 
@@ -135,7 +136,7 @@ class Mailbox(Registry):
 
     def knows_call(self, caller: AgentRow, call: Call | None) -> bool:
         """Whether the caller made a call with ``call``'s id before (a read; nothing is written)."""
-        return calls.known(self.db, caller.agent_id, call)
+        return calls.known(self.database.db, caller.agent_id, call)
 
     def retry_job(self, caller: AgentRow, call: Call) -> Job:
         """The first receipt of ``call`` if the caller made it before (then nothing is admitted again).
@@ -150,12 +151,12 @@ class Mailbox(Registry):
         if interaction_id is None:
             return None
         assert call is not None
-        self._evidence(db, interaction_id, Stage.RETRIED, {"call_id": call.call_id, "op": call.op})
-        return self._receipt(self._interaction(db, interaction_id))
+        records.evidence(db, interaction_id, Stage.RETRIED, {"call_id": call.call_id, "op": call.op})
+        return records.receipt(records.interaction(db, interaction_id))
 
     def _answer(self, db: sqlite3.Connection, caller: AgentRow, call: Call | None, ix: sqlite3.Row) -> dict[str, Any]:
         """``ix``'s receipt, remembered for ``call`` in the same transaction as the record."""
-        receipt = self._receipt(ix)
+        receipt = records.receipt(ix)
         if call is not None:
             calls.remember(db, caller.agent_id, call, ix["interaction_id"], ix["created_at"])
         return receipt
@@ -165,146 +166,39 @@ class Mailbox(Registry):
         """Record a request refused before anything was admitted, so its trace explains it."""
         return lambda db: calls.record_rejection(db, entry, caller_id, error, summary)
 
-    def _close_request(
-        self,
-        db: sqlite3.Connection,
-        req: sqlite3.Row,
-        sender: AgentRow | None,
-        status: str,
-        body: str,
-        *,
-        source: str,
-        receipt: dict | None = None,
-        code: str | None = None,
-        detail: dict | None = None,
-        entry: Entry | None = None,
-    ) -> sqlite3.Row:
-        """Write the one reply of a request (explicit, from a turn, or from peerwire)."""
-        request_id = req["request_id"]
-        if req["reply_interaction_id"] is not None:
-            raise PeerwireError(
-                Code.ALREADY_REPLIED,
-                f"request {request_id} already has its reply {req['reply_interaction_id']}",
-                {"request_id": request_id, "reply_interaction_id": req["reply_interaction_id"]},
-            )
-        task = self._interaction(db, req["task_interaction_id"])
-        self._transition(db, task, Event.REPLY, {"source": source})
-        requester = self._agent(db, req["requester_id"])
-        ix = self._insert(db, Kind.REPLY, REPLY.initial, sender, requester, body, request_id=request_id,
-                          reply_status=status, notice_code=code, receipt=receipt, run_id=task["run_id"],
-                          evidence_detail={"source": source, **(detail or {})}, entry=entry)
-        db.execute(
-            "UPDATE requests SET reply_interaction_id = ?, reply_source = ? WHERE request_id = ?",
-            (ix["interaction_id"], source, request_id),
-        )
-        self._evidence(db, task["interaction_id"], Stage.REPLIED,
-                       {"reply_interaction_id": ix["interaction_id"], "status": status, "source": source})
-        return ix
-
     def add_notice(
         self, recipient: AgentRow, code: str, body: str, *, request_id: str | None = None, detail: dict | None = None
     ) -> dict[str, Any]:
         """A record from peerwire itself to ``recipient`` (never from an agent)."""
-        with self.write() as db:
-            ix = self._insert(db, Kind.NOTICE, NOTICE.initial, None, recipient, body,
-                              request_id=request_id, notice_code=code, evidence_detail=detail)
-        return self._receipt(ix)
-
-    def _insert(
-        self,
-        db: sqlite3.Connection,
-        kind: Kind,
-        state: str,
-        sender: AgentRow | None,
-        recipient: AgentRow,
-        body: str,
-        *,
-        request_id: str | None = None,
-        reply_status: str | None = None,
-        notice_code: str | None = None,
-        receipt: dict | None = None,
-        run_id: str | None = None,
-        evidence_detail: dict | None = None,
-        entry: Entry | None = None,
-    ) -> sqlite3.Row:
-        interaction_id = new_id("ix")
-        stamp = now()
-        db.execute(
-            """INSERT INTO interactions(interaction_id, kind, state, sender_id, sender_name, recipient_id,
-                   recipient_name, body, request_id, reply_status, notice_code, run_id, tool_receipt,
-                   created_at, updated_at, mailbox_index)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-            (interaction_id, kind, state, sender.agent_id if sender else None,
-             sender.name if sender else SYSTEM_SENDER, recipient.agent_id, recipient.name, body, request_id,
-             reply_status, notice_code, run_id, json.dumps(receipt) if receipt else None, stamp, stamp,
-             self._newest_index(db, recipient.agent_id) + 1),
-        )
-        detail: dict[str, Any] = {"recipient": recipient.ref, "bytes": len(body.encode("utf-8"))}
-        if not recipient.sendable:
-            detail["resolution"] = "enabled_not_sendable"  # the resolver's fallback: no sendable agent matched
-        if entry is not None:
-            # Stamped when the request came in, before it was checked; written with the record.
-            self._evidence(db, interaction_id, Stage.ENTERED, entry.detail(), at=entry.entered_at)
-        self._evidence(db, interaction_id, Stage.ADMITTED, {**detail, **(evidence_detail or {})})
-        return self._interaction(db, interaction_id)
-
-    def _receipt(self, ix: sqlite3.Row) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "interaction_id": ix["interaction_id"],
-            "kind": ix["kind"],
-            "state": "admitted",
-            "recipient": {"agent_id": ix["recipient_id"], "name": ix["recipient_name"]},
-            "created_at": ix["created_at"],
-        }
-        if ix["request_id"]:
-            out["request_id"] = ix["request_id"]
-        if ix["reply_status"]:
-            out["status"] = ix["reply_status"]
-        return out
+        with self.database.write() as db:
+            ix = records.insert(db, Kind.NOTICE, NOTICE.initial, None, recipient, body,
+                                request_id=request_id, notice_code=code, evidence_detail=detail)
+        return records.receipt(ix)
 
     def transition(self, interaction_id: str, event: Event, detail: dict | None = None) -> str:
         """Apply ``event`` to an interaction's lifecycle and record the evidence."""
-        with self.write() as db:
-            row = self._interaction(db, interaction_id)
-            return self._transition(db, row, event, detail)
-
-    def _transition(self, db: sqlite3.Connection, row: sqlite3.Row, event: Event, detail: dict | None = None) -> str:
-        lifecycle = LIFECYCLES[row["kind"]]
-        new_state = lifecycle.next(row["state"], event)
-        db.execute(
-            "UPDATE interactions SET state = ?, updated_at = ? WHERE interaction_id = ?",
-            (new_state, now(), row["interaction_id"]),
-        )
-        self._evidence(db, row["interaction_id"], lifecycle.stage(event),
-                       {"from": row["state"], "to": new_state, **(detail or {})})
-        return new_state
+        with self.database.write() as db:
+            row = records.interaction(db, interaction_id)
+            return records.transition(db, row, event, detail)
 
     def add_evidence(self, interaction_id: str, stage: Stage, detail: dict | None = None) -> None:
-        with self.write() as db:
-            self._interaction(db, interaction_id)
-            self._evidence(db, interaction_id, stage, detail or {})
-
-    @staticmethod
-    def _evidence(db: sqlite3.Connection, interaction_id: str, stage: Stage, detail: dict, *,
-                  at: str | None = None) -> None:
-        db.execute(
-            "INSERT INTO evidence(interaction_id, stage, at, detail) VALUES (?, ?, ?, ?)",
-            (interaction_id, stage, at or now(), json.dumps(detail, sort_keys=True, ensure_ascii=False)),
-        )
+        with self.database.write() as db:
+            records.interaction(db, interaction_id)
+            records.evidence(db, interaction_id, stage, detail or {})
 
     def claim_for_dispatch(self, request_id: str) -> str | None:
         """Claim a pending task for automatic delivery; ``None`` if someone has it."""
-        with self.write() as db:
-            task = self._task(db, request_id)
+        with self.database.write() as db:
+            task = records.task(db, request_id)
             if task["state"] != TASK.initial:
                 return None
             return self._claim(db, task, Claimant.DISPATCH)
 
     def release_claim(self, request_id: str, reason: str) -> None:
         """Give a dispatch claim back (the provider proved nothing was admitted)."""
-        with self.write() as db:
-            task = self._task(db, request_id)
-            self._transition(db, task, Event.RELEASE, {"reason": reason})
+        with self.database.write() as db:
+            task = records.task(db, request_id)
+            records.transition(db, task, Event.RELEASE, {"reason": reason})
             db.execute(
                 "UPDATE claims SET released_at = ?, release_reason = ? WHERE request_id = ? AND released_at IS NULL",
                 (now(), reason, request_id),
@@ -312,7 +206,7 @@ class Mailbox(Registry):
 
     def _claim(self, db: sqlite3.Connection, task: sqlite3.Row, claimant: Claimant) -> str:
         claim_id = new_id("cl")
-        self._transition(db, task, CLAIM_EVENTS[claimant], {"claim_id": claim_id})
+        records.transition(db, task, CLAIM_EVENTS[claimant], {"claim_id": claim_id})
         db.execute(
             "INSERT INTO claims(claim_id, request_id, claimant, claimed_at) VALUES (?, ?, ?, ?)",
             (claim_id, task["request_id"], claimant, now()),
@@ -325,21 +219,21 @@ class Mailbox(Registry):
 
     def pending_tasks(self, recipient_id: str) -> list[str]:
         """The request ids of the recipient's tasks that no one has claimed, oldest first."""
-        return [r[0] for r in self.db.execute(
+        return [r[0] for r in self.database.db.execute(
             f"SELECT request_id FROM interactions WHERE recipient_id = ? AND {self._PENDING_TASKS} ORDER BY seq",
             (recipient_id,),
         )]
 
     def has_pending_tasks(self, recipient_id: str) -> bool:
         """Whether any of the recipient's tasks waits for a claim (one probe of an index, no list)."""
-        return self.db.execute(
+        return self.database.db.execute(
             f"SELECT EXISTS (SELECT 1 FROM interactions WHERE recipient_id = ? AND {self._PENDING_TASKS})",
             (recipient_id,)).fetchone()[0] == 1
 
     def receive(
         self, caller: AgentRow, *, cursor: str | None = None, ack_cursor: str | None = None, limit: int
     ) -> Page:
-        with self.write() as db:
+        with self.database.write() as db:
             return self.receive_job(caller, cursor=cursor, ack_cursor=ack_cursor, limit=limit)(db)
 
     def receive_job(
@@ -376,7 +270,7 @@ class Mailbox(Registry):
             for row in rows:
                 if row["received_at"] is None:
                     db.execute("UPDATE interactions SET received_at = ? WHERE seq = ?", (stamp, row["seq"]))
-                    self._evidence(db, row["interaction_id"], Stage.RECEIVED, {"by": caller.ref})
+                    records.evidence(db, row["interaction_id"], Stage.RECEIVED, {"by": caller.ref})
                 if row["kind"] == Kind.TASK and row["state"] == TASK.initial:
                     claimed[row["request_id"]] = self._claim(db, row, Claimant.RECEIVE)
             work = [row for row in rows if row["kind"] == Kind.TASK and row["seq"] > acked
@@ -385,7 +279,7 @@ class Mailbox(Registry):
             end = rows[-1]["seq"] if rows else start
             return Page(
                 records=[record_view(r) for r in rows],
-                cursor=cursors.encode(self._cursor_secret, caller.agent_id, end),
+                cursor=cursors.encode(self.database.cursor_secret, caller.agent_id, end),
                 has_more=has_more,
                 claims=[{"request_id": row["request_id"],
                          "claim_id": claimed.get(row["request_id"]) or live[row["request_id"]]} for row in work],
@@ -419,7 +313,7 @@ class Mailbox(Registry):
                    (upto, now(), caller.agent_id))
         if first is None or last is None or first["seq"] > last["seq"]:
             return  # the positions between hold no record (a lost tail): nothing to name
-        self._evidence(db, last["interaction_id"], Stage.ACKNOWLEDGED, {
+        records.evidence(db, last["interaction_id"], Stage.ACKNOWLEDGED, {
             "by": caller.ref, "first_seq": first["seq"], "last_seq": last["seq"],
             "first_record_id": first["interaction_id"], "last_record_id": last["interaction_id"],
             "count": last["mailbox_index"] - first["mailbox_index"] + 1})
@@ -437,28 +331,21 @@ class Mailbox(Registry):
                   "ORDER BY seq DESC LIMIT 1")
         acked = (f"SELECT mailbox_index FROM interactions WHERE recipient_id = :agent AND seq <= {self._ACKED} "
                  "ORDER BY seq DESC LIMIT 1")
-        return self.db.execute(f"SELECT COALESCE(({newest}), 0) - COALESCE(({acked}), 0)",
-                               {"agent": agent_id}).fetchone()[0]
+        return self.database.db.execute(f"SELECT COALESCE(({newest}), 0) - COALESCE(({acked}), 0)",
+                                        {"agent": agent_id}).fetchone()[0]
 
     def has_unacknowledged(self, agent_id: str) -> bool:
         """Whether any record waits after the last acknowledgement: one probe of the mailbox index, no count."""
-        return self.db.execute(
+        return self.database.db.execute(
             f"SELECT EXISTS (SELECT 1 FROM interactions WHERE recipient_id = :agent AND seq > {self._ACKED})",
             {"agent": agent_id}).fetchone()[0] == 1
-
-    @staticmethod
-    def _newest_index(db: sqlite3.Connection, agent_id: str) -> int:
-        """How many records the mailbox holds (its newest record's mailbox number; 0 when empty)."""
-        row = db.execute("SELECT mailbox_index FROM interactions WHERE recipient_id = ? ORDER BY seq DESC LIMIT 1",
-                         (agent_id,)).fetchone()
-        return row[0] if row else 0
 
     def _acked(self, db: sqlite3.Connection, agent_id: str) -> int:
         row = db.execute("SELECT acked_seq FROM cursors WHERE agent_id = ?", (agent_id,)).fetchone()
         return row[0] if row else 0
 
     def _position(self, db: sqlite3.Connection, caller: AgentRow, cursor: str) -> int:
-        seq = cursors.decode(self._cursor_secret, caller.agent_id, cursor)
+        seq = cursors.decode(self.database.cursor_secret, caller.agent_id, cursor)
         newest = db.execute(
             "SELECT COALESCE(MAX(seq), 0) FROM interactions WHERE recipient_id = ?", (caller.agent_id,)
         ).fetchone()[0]
@@ -468,23 +355,11 @@ class Mailbox(Registry):
 
     # -- lookups (the rows behind records and requests) -------------------------------------
 
-    @staticmethod
-    def _interaction(db: sqlite3.Connection, interaction_id: str) -> sqlite3.Row:
-        return interaction_row(db, interaction_id)
-
-    @staticmethod
-    def _request(db: sqlite3.Connection, request_id: str) -> sqlite3.Row:
-        return request_row(db, request_id)
-
-    def _task(self, db: sqlite3.Connection, request_id: str) -> sqlite3.Row:
-        req = self._request(db, request_id)
-        return self._interaction(db, req["task_interaction_id"])
-
     def request(self, request_id: str) -> dict[str, Any]:
-        req = self._request(self.db, request_id)
-        task = self._interaction(self.db, req["task_interaction_id"])
+        req = records.request(self.database.db, request_id)
+        task = records.interaction(self.database.db, req["task_interaction_id"])
         return {**dict(req), "state": task["state"]}
 
     def interaction(self, interaction_id: str) -> dict[str, Any]:
         """One record with its state, tool receipt and timestamps (as the export shows it)."""
-        return export_record(self._interaction(self.db, interaction_id))
+        return export_record(records.interaction(self.database.db, interaction_id))

@@ -17,8 +17,11 @@ from ..registry_rules import AgentRow, resolve_target
 from .db import Database, hash_token, now
 
 
-class Registry(Database):
+class Registry:
     """Agents and their session credentials."""
+
+    def __init__(self, database: Database):
+        self.database = database
 
     def register_agent(
         self,
@@ -40,7 +43,7 @@ class Registry(Database):
         token = secrets.token_urlsafe(TOKEN_BYTES)
         agent_id = str(uuid.uuid4())
         stamp = now()
-        with self.write() as db:
+        with self.database.write() as db:
             identity_key = agent_id
             generation = 0
             if provider_session_id:
@@ -57,7 +60,7 @@ class Registry(Database):
                 """INSERT INTO agents(agent_id, identity_key, name, provider, provider_session_id,
                        node_id, generation, status, source, created_at, updated_at, path, parent_agent_id)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (agent_id, identity_key, name, provider, provider_session_id, self.node_id,
+                (agent_id, identity_key, name, provider, provider_session_id, self.database.node_id,
                  generation, status, source, stamp, stamp, path, parent_agent_id),
             )
             for alias in dict.fromkeys(aliases):
@@ -70,11 +73,11 @@ class Registry(Database):
         return self.agent(agent_id), token
 
     def agents(self, *, include_disabled: bool = True) -> list[AgentRow]:
-        rows = self.db.execute("SELECT * FROM agents ORDER BY row_order").fetchall()
+        rows = self.database.db.execute("SELECT * FROM agents ORDER BY row_order").fetchall()
         aliases: dict[str, list[str]] = {}
-        for a in self.db.execute("SELECT agent_id, alias FROM agent_aliases ORDER BY alias"):
+        for a in self.database.db.execute("SELECT agent_id, alias FROM agent_aliases ORDER BY alias"):
             aliases.setdefault(a["agent_id"], []).append(a["alias"])
-        out = [_agent_row(r, aliases.get(r["agent_id"], [])) for r in rows]
+        out = [_as_agent(r, aliases.get(r["agent_id"], [])) for r in rows]
         return out if include_disabled else [a for a in out if a.enabled]
 
     def peers(self, *, name_prefix: str = "", provider: str | None = None,
@@ -104,7 +107,7 @@ class Registry(Database):
             WHERE {" AND ".join(where)}{considered.format(t="a")}
               AND NOT EXISTS (SELECT 1 FROM agents AS newer WHERE newer.identity_key = a.identity_key
                               AND newer.row_order > a.row_order{considered.format(t="newer")})"""
-        with self.read() as db:
+        with self.database.read() as db:
             return self._with_aliases(db, db.execute(f"{peers} ORDER BY first_order", params).fetchall())
 
     @staticmethod
@@ -117,26 +120,17 @@ class Registry(Database):
             for a in db.execute(f"SELECT agent_id, alias FROM agent_aliases WHERE agent_id IN "
                                 f"({', '.join('?' * len(batch))}) ORDER BY alias", batch):
                 aliases.setdefault(a["agent_id"], []).append(a["alias"])
-        return [_agent_row(r, aliases.get(r["agent_id"], [])) for r in rows]
+        return [_as_agent(r, aliases.get(r["agent_id"], [])) for r in rows]
 
     def agent(self, agent_id: str) -> AgentRow:
-        return self._agent(self.db, agent_id)
-
-    @staticmethod
-    def _agent(db: sqlite3.Connection, agent_id: str) -> AgentRow:
-        row = db.execute("SELECT * FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
-        if row is None:
-            raise PeerwireError(Code.UNKNOWN_TARGET, f"no agent has agent_id {agent_id!r}")
-        aliases = [a[0] for a in db.execute(
-            "SELECT alias FROM agent_aliases WHERE agent_id = ? ORDER BY alias", (agent_id,))]
-        return _agent_row(row, aliases)
+        return agent_row(self.database.db, agent_id)
 
     def update_agent(self, agent_id: str, **fields: Any) -> AgentRow:
         allowed = {"enabled", "sendable", "status", "generation", "provider_session_id", "last_error"}
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"cannot update {sorted(unknown)}")
-        with self.write() as db:
+        with self.database.write() as db:
             sets = ", ".join(f"{k} = ?" for k in fields)
             db.execute(
                 f"UPDATE agents SET {sets}, updated_at = ? WHERE agent_id = ?",
@@ -151,7 +145,7 @@ class Registry(Database):
                 Code.UNKNOWN_CALLER,
                 "no session credential: set PEERWIRE_SESSION_ID to the token `peerwire agent register` printed",
             )
-        row = self.db.execute(
+        row = self.database.db.execute(
             "SELECT agent_id, revoked_at FROM sessions WHERE token_hash = ?", (hash_token(token),)
         ).fetchone()
         if row is None or row["revoked_at"] is not None:
@@ -162,14 +156,14 @@ class Registry(Database):
         return self.agent(row["agent_id"])
 
     def agent_by_path(self, path: str) -> AgentRow:
-        row = self.db.execute("SELECT agent_id FROM agents WHERE path = ?", (path,)).fetchone()
+        row = self.database.db.execute("SELECT agent_id FROM agents WHERE path = ?", (path,)).fetchone()
         if row is None:
             raise PeerwireError(Code.UNKNOWN_TARGET, f"no agent has the path {path!r}; list_agents shows the tree",
                                 {"target": path})
         return self.agent(row[0])
 
     def agent_by_thread(self, thread_id: str) -> AgentRow | None:
-        row = self.db.execute(
+        row = self.database.db.execute(
             "SELECT agent_id FROM agents WHERE provider_session_id = ? ORDER BY row_order DESC", (thread_id,)
         ).fetchone()
         return self.agent(row[0]) if row else None
@@ -186,14 +180,14 @@ class Registry(Database):
         below = _prefix_range(path_prefix.rstrip("/") + "/")
         if below is None:
             return []
-        with self.read() as db:
+        with self.database.read() as db:
             rows = db.execute(
                 "SELECT * FROM agents WHERE path = :path OR (path >= :low AND path < :high) ORDER BY path",
                 {"path": path_prefix, "low": below[0], "high": below[1]}).fetchall()
             return self._with_aliases(db, rows)
 
     def revoke_sessions(self, agent_id: str) -> int:
-        with self.write() as db:
+        with self.database.write() as db:
             return db.execute(
                 "UPDATE sessions SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL", (now(), agent_id)
             ).rowcount
@@ -213,16 +207,26 @@ class Registry(Database):
         ORDER BY row_order"""
 
     def _candidates(self, target: str) -> list[AgentRow]:
-        rows = self.db.execute(self._CANDIDATES, {"target": target}).fetchall()
+        rows = self.database.db.execute(self._CANDIDATES, {"target": target}).fetchall()
         if not rows:
             return []
         ids = [row["agent_id"] for row in rows]
         aliases: dict[str, list[str]] = {}
-        for alias in self.db.execute(
+        for alias in self.database.db.execute(
                 f"SELECT agent_id, alias FROM agent_aliases WHERE agent_id IN ({', '.join('?' * len(ids))}) "
                 "ORDER BY alias", ids):
             aliases.setdefault(alias["agent_id"], []).append(alias["alias"])
-        return [_agent_row(row, aliases.get(row["agent_id"], [])) for row in rows]
+        return [_as_agent(row, aliases.get(row["agent_id"], [])) for row in rows]
+
+
+def agent_row(db: sqlite3.Connection, agent_id: str) -> AgentRow:
+    """The agent row ``agent_id`` names, with its aliases, or ``unknown_target``."""
+    row = db.execute("SELECT * FROM agents WHERE agent_id = ?", (agent_id,)).fetchone()
+    if row is None:
+        raise PeerwireError(Code.UNKNOWN_TARGET, f"no agent has agent_id {agent_id!r}")
+    aliases = [a[0] for a in db.execute(
+        "SELECT alias FROM agent_aliases WHERE agent_id = ? ORDER BY alias", (agent_id,))]
+    return _as_agent(row, aliases)
 
 
 def _prefix_range(prefix: str) -> tuple[str, str | None] | None:
@@ -245,7 +249,7 @@ def _prefix_range(prefix: str) -> tuple[str, str | None] | None:
     return prefix, head[:-1] + chr(following)
 
 
-def _agent_row(row: sqlite3.Row, aliases: Sequence[str]) -> AgentRow:
+def _as_agent(row: sqlite3.Row, aliases: Sequence[str]) -> AgentRow:
     return AgentRow(
         agent_id=row["agent_id"],
         identity_key=row["identity_key"],

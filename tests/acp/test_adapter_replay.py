@@ -32,8 +32,8 @@ class Core:
 
     def __init__(self, tmp: Path, route: str, hook: Any = None):
         self.store = Store(tmp / "peerwire.db")
-        self.a, _ = self.store.register_agent("A", "manual")
-        self.b, _ = self.store.register_agent("B", "acp")
+        self.a, _ = self.store.registry.register_agent("A", "manual")
+        self.b, _ = self.store.registry.register_agent("B", "acp")
         self.published: list[str] = []
         self.changed = asyncio.Event()
         self.transport = ReplayTransport(FIXTURE_DIR / f"{route}.jsonl", hook)
@@ -45,23 +45,23 @@ class Core:
 
     @property
     def agent(self):
-        return self.store.agent(self.b.agent_id)
+        return self.store.registry.agent(self.b.agent_id)
 
     async def attach(self) -> dict[str, Any]:
         return await self.acp.attach(self.agent, command=["opencode", "acp"], cwd="<path:workspace>",
                                      session_token="token")
 
     async def task(self, text: str) -> str:
-        receipt = self.store.admit_task(self.a, self.agent, text)
+        receipt = self.store.mailbox.admit_task(self.a, self.agent, text)
         await self.acp.dispatch(self.agent)
         return receipt["request_id"]
 
     async def reply_to(self, request_id: str) -> dict[str, Any]:
         async with asyncio.timeout(TIMEOUT_S):
             while True:
-                reply = self.store.request(request_id)["reply_interaction_id"]
+                reply = self.store.mailbox.request(request_id)["reply_interaction_id"]
                 if reply:
-                    return self.store.interaction(reply)
+                    return self.store.mailbox.interaction(reply)
                 self.changed.clear()
                 await self.changed.wait()
 
@@ -107,7 +107,7 @@ async def test_idle_prompt(core_for):
     rid = await core.task(AUTO_TASK)
     reply = await core.reply_to(rid)
     assert (reply["status"], reply["body"], reply["sender"]["name"]) == ("done", routes.AUTO_ANSWER, "B")
-    (binding,) = core.store.bindings()
+    (binding,) = core.store.bindings.find()
     assert (binding["thread_id"], binding["state"]) == ("<session:1>", "published")
     stages = core.stages(rid)
     assert stages["provider_accepted"]["via"] == "session/prompt"
@@ -130,7 +130,7 @@ async def test_explicit_reply(core_for):
         if update["sessionUpdate"] == "tool_call":
             titles[update["toolCallId"]] = update["title"]
         elif update.get("status") == "completed" and titles.get(update["toolCallId"]) == "peerwire_reply":
-            core.store.admit_reply(core.agent, made["rid"], "done", routes.EXPLICIT_ANSWER)
+            core.store.mailbox.admit_reply(core.agent, made["rid"], "done", routes.EXPLICIT_ANSWER)
 
     core = core_for("explicit_reply", mcp)
     await core.attach()
@@ -138,7 +138,7 @@ async def test_explicit_reply(core_for):
     await core.idle()
     replies = [i for i in core.store.trace(rid)["interactions"] if i["kind"] == "reply"]
     assert [(r["body"], r["sender"]["name"]) for r in replies] == [(routes.EXPLICIT_ANSWER, "B")]
-    assert [b["state"] for b in core.store.bindings()] == ["suppressed"]
+    assert [b["state"] for b in core.store.bindings.find()] == ["suppressed"]
     await core.done()
 
 
@@ -186,7 +186,7 @@ async def test_busy(core_for):
     await core.attach()
     first = await core.task("Please take your time with this long task.")
     second = await core.task("Please do the second task.")
-    assert core.store.request(second)["state"] == "pending"  # no steer: it waits for the turn to end
+    assert core.store.mailbox.request(second)["state"] == "pending"  # no steer: it waits for the turn to end
     assert [m["method"] for m in core.transport.opened[0].sent] == ["session/new", "session/prompt"]
     gate.set()
     assert (await core.reply_to(first))["body"] == "Finally done with the long task."
@@ -209,8 +209,8 @@ async def test_failed_prompt(core_for):
 async def test_next_turn(core_for):
     core = core_for("next_turn")
     await core.attach()
-    receipt = core.store.admit_information(core.a, core.agent, "The release is on Friday.")
-    assert await core.acp.deliver(core.agent, core.store.interaction(receipt["interaction_id"])) is None
+    receipt = core.store.mailbox.admit_information(core.a, core.agent, "The release is on Friday.")
+    assert await core.acp.deliver(core.agent, core.store.mailbox.interaction(receipt["interaction_id"])) is None
     turn = (await core.acp.prompt(core.agent, "Is there anything new? hello"))["turn_id"]
     assert (await core.acp.await_turn(core.agent, turn, TIMEOUT_S))["status"] == "end_turn"
     visible = core.stages(receipt["interaction_id"])["provider_visible"]
@@ -227,13 +227,13 @@ async def test_receive(core_for):
         if update["sessionUpdate"] == "tool_call":
             titles[update["toolCallId"]] = update["title"]
         elif update.get("status") == "completed" and titles.get(update["toolCallId"]) == "peerwire_receive_messages":
-            core.store.receive(core.agent, limit=100)
+            core.store.mailbox.receive(core.agent, limit=100)
 
     core = core_for("receive", mcp)
     await core.attach()
     turn = (await core.acp.prompt(core.agent, "Please wait for mail, then read your mailbox."))["turn_id"]
-    receipt = core.store.admit_information(core.a, core.agent, "The build is green.")
-    await core.acp.deliver(core.agent, core.store.interaction(receipt["interaction_id"]))
+    receipt = core.store.mailbox.admit_information(core.a, core.agent, "The build is green.")
+    await core.acp.deliver(core.agent, core.store.mailbox.interaction(receipt["interaction_id"]))
     assert (await core.acp.await_turn(core.agent, turn, TIMEOUT_S))["status"] == "end_turn"
     later = (await core.acp.prompt(core.agent, "hello"))["turn_id"]  # received: not carried again
     assert (await core.acp.await_turn(core.agent, later, TIMEOUT_S))["status"] == "end_turn"
@@ -249,7 +249,7 @@ async def test_a_diverging_adapter_is_caught(core_for):
     session = core.transport.opened[0]
     await asyncio.wait_for(session.done.wait(), TIMEOUT_S)
     assert session.mismatch is not None and "blocks differ" in str(session.mismatch)
-    assert core.store.request(rid)["state"] in ("dispatching", "uncertain")
+    assert core.store.mailbox.request(rid)["state"] in ("dispatching", "uncertain")
 
 
 def _variant(tmp_path: Path, route: str, change: Any) -> Path:
@@ -276,10 +276,10 @@ async def test_an_unknown_stop_reason_leaves_the_task_uncertain(tmp_path: Path):
     await core.attach()
     rid = await core.task(AUTO_TASK)
     await core.idle()
-    assert core.store.request(rid)["state"] == "uncertain"  # never done, never replayed
-    notice = core.store.interaction(core.published[-1])
+    assert core.store.mailbox.request(rid)["state"] == "uncertain"  # never done, never replayed
+    notice = core.store.mailbox.interaction(core.published[-1])
     assert notice["code"] == "delivery_uncertain" and "paused_for_review" in notice["body"]
-    assert [b["state"] for b in core.store.bindings()] == ["uncertain"]
+    assert [b["state"] for b in core.store.bindings.find()] == ["uncertain"]
     await core.done()
 
 
@@ -295,7 +295,7 @@ async def test_an_agent_gone_mid_turn_leaves_the_task_uncertain(core_for):
     rid = await core.task(AUTO_TASK)
     await core.transport.opened[0].close()  # the agent exits before it answered
     async with asyncio.timeout(TIMEOUT_S):
-        while core.store.request(rid)["state"] != "uncertain":
+        while core.store.mailbox.request(rid)["state"] != "uncertain":
             core.changed.clear()
             await core.changed.wait()
     assert core.agent.status == "offline" and not core.acp.owners

@@ -28,17 +28,17 @@ def store(tmp_path: Path) -> Store:
 
 def turn_outcome(store: Store, a, b, status: str, code: str | None, *, by_recipient: bool) -> None:
     """A task of A's bound to B's turn, whose outcome peerwire publishes (from B, or as peerwire)."""
-    request_id = store.admit_task(a, b, f"a task that ends {status}")["request_id"]
-    binding = store.bind(request_id, store.claim_for_dispatch(request_id), b, 1, "ses_x", f"turn-{status}",
-                         via="session/prompt")
-    store.capture_outcome(binding, {"turn_id": f"turn-{status}", "turn_status": status, "reply_status": status,
-                                    "text": "why", "attributed_to_recipient": by_recipient, "code": code})
-    store.publish_outcome(binding, b if by_recipient else None, status, "why", code=code)
+    request_id = store.mailbox.admit_task(a, b, f"a task that ends {status}")["request_id"]
+    binding = store.bindings.bind(request_id, store.mailbox.claim_for_dispatch(request_id), b, 1, "ses_x",
+                                  f"turn-{status}", via="session/prompt")
+    store.bindings.capture_outcome(binding, {"turn_id": f"turn-{status}", "turn_status": status, "reply_status": status,
+                                             "text": "why", "attributed_to_recipient": by_recipient, "code": code})
+    store.bindings.publish_outcome(binding, b if by_recipient else None, status, "why", code=code)
 
 
 def receive(store: Store, agent) -> dict:
     """receive_messages's result, as the core's operation shapes it."""
-    return _page(store.receive(agent, limit=100), timed_out=False)
+    return _page(store.mailbox.receive(agent, limit=100), timed_out=False)
 
 
 @pytest.mark.parametrize("status, code, by_recipient", [
@@ -48,8 +48,8 @@ def receive(store: Store, agent) -> dict:
     ("done", None, True),                     # the turn's final answer, from the recipient
 ])
 def test_a_reply_peerwire_publishes_from_a_turn_validates_for_a_strict_client(store, status, code, by_recipient):
-    a, _ = store.register_agent("A", "acp")
-    b, _ = store.register_agent("B", "codex")
+    a, _ = store.registry.register_agent("A", "acp")
+    b, _ = store.registry.register_agent("B", "codex")
     turn_outcome(store, a, b, status, code, by_recipient=by_recipient)
     result = receive(store, a)
     (record,) = result["records"]
@@ -58,12 +58,12 @@ def test_a_reply_peerwire_publishes_from_a_turn_validates_for_a_strict_client(st
 
 
 def test_every_kind_of_record_validates_in_one_receive(store):
-    a, _ = store.register_agent("A", "acp")
-    b, _ = store.register_agent("B", "acp")
-    store.admit_information(b, a, "fyi")
-    explicit = store.admit_task(a, b, "answer me")["request_id"]
-    store.admit_reply(b, explicit, "done", "answered")
-    store.admit_task(b, a, "work for A")
+    a, _ = store.registry.register_agent("A", "acp")
+    b, _ = store.registry.register_agent("B", "acp")
+    store.mailbox.admit_information(b, a, "fyi")
+    explicit = store.mailbox.admit_task(a, b, "answer me")["request_id"]
+    store.mailbox.admit_reply(b, explicit, "done", "answered")
+    store.mailbox.admit_task(b, a, "work for A")
     turn_outcome(store, a, b, "blocked", "turn_interrupted", by_recipient=False)
     result = receive(store, a)
     assert sorted({r["kind"] for r in result["records"]}) == ["information", "reply", "task"]

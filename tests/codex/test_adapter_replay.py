@@ -40,8 +40,8 @@ class Core:
 
     def __init__(self, tmp: Path, path: str, hook=None):
         self.store = Store(tmp / "peerwire.db")
-        self.a, _ = self.store.register_agent("A", "codex")
-        self.b, _ = self.store.register_agent("B", "codex")
+        self.a, _ = self.store.registry.register_agent("A", "codex")
+        self.b, _ = self.store.registry.register_agent("B", "codex")
         self.published: list[str] = []
         self.changed = asyncio.Event()
         self.transport = ReplayTransport(FIXTURE_DIR / f"{path}.jsonl", hook)
@@ -52,21 +52,21 @@ class Core:
         self.changed.set()
 
     async def attach(self, resume: bool = False) -> None:
-        await self.codex.attach(self.store.agent(self.b.agent_id), codex="codex", codex_home="h", cwd="w",
+        await self.codex.attach(self.store.registry.agent(self.b.agent_id), codex="codex", codex_home="h", cwd="w",
                                 resume=resume)
 
     async def task(self, text: str, requester: str = "A") -> str:
-        sender = self.a if requester == "A" else self.store.register_agent(requester, "manual")[0]
-        receipt = self.store.admit_task(sender, self.store.agent(self.b.agent_id), text)
-        await self.codex.dispatch(self.store.agent(self.b.agent_id))
+        sender = self.a if requester == "A" else self.store.registry.register_agent(requester, "manual")[0]
+        receipt = self.store.mailbox.admit_task(sender, self.store.registry.agent(self.b.agent_id), text)
+        await self.codex.dispatch(self.store.registry.agent(self.b.agent_id))
         return receipt["request_id"]
 
     async def reply_to(self, request_id: str) -> dict:
         async with asyncio.timeout(TIMEOUT_S):
             while True:
-                reply = self.store.request(request_id)["reply_interaction_id"]
+                reply = self.store.mailbox.request(request_id)["reply_interaction_id"]
                 if reply:
-                    return self.store.interaction(reply)
+                    return self.store.mailbox.interaction(reply)
                 self.changed.clear()
                 await self.changed.wait()
 
@@ -167,7 +167,7 @@ async def explicit_reply(core: Core) -> None:
     await core.attach()
     request_id = await core.task("[explicit] Please confirm.")
     await core.reply_to(request_id)
-    binding = core.store.bindings()[0]
+    binding = core.store.bindings.find()[0]
     await core.turn_done(binding["turn_id"])
 
 
@@ -183,7 +183,7 @@ async def steer(core: Core) -> None:
 async def interrupt(core: Core) -> None:
     await core.attach()
     held = await core.task("[hold] keep me busy")
-    result = await core.codex.interrupt(core.store.agent(core.b.agent_id))
+    result = await core.codex.interrupt(core.store.registry.agent(core.b.agent_id))
     await core.reply_to(held)
     await core.turn_done(result["turn_id"])
     await core.reply_to(await core.task("[idle] still there?"))
@@ -191,10 +191,11 @@ async def interrupt(core: Core) -> None:
 
 async def inject(core: Core) -> None:
     await core.attach()
-    receipt = core.store.admit_information(core.a, core.store.agent(core.b.agent_id),
-                                           "FYI: the build is green ✓\nno action")
-    await core.codex.deliver(core.store.agent(core.b.agent_id), core.store.interaction(receipt["interaction_id"]))
-    started = await core.codex.prompt(core.store.agent(core.b.agent_id), "Please check your messages.")
+    receipt = core.store.mailbox.admit_information(core.a, core.store.registry.agent(core.b.agent_id),
+                                                   "FYI: the build is green ✓\nno action")
+    await core.codex.deliver(core.store.registry.agent(core.b.agent_id),
+                             core.store.mailbox.interaction(receipt["interaction_id"]))
+    started = await core.codex.prompt(core.store.registry.agent(core.b.agent_id), "Please check your messages.")
     await core.turn_done(started["turn_id"])
 
 
@@ -202,7 +203,8 @@ async def resume(core: Core) -> None:
     await core.attach()
     await core.reply_to(await core.task("[idle] remember this answer"))
     await core.codex.detach(core.b.agent_id)
-    request_id = core.store.admit_task(core.a, core.store.agent(core.b.agent_id), "[recall] what did you answer before?")["request_id"]
+    request_id = core.store.mailbox.admit_task(core.a, core.store.registry.agent(core.b.agent_id),
+                                               "[recall] what did you answer before?")["request_id"]
     await core.attach(resume=True)
     await core.reply_to(request_id)
 
@@ -232,8 +234,8 @@ def test_replay(path, tmp_path, snapshot):
                 and item.get("tool") == "reply":
             core = holder["core"]
             request_id = core.store.dump()["requests"][0]["request_id"]
-            receipt = core.store.admit_reply(core.store.agent(core.b.agent_id), request_id, "done",
-                                             "explicit answer ✓")
+            receipt = core.store.mailbox.admit_reply(core.store.registry.agent(core.b.agent_id), request_id, "done",
+                                                     "explicit answer ✓")
             core._committed(receipt["recipient"]["agent_id"], receipt["interaction_id"])
 
     async def run():
@@ -264,21 +266,22 @@ def test_the_properties_find_a_damaged_route(damage, tmp_path):
     core = asyncio.run(run())
     check_properties(core)
     task = next(r for r in core.store.dump()["interactions"] if r["kind"] == "task")
-    with core.store.db:
+    with core.store.database.db:
         if damage == "illegal stage":
-            core.store.db.execute("INSERT INTO evidence(interaction_id, stage, at) VALUES (?, 'claim_by_receive', '')",
-                                  (task["interaction_id"],))
+            core.store.database.db.execute(
+                "INSERT INTO evidence(interaction_id, stage, at) VALUES (?, 'claim_by_receive', '')",
+                (task["interaction_id"],))
         elif damage == "state column":
-            core.store.db.execute("UPDATE interactions SET state = 'uncertain' WHERE interaction_id = ?",
-                                  (task["interaction_id"],))
+            core.store.database.db.execute("UPDATE interactions SET state = 'uncertain' WHERE interaction_id = ?",
+                                           (task["interaction_id"],))
         elif damage == "second reply":
-            core.store.db.execute(
+            core.store.database.db.execute(
                 """INSERT INTO interactions(interaction_id, kind, state, sender_name, recipient_id, recipient_name,
                        body, request_id, reply_status, created_at, updated_at)
                    SELECT 'ix_second', 'reply', 'published', sender_name, recipient_id, recipient_name, 'again',
                        request_id, 'done', created_at, updated_at FROM interactions
                    WHERE kind = 'reply' AND request_id = ?""", (task["request_id"],))
         else:
-            core.store.db.execute("UPDATE bindings SET turn_id = 'a-turn-nobody-started'")
+            core.store.database.db.execute("UPDATE bindings SET turn_id = 'a-turn-nobody-started'")
     with pytest.raises((AssertionError, IllegalTransition)):
         check_properties(core)

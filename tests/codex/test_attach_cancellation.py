@@ -42,7 +42,7 @@ class Attach:
         script = tmp / "stand_in.py"
         script.write_text(STAND_IN, encoding="utf-8")
         self.store = Store(tmp / "peerwire.db")
-        self.agent, _ = self.store.register_agent("B", "codex")
+        self.agent, _ = self.store.registry.register_agent("B", "codex")
         self.codex = CodexProvider(self.store, lambda *_: None, tmp / "transcripts")
         self.task = asyncio.ensure_future(self.codex.attach(
             self.agent, codex=[sys.executable, os.fspath(script)], codex_home=os.fspath(tmp / "codex-home"),
@@ -79,7 +79,8 @@ def test_a_cancelled_attach_raises_cancelled_error_and_closes_its_app_server(tmp
     attach, pid = asyncio.run(run())
     assert gone(pid), "the cancelled attach's app-server outlived it"
     assert attach.agent.agent_id not in attach.codex.owners
-    assert attach.store.agent(attach.agent.agent_id).last_error is None, "a cancellation is not an attach failure"
+    assert attach.store.registry.agent(attach.agent.agent_id).last_error is None, \
+        "a cancellation is not an attach failure"
 
 
 def test_an_app_server_that_exits_at_thread_start_fails_the_attach_with_its_cause(tmp_path):

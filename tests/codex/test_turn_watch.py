@@ -65,17 +65,17 @@ class App:
         self.codex = CodexProvider(self.store, self.delivery.published, db.parent / "codex", start_client=start_client)
         self.delivery.providers["codex"] = self.codex
         self.ops = Operations(self.store, self.delivery)
-        self.a, self.a_token = self.store.register_agent("A", "manual")
-        self.b, self.b_token = self.store.register_agent("B", "codex")
+        self.a, self.a_token = self.store.registry.register_agent("A", "manual")
+        self.b, self.b_token = self.store.registry.register_agent("B", "codex")
 
     async def attach(self) -> str:
-        owner = await asyncio.wait_for(self.codex.attach(self.store.agent(self.b.agent_id), codex="codex",
+        owner = await asyncio.wait_for(self.codex.attach(self.store.registry.agent(self.b.agent_id), codex="codex",
                                                          codex_home="h", cwd="w"), TIMEOUT_S)
         return owner["thread_id"]
 
     async def task(self, body: str) -> str:
         receipt = await self.ops.call_tool("messaging", "followup_task", {"target": "B", "message": body}, {},
-                                           caller=lambda: self.store.caller(self.a_token))
+                                           caller=lambda: self.store.registry.caller(self.a_token))
         await self.settle()
         return receipt["request_id"]
 
@@ -88,7 +88,7 @@ class App:
 
     async def replies_to_a(self) -> list[dict]:
         page = await self.ops.call_tool("messaging", "receive_messages", {"limit": 100}, {},
-                                        caller=lambda: self.store.caller(self.a_token))
+                                        caller=lambda: self.store.registry.caller(self.a_token))
         return [r for r in page["records"] if r["kind"] in ("reply", "notice")]
 
     async def close(self) -> None:
@@ -110,7 +110,7 @@ def test_a_turn_ending_with_a_status_peerwire_does_not_know_is_uncertain_never_d
         assert app.server.task_starts(request_id) == 1
         await app.server.finish(thread, "turn-1", status)
         await app.settle()
-        task = app.store.interaction(app.store.request(request_id)["task_interaction_id"])
+        task = app.store.mailbox.interaction(app.store.mailbox.request(request_id)["task_interaction_id"])
         assert task["state"] == "uncertain", task
         answers = await app.replies_to_a()
         assert [(r["kind"], r.get("status")) for r in answers if r.get("request_id") == request_id] == [
@@ -129,7 +129,7 @@ def test_a_reply_the_store_refuses_costs_no_later_turn_and_is_published_at_the_n
         app = App(tmp_path / "peerwire.db", NotifyingAppServer())
         thread = await app.attach()
         first = await app.task("first")
-        real_publish = app.store.publish_outcome
+        real_publish = app.store.bindings.publish_outcome
         failures = itertools.count()
 
         def refusing_once(*args, **kwargs):
@@ -137,7 +137,7 @@ def test_a_reply_the_store_refuses_costs_no_later_turn_and_is_published_at_the_n
                 raise PeerwireError(Code.STORAGE_UNAVAILABLE, "the disk is full", {"retriable": True})
             return real_publish(*args, **kwargs)
 
-        app.store.publish_outcome = refusing_once
+        app.store.bindings.publish_outcome = refusing_once
         await app.server.finish(thread, "turn-1", "completed", "first answer")
         await app.settle()
         # The watcher lives on: the next task's turn is observed and answered.
@@ -157,13 +157,14 @@ def test_a_disabled_agent_with_a_live_owner_gets_no_task_and_no_mail_until_enabl
     async def scenario() -> None:
         app = App(tmp_path / "peerwire.db", NotifyingAppServer())
         await app.attach()
-        waiting = app.store.admit_task(app.store.agent(app.a.agent_id), app.store.agent(app.b.agent_id),
-                                       "admitted before the agent was disabled")["request_id"]
+        agent = app.store.registry.agent
+        waiting = app.store.mailbox.admit_task(agent(app.a.agent_id), agent(app.b.agent_id),
+                                               "admitted before the agent was disabled")["request_id"]
         await app.ops.call("set_agent", {"agent_id": app.b.agent_id, "enabled": False}, None, None)
         injected = len([s for s in app.server.sent if s[0] == "thread/inject_items"])
-        await app.codex.dispatch(app.store.agent(app.b.agent_id))
-        record = app.store.admit_information(app.store.agent(app.a.agent_id), app.store.agent(app.b.agent_id), "mail")
-        await app.codex.deliver(app.store.agent(app.b.agent_id), app.store.interaction(record["interaction_id"]))
+        await app.codex.dispatch(agent(app.b.agent_id))
+        record = app.store.mailbox.admit_information(agent(app.a.agent_id), agent(app.b.agent_id), "mail")
+        await app.codex.deliver(agent(app.b.agent_id), app.store.mailbox.interaction(record["interaction_id"]))
         assert app.server.task_starts(waiting) == 0, app.server.sent
         assert len([s for s in app.server.sent if s[0] == "thread/inject_items"]) == injected
         # Enabled again, its pending task gets its opportunity.

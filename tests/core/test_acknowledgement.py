@@ -34,50 +34,50 @@ def store(tmp_path: Path):
 
 
 def pair(store: Store):
-    return store.register_agent("ann", "manual")[0], store.register_agent("bob", "manual")[0]
+    return store.registry.register_agent("ann", "manual")[0], store.registry.register_agent("bob", "manual")[0]
 
 
 def acknowledged_rows(store: Store) -> list[dict]:
-    return [{**dict(row), "detail": json.loads(row["detail"])} for row in store.db.execute(
+    return [{**dict(row), "detail": json.loads(row["detail"])} for row in store.database.db.execute(
         "SELECT * FROM evidence WHERE stage = ? ORDER BY evidence_id", (Stage.ACKNOWLEDGED,))]
 
 
 def evidence_rows(store: Store) -> int:
-    return store.db.execute("SELECT COUNT(*) FROM evidence").fetchone()[0]
+    return store.database.db.execute("SELECT COUNT(*) FROM evidence").fetchone()[0]
 
 
 @pytest.mark.parametrize("covered", [1, 7, 300])
 def test_an_acknowledgement_writes_one_evidence_row_naming_its_range_whatever_it_covers(store, covered):
     ann, bob = pair(store)
-    ids = [store.admit_information(ann, bob, f"m{i}")["interaction_id"] for i in range(covered)]
+    ids = [store.mailbox.admit_information(ann, bob, f"m{i}")["interaction_id"] for i in range(covered)]
     cursor = None
     while True:  # read everything first, so the acknowledgement's read returns (and records) nothing
-        page = store.receive(bob, cursor=cursor, limit=100)
+        page = store.mailbox.receive(bob, cursor=cursor, limit=100)
         cursor = page.cursor
         if not page.has_more:
             break
     before = evidence_rows(store)
-    assert store.receive(bob, ack_cursor=cursor, limit=100).records == []
+    assert store.mailbox.receive(bob, ack_cursor=cursor, limit=100).records == []
     assert evidence_rows(store) - before == 1, "an acknowledgement is one evidence row, not one per record"
     (row,) = acknowledged_rows(store)
-    seqs = [r[0] for r in store.db.execute("SELECT seq FROM interactions ORDER BY seq")]
+    seqs = [r[0] for r in store.database.db.execute("SELECT seq FROM interactions ORDER BY seq")]
     assert row["interaction_id"] == ids[-1]
     assert {k: v for k, v in row["detail"].items() if k != "by"} == {
         "first_seq": seqs[0], "last_seq": seqs[-1], "first_record_id": ids[0], "last_record_id": ids[-1],
         "count": covered}
     assert row["detail"]["by"] == bob.ref
-    assert store.unacknowledged(bob.agent_id) == 0 and not store.has_unacknowledged(bob.agent_id)
+    assert store.mailbox.unacknowledged(bob.agent_id) == 0 and not store.mailbox.has_unacknowledged(bob.agent_id)
 
 
 def test_acknowledging_part_of_a_page_leaves_the_rest_to_read_again(store):
     ann, bob = pair(store)
-    ids = [store.admit_information(ann, bob, f"m{i}")["interaction_id"] for i in range(5)]
-    first_two = store.receive(bob, limit=2)
-    whole = store.receive(bob, limit=5)
+    ids = [store.mailbox.admit_information(ann, bob, f"m{i}")["interaction_id"] for i in range(5)]
+    first_two = store.mailbox.receive(bob, limit=2)
+    whole = store.mailbox.receive(bob, limit=5)
     assert [r["record_id"] for r in whole.records] == ids
-    page = store.receive(bob, ack_cursor=first_two.cursor, limit=5)
+    page = store.mailbox.receive(bob, ack_cursor=first_two.cursor, limit=5)
     assert [r["record_id"] for r in page.records] == ids[2:], "the read goes on after the acknowledged part"
-    assert store.unacknowledged(bob.agent_id) == 3
+    assert store.mailbox.unacknowledged(bob.agent_id) == 3
     (row,) = acknowledged_rows(store)
     assert (row["detail"]["first_record_id"], row["detail"]["last_record_id"], row["detail"]["count"]) == (
         ids[0], ids[1], 2)
@@ -85,74 +85,74 @@ def test_acknowledging_part_of_a_page_leaves_the_rest_to_read_again(store):
 
 def test_a_range_counts_only_the_recipients_own_records(store):
     ann, bob = pair(store)
-    cy = store.register_agent("cy", "manual")[0]
+    cy = store.registry.register_agent("cy", "manual")[0]
     for i in range(6):  # interleaved: bob's records are every other seq
-        store.admit_information(ann, bob, f"b{i}")
-        store.admit_information(ann, cy, f"c{i}")
-    page = store.receive(bob, limit=100)
-    store.receive(bob, ack_cursor=page.cursor, limit=1)
+        store.mailbox.admit_information(ann, bob, f"b{i}")
+        store.mailbox.admit_information(ann, cy, f"c{i}")
+    page = store.mailbox.receive(bob, limit=100)
+    store.mailbox.receive(bob, ack_cursor=page.cursor, limit=1)
     (row,) = acknowledged_rows(store)
     assert row["detail"]["count"] == 6
-    assert store.unacknowledged(cy.agent_id) == 6 and store.unacknowledged(bob.agent_id) == 0
+    assert store.mailbox.unacknowledged(cy.agent_id) == 6 and store.mailbox.unacknowledged(bob.agent_id) == 0
 
 
 def test_an_acknowledgement_past_the_mailbox_is_refused_and_acknowledges_nothing(store):
     ann, bob = pair(store)
-    store.admit_information(ann, bob, "one")
-    newest = store.db.execute("SELECT MAX(seq) FROM interactions").fetchone()[0]
-    past = cursors.encode(store._cursor_secret, bob.agent_id, newest + 1)
+    store.mailbox.admit_information(ann, bob, "one")
+    newest = store.database.db.execute("SELECT MAX(seq) FROM interactions").fetchone()[0]
+    past = cursors.encode(store.database.cursor_secret, bob.agent_id, newest + 1)
     before = evidence_rows(store)
     with pytest.raises(PeerwireError) as info:
-        store.receive(bob, ack_cursor=past, limit=1)
+        store.mailbox.receive(bob, ack_cursor=past, limit=1)
     assert info.value.code is Code.CURSOR_INVALID
-    assert evidence_rows(store) == before and store.unacknowledged(bob.agent_id) == 1
+    assert evidence_rows(store) == before and store.mailbox.unacknowledged(bob.agent_id) == 1
 
 
 def test_an_acknowledgement_again_or_behind_changes_nothing(store):
     ann, bob = pair(store)
     for i in range(4):
-        store.admit_information(ann, bob, f"m{i}")
-    early, late = store.receive(bob, limit=1).cursor, store.receive(bob, limit=3).cursor
-    store.receive(bob, ack_cursor=late, limit=1)
-    rows, position = acknowledged_rows(store), store._acked(store.db, bob.agent_id)
+        store.mailbox.admit_information(ann, bob, f"m{i}")
+    early, late = store.mailbox.receive(bob, limit=1).cursor, store.mailbox.receive(bob, limit=3).cursor
+    store.mailbox.receive(bob, ack_cursor=late, limit=1)
+    rows, position = acknowledged_rows(store), store.mailbox._acked(store.database.db, bob.agent_id)
     for again in (late, early):
-        store.receive(bob, ack_cursor=again, limit=1)
+        store.mailbox.receive(bob, ack_cursor=again, limit=1)
         assert acknowledged_rows(store) == rows, "a repeated or older acknowledgement writes nothing"
-        assert store._acked(store.db, bob.agent_id) == position, "and never moves the position back"
-    assert store.unacknowledged(bob.agent_id) == 1
+        assert store.mailbox._acked(store.database.db, bob.agent_id) == position, "and never moves the position back"
+    assert store.mailbox.unacknowledged(bob.agent_id) == 1
 
 
 def test_a_replayed_cursor_returns_the_same_records_after_an_acknowledgement(store):
     ann, bob = pair(store)
-    replay_from = store.receive(bob, limit=1).cursor  # an empty mailbox: the position before every record
+    replay_from = store.mailbox.receive(bob, limit=1).cursor  # an empty mailbox: the position before every record
     for i in range(4):
-        store.admit_information(ann, bob, f"m{i}")
-    start = store.receive(bob, limit=2)
-    before = store.receive(bob, cursor=replay_from, limit=4).records
+        store.mailbox.admit_information(ann, bob, f"m{i}")
+    start = store.mailbox.receive(bob, limit=2)
+    before = store.mailbox.receive(bob, cursor=replay_from, limit=4).records
     assert len(before) == 4
-    store.receive(bob, ack_cursor=start.cursor, limit=1)
-    assert store.receive(bob, cursor=replay_from, limit=4).records == before
+    store.mailbox.receive(bob, ack_cursor=start.cursor, limit=1)
+    assert store.mailbox.receive(bob, cursor=replay_from, limit=4).records == before
 
 
 def test_a_claimed_task_not_acknowledged_past_is_offered_again_under_its_claim(store):
     ann, bob = pair(store)
-    store.admit_information(ann, bob, "before")
-    task = store.admit_task(ann, bob, "do it")
-    info_only = store.receive(bob, limit=1)
-    first = store.receive(bob, limit=2)
+    store.mailbox.admit_information(ann, bob, "before")
+    task = store.mailbox.admit_task(ann, bob, "do it")
+    info_only = store.mailbox.receive(bob, limit=1)
+    first = store.mailbox.receive(bob, limit=2)
     assert first.new_work == [task["request_id"]]
-    again = store.receive(bob, ack_cursor=info_only.cursor, limit=2)  # acknowledges the information only
+    again = store.mailbox.receive(bob, ack_cursor=info_only.cursor, limit=2)  # acknowledges the information only
     assert again.claims == first.claims, "still the caller's work, under the same claim"
-    done = store.receive(bob, ack_cursor=first.cursor, limit=2)
+    done = store.mailbox.receive(bob, ack_cursor=first.cursor, limit=2)
     assert done.records == [] and done.claims == []
 
 
 def test_trace_shows_a_record_the_acknowledgement_that_covers_it(store):
     ann, bob = pair(store)
-    ids = [store.admit_information(ann, bob, f"m{i}")["interaction_id"] for i in range(3)]
-    unread = store.admit_information(ann, bob, "later")["interaction_id"]
-    page = store.receive(bob, limit=3)
-    store.receive(bob, ack_cursor=page.cursor, limit=1)
+    ids = [store.mailbox.admit_information(ann, bob, f"m{i}")["interaction_id"] for i in range(3)]
+    unread = store.mailbox.admit_information(ann, bob, "later")["interaction_id"]
+    page = store.mailbox.receive(bob, limit=3)
+    store.mailbox.receive(bob, ack_cursor=page.cursor, limit=1)
     for record_id in ids:
         stages = store.trace(record_id)["interactions"][0]["stages"]
         (ack,) = [s for s in stages if s["stage"] == Stage.ACKNOWLEDGED]
@@ -163,9 +163,9 @@ def test_trace_shows_a_record_the_acknowledgement_that_covers_it(store):
 def test_the_export_names_each_acknowledgement_as_a_range_and_stays_valid(store):
     ann, bob = pair(store)
     for i in range(5):
-        store.admit_information(ann, bob, f"m{i}")
-    page = store.receive(bob, limit=5)
-    store.receive(bob, ack_cursor=page.cursor, limit=1)
+        store.mailbox.admit_information(ann, bob, f"m{i}")
+    page = store.mailbox.receive(bob, limit=5)
+    store.mailbox.receive(bob, ack_cursor=page.cursor, limit=1)
     document = export.of_store(store)
     assert violations(document) == []
     (row,) = [e for e in document["evidence"] if e["stage"] == Stage.ACKNOWLEDGED]
@@ -174,15 +174,15 @@ def test_the_export_names_each_acknowledgement_as_a_range_and_stays_valid(store)
 
 def test_the_harness_finds_the_range_that_covers_each_record_in_an_export(store):
     ann, bob = pair(store)
-    cy = store.register_agent("cy", "manual")[0]
-    first = [store.admit_information(ann, bob, f"m{i}")["interaction_id"] for i in range(3)]
-    for_cy = store.admit_information(ann, cy, "not bob's")["interaction_id"]
-    second = [store.admit_information(ann, bob, f"n{i}")["interaction_id"] for i in range(2)]
-    unread = store.admit_information(ann, bob, "later")["interaction_id"]
-    page = store.receive(bob, limit=3)
-    store.receive(bob, ack_cursor=page.cursor, limit=1)
-    page = store.receive(bob, limit=2)
-    store.receive(bob, ack_cursor=page.cursor, limit=1)
+    cy = store.registry.register_agent("cy", "manual")[0]
+    first = [store.mailbox.admit_information(ann, bob, f"m{i}")["interaction_id"] for i in range(3)]
+    for_cy = store.mailbox.admit_information(ann, cy, "not bob's")["interaction_id"]
+    second = [store.mailbox.admit_information(ann, bob, f"n{i}")["interaction_id"] for i in range(2)]
+    unread = store.mailbox.admit_information(ann, bob, "later")["interaction_id"]
+    page = store.mailbox.receive(bob, limit=3)
+    store.mailbox.receive(bob, ack_cursor=page.cursor, limit=1)
+    page = store.mailbox.receive(bob, limit=2)
+    store.mailbox.receive(bob, ack_cursor=page.cursor, limit=1)
     core = CoreEvidence.of(export.of_store(store))
     assert [core.acknowledgement(i)["record_id"] for i in first] == [first[-1]] * 3
     assert [core.acknowledgement(i)["record_id"] for i in second] == [second[-1]] * 2
@@ -223,15 +223,15 @@ def test_a_store_from_before_ranges_is_numbered_and_its_per_record_rows_export_a
 
     store = home.open_store()
     try:
-        numbers = dict(store.db.execute("SELECT interaction_id, mailbox_index FROM interactions").fetchall())
+        numbers = dict(store.database.db.execute("SELECT interaction_id, mailbox_index FROM interactions").fetchall())
         assert numbers == {ix(1): 1, ix(2): 1, ix(3): 2, ix(4): 3, ix(5): 2}
-        assert store.unacknowledged("bob") == 1 and store.unacknowledged("cy") == 2
-        bob = store.agent("bob")
-        new = store.admit_information(store.agent("ann"), bob, "new")["interaction_id"]
-        assert store.db.execute("SELECT mailbox_index FROM interactions WHERE interaction_id = ?",
-                                (new,)).fetchone()[0] == 4
-        page = store.receive(bob, limit=10)
-        store.receive(bob, ack_cursor=page.cursor, limit=1)
+        assert store.mailbox.unacknowledged("bob") == 1 and store.mailbox.unacknowledged("cy") == 2
+        bob = store.registry.agent("bob")
+        new = store.mailbox.admit_information(store.registry.agent("ann"), bob, "new")["interaction_id"]
+        assert store.database.db.execute("SELECT mailbox_index FROM interactions WHERE interaction_id = ?",
+                                         (new,)).fetchone()[0] == 4
+        page = store.mailbox.receive(bob, limit=10)
+        store.mailbox.receive(bob, ack_cursor=page.cursor, limit=1)
         assert acknowledged_rows(store)[-1]["detail"]["count"] == 2
         assert violations(export.of_store(store)) == []
     finally:

@@ -56,11 +56,11 @@ def real_store(home: Path, records: int = 0) -> Path:
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     store = Store(home / "peerwire.db")
     try:
-        a, _ = store.register_agent("a", "manual")
-        b, _ = store.register_agent("b", "manual")
+        a, _ = store.registry.register_agent("a", "manual")
+        b, _ = store.registry.register_agent("b", "manual")
         for n in range(records):
-            store.admit_information(a, b, f"record {n} " + "x" * 500)
-        store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            store.mailbox.admit_information(a, b, f"record {n} " + "x" * 500)
+        store.database.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         store.close()
     return home / "peerwire.db"

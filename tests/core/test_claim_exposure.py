@@ -120,15 +120,16 @@ def test_every_session_of_the_recipient_sees_the_one_claim(core):
 def test_a_receive_claim_is_never_dispatched_acknowledged_or_not(tmp_path: Path):
     store = Store(tmp_path / "peerwire.db")
     try:
-        a, _ = store.register_agent("a", "manual")
-        b, _ = store.register_agent("b", "codex")
-        task = store.admit_task(a, b, "mine by receive")
-        page = store.receive(b, limit=10)
+        a, _ = store.registry.register_agent("a", "manual")
+        b, _ = store.registry.register_agent("b", "codex")
+        task = store.mailbox.admit_task(a, b, "mine by receive")
+        page = store.mailbox.receive(b, limit=10)
         assert page.new_work == [task["request_id"]]
-        assert store.claim_for_dispatch(task["request_id"]) is None, "unacknowledged: still the receive's"
-        store.receive(b, ack_cursor=page.cursor, limit=10)
-        assert store.claim_for_dispatch(task["request_id"]) is None, "acknowledged: still the receive's"
-        claims = store.db.execute("SELECT claimant FROM claims WHERE request_id = ?", (task["request_id"],)).fetchall()
+        assert store.mailbox.claim_for_dispatch(task["request_id"]) is None, "unacknowledged: still the receive's"
+        store.mailbox.receive(b, ack_cursor=page.cursor, limit=10)
+        assert store.mailbox.claim_for_dispatch(task["request_id"]) is None, "acknowledged: still the receive's"
+        claims = store.database.db.execute("SELECT claimant FROM claims WHERE request_id = ?",
+                                           (task["request_id"],)).fetchall()
         assert [row[0] for row in claims] == ["receive"]
     finally:
         store.close()

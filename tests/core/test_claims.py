@@ -123,7 +123,7 @@ class Core:
                                    start_client=start_client)
 
     def agent(self, name: str):
-        return next(a for a in self.store.agents() if a.name == name)
+        return next(a for a in self.store.registry.agents() if a.name == name)
 
     async def attach(self, name: str = "B") -> None:
         await asyncio.wait_for(self.codex.attach(self.agent(name), codex="codex", codex_home="h", cwd="w"),
@@ -143,8 +143,8 @@ class Core:
 
 def _pair(db: Path) -> tuple[str, str]:
     store = Store(db)
-    a, _ = store.register_agent("A", "manual")
-    b, _ = store.register_agent("B", "codex")
+    a, _ = store.registry.register_agent("A", "manual")
+    b, _ = store.registry.register_agent("B", "codex")
     store.close()
     return a.agent_id, b.agent_id
 
@@ -157,19 +157,20 @@ def test_dispatch_and_receive_share_one_durable_claim(tmp_path: Path, first: str
 
     async def run() -> None:
         core = Core(db, ScriptedAppServer())
-        request_id = core.store.admit_task(core.agent("A"), core.agent("B"), "exactly one of you")["request_id"]
+        request_id = core.store.mailbox.admit_task(core.agent("A"), core.agent("B"), "exactly one of you")["request_id"]
         if first == "receive":
-            assert core.store.receive(core.agent("B"), limit=10).new_work == [request_id]
+            assert core.store.mailbox.receive(core.agent("B"), limit=10).new_work == [request_id]
             await core.attach()  # attaching dispatches whatever is pending
             await core.dispatch()
             assert core.server.task_starts(request_id) == 0, core.server.sent
         else:
             await core.attach()
             assert core.server.task_starts(request_id) == 1, core.server.sent
-            page = core.store.receive(core.agent("B"), limit=10)
+            page = core.store.mailbox.receive(core.agent("B"), limit=10)
             assert [r["request_id"] for r in page.records if r["kind"] == "task"] == [request_id]
             assert page.new_work == [], "the task dispatch claimed was exposed again by receive"
-        claims = core.store.db.execute("SELECT claimant FROM claims WHERE request_id = ?", (request_id,)).fetchall()
+        claims = core.store.database.db.execute("SELECT claimant FROM claims WHERE request_id = ?",
+                                                (request_id,)).fetchall()
         assert [c[0] for c in claims] == [first]
         await core.close()
 
@@ -180,9 +181,9 @@ def test_dispatch_and_receive_share_one_durable_claim(tmp_path: Path, first: str
         await restarted.attach()
         await restarted.dispatch()
         assert restarted.server.task_starts(request_id) == 0, restarted.server.sent
-        page = restarted.store.receive(restarted.agent("B"), limit=10)
+        page = restarted.store.mailbox.receive(restarted.agent("B"), limit=10)
         assert page.new_work == ([request_id] if first == "receive" else [])
-        claims = restarted.store.db.execute("SELECT claimant FROM claims WHERE request_id = ?", (request_id,))
+        claims = restarted.store.database.db.execute("SELECT claimant FROM claims WHERE request_id = ?", (request_id,))
         assert [c[0] for c in claims] == [first], "never a second claim"
         await restarted.close()
 
@@ -206,7 +207,8 @@ def test_an_uncertain_task_is_never_sent_again(tmp_path: Path, failure: str):
         outcomes = [FAILURES[failure]] if failure in FAILURES else ["ok"]
         servers = [ScriptedAppServer(outcomes)]
         core = Core(db, servers[-1])
-        request_id = core.store.admit_task(core.agent("A"), core.agent("B"), "may or may not arrive")["request_id"]
+        request_id = core.store.mailbox.admit_task(core.agent("A"), core.agent("B"),
+                                                   "may or may not arrive")["request_id"]
         await core.attach()
         if failure == "restart-mid-turn":
             # The turn was accepted; the app stops before it completes and starts again.
@@ -215,13 +217,14 @@ def test_an_uncertain_task_is_never_sent_again(tmp_path: Path, failure: str):
             core = Core(db, servers[-1])
             core.codex.recover()
             await core.attach()
-        assert core.store.interaction(core.store.request(request_id)["task_interaction_id"])["state"] == "uncertain"
-        notices = [r for r in core.store.receive(core.agent("A"), limit=10).records
+        task_id = core.store.mailbox.request(request_id)["task_interaction_id"]
+        assert core.store.mailbox.interaction(task_id)["state"] == "uncertain"
+        notices = [r for r in core.store.mailbox.receive(core.agent("A"), limit=10).records
                    if r["kind"] == "notice" and r.get("request_id") == request_id]
         assert [n["code"] for n in notices] == ["delivery_uncertain"], "the requester is told, once"
 
         # Later dispatch opportunities (new work, another restart) send the new work, never the uncertain task.
-        later = core.store.admit_task(core.agent("A"), core.agent("B"), "a later task")["request_id"]
+        later = core.store.mailbox.admit_task(core.agent("A"), core.agent("B"), "a later task")["request_id"]
         await core.dispatch()
         assert servers[-1].task_starts(later) == 1, servers[-1].sent
         await core.close()
@@ -232,7 +235,7 @@ def test_an_uncertain_task_is_never_sent_again(tmp_path: Path, failure: str):
         await core.dispatch()
         assert [s.task_starts(request_id) for s in servers] == [1] + [0] * (len(servers) - 1), \
             [s.sent for s in servers]
-        assert core.store.receive(core.agent("B"), limit=10).new_work == [], "nor is it offered as new work"
+        assert core.store.mailbox.receive(core.agent("B"), limit=10).new_work == [], "nor is it offered as new work"
         await core.close()
 
     asyncio.run(run())

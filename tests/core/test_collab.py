@@ -61,9 +61,10 @@ def _grown_tree(core, token: str, children: dict[str, dict]) -> None:
     try:
         ids = {collab.ROOT: root_id}
         for path, state in sorted(children.items()):
-            row, _ = store.register_agent(path, "codex", source="spawn_agent", status=state.get("status", "idle"),
-                                          path=path, parent_agent_id=ids[path.rsplit("/", 1)[0]],
-                                          provider_session_id=state.get("thread"))
+            row, _ = store.registry.register_agent(path, "codex", source="spawn_agent",
+                                                   status=state.get("status", "idle"),
+                                                   path=path, parent_agent_id=ids[path.rsplit("/", 1)[0]],
+                                                   provider_session_id=state.get("thread"))
             ids[path] = row.agent_id
     finally:
         store.close()
@@ -436,7 +437,7 @@ class _Tree:
         self.hub = WakeHub()
         self.delivery = Delivery(self.store, self.hub, {})
         self.ops = CollabOperations(self.store, self.delivery)
-        self.root, _ = self.store.register_agent("lead", "codex", path=collab.ROOT, status="active")
+        self.root, _ = self.store.registry.register_agent("lead", "codex", path=collab.ROOT, status="active")
 
     async def blocked_wait(self):
         """The root's wait_agent, once it has read the store and blocked (bounded)."""
@@ -463,8 +464,9 @@ def test_user_input_ends_a_wait_naming_it_without_its_text(tmp_path):
             alone = await wait
         # user input and mail together: the message names both
         wait = await tree.blocked_wait()
-        child, _ = tree.store.register_agent("/root/a", "codex", path="/root/a", parent_agent_id=tree.root.agent_id)
-        tree.store.admit_information(child, tree.root, "from a")
+        child, _ = tree.store.registry.register_agent("/root/a", "codex", path="/root/a",
+                                                      parent_agent_id=tree.root.agent_id)
+        tree.store.mailbox.admit_information(child, tree.root, "from a")
         tree.delivery.user_input(tree.root)
         tree.hub.notify(tree.root.agent_id)
         async with asyncio.timeout(WAIT_S):
@@ -484,14 +486,15 @@ def test_free_capacity_never_completes_a_wait(tmp_path):
     import asyncio
 
     tree = _Tree(tmp_path)
-    workers = [tree.store.register_agent(f"/root/w{i}", "codex", path=f"/root/w{i}", status="active",
-                                         parent_agent_id=tree.root.agent_id)[0] for i in range(collab.MAX_ACTIVE_CHILDREN)]
+    workers = [tree.store.registry.register_agent(f"/root/w{i}", "codex", path=f"/root/w{i}", status="active",
+                                                  parent_agent_id=tree.root.agent_id)[0]
+               for i in range(collab.MAX_ACTIVE_CHILDREN)]
 
     async def run():
         wait = await tree.blocked_wait()
         refused = await _outcome(tree.ops.spawn_agent(tree.root, {"task_name": "extra", "message": "go"}, {}))
         # a worker stops working (as the adapter records a turn that ended with nothing to report): room for one
-        tree.store.update_agent(workers[0].agent_id, status="idle")
+        tree.store.registry.update_agent(workers[0].agent_id, status="idle")
         spawned = await tree.ops.spawn_agent(tree.root, {"task_name": "extra", "message": "go"}, {})
         async with asyncio.timeout(WAIT_S):
             while not tree.hub.waiting().get(tree.root.agent_id):  # blocked still (or again, after a re-read)
@@ -619,11 +622,12 @@ def _mail(tmp_path, assessment, call: dict | None) -> tuple[dict, str]:
     provider = CodexProvider.in_process(tmp_path)
     try:
         store = provider.store
-        root, _ = store.register_agent("lead", "codex", path=collab.ROOT)
-        child, _ = store.register_agent("/root/a", "codex", path="/root/a", parent_agent_id=root.agent_id)
+        root, _ = store.registry.register_agent("lead", "codex", path=collab.ROOT)
+        child, _ = store.registry.register_agent("/root/a", "codex", path="/root/a", parent_agent_id=root.agent_id)
         receipt = {"via": "mcp", **({"function_call": call} if call else {})}
-        sent = store.admit_information(child, root, "hello ✓", receipt=receipt)
+        sent = store.mailbox.admit_information(child, root, "hello ✓", receipt=receipt)
         owner = Owner(root.agent_id, root.name, 1, "thread-root", None, OwnerSetup(capabilities=assessment))
-        return provider._mail_item(owner, store.agent(root.agent_id), store.interaction(sent["interaction_id"]))
+        return provider._mail_item(owner, store.registry.agent(root.agent_id),
+                                   store.mailbox.interaction(sent["interaction_id"]))
     finally:
         provider.store.close()

@@ -45,32 +45,33 @@ def violations(document: dict) -> list[str]:
 def busy_store(path: Path) -> tuple[Store, dict]:
     """A store holding every kind of record, both claimants, every binding end and a notice."""
     store = Store(path)
-    a, _ = store.register_agent("A", "codex", aliases=["alpha"])
-    b, _ = store.register_agent("B", "codex")
-    root, _ = store.register_agent("lead", "codex", path="/root")
-    store.register_agent("/root/w", "codex", path="/root/w", parent_agent_id=root.agent_id, source="spawn_agent")
-    ids = {"info": store.admit_information(a, b, "fyi: ünïcode\nand lines",
-                                           receipt={"via": "mcp", "call_id": "call_1", "thread_id": "t-a",
-                                                    "turn_id": "u-a", "model": "m"})["interaction_id"]}
-    received = store.receive(b, limit=10)
+    a, _ = store.registry.register_agent("A", "codex", aliases=["alpha"])
+    b, _ = store.registry.register_agent("B", "codex")
+    root, _ = store.registry.register_agent("lead", "codex", path="/root")
+    store.registry.register_agent("/root/w", "codex", path="/root/w", parent_agent_id=root.agent_id,
+                                  source="spawn_agent")
+    ids = {"info": store.mailbox.admit_information(a, b, "fyi: ünïcode\nand lines",
+                                                   receipt={"via": "mcp", "call_id": "call_1", "thread_id": "t-a",
+                                                            "turn_id": "u-a", "model": "m"})["interaction_id"]}
+    received = store.mailbox.receive(b, limit=10)
     ids["as_read"] = received.records[0]
-    store.receive(b, ack_cursor=received.cursor, limit=1)
-    manual = store.admit_task(a, b, "by hand", receipt={"via": "cli"})["request_id"]
-    store.receive(b, limit=10)  # claimed by receive
-    store.admit_reply(b, manual, "done", "handled")
-    published = store.admit_task(a, b, "auto")["request_id"]
-    claim = store.claim_for_dispatch(published)
-    binding = store.bind(published, claim, b, 1, "t-b", "u-b", via="turn/start")
-    store.capture_outcome(binding, {"turn_id": "u-b", "turn_status": "completed", "reply_status": "done",
-                                    "text": "the answer", "attributed_to_recipient": True, "code": None})
-    store.publish_outcome(binding, b, "done", "the answer")
-    lost = store.admit_task(a, b, "lost")["request_id"]
-    store.bind(lost, store.claim_for_dispatch(lost), b, 1, "t-b", "u-c", via="turn/steer")
-    store.make_uncertain(lost, "owner exited", binding_id=store.bindings(turn_id="u-c")[0]["binding_id"])
-    released = store.admit_task(a, b, "stale")["request_id"]
-    store.claim_for_dispatch(released)
-    store.release_claim(released, "stale turn")
-    store.transition(ids["info"], "provider_visible", {"via": "thread/inject_items", "thread_id": "t-b"})
+    store.mailbox.receive(b, ack_cursor=received.cursor, limit=1)
+    manual = store.mailbox.admit_task(a, b, "by hand", receipt={"via": "cli"})["request_id"]
+    store.mailbox.receive(b, limit=10)  # claimed by receive
+    store.mailbox.admit_reply(b, manual, "done", "handled")
+    published = store.mailbox.admit_task(a, b, "auto")["request_id"]
+    claim = store.mailbox.claim_for_dispatch(published)
+    binding = store.bindings.bind(published, claim, b, 1, "t-b", "u-b", via="turn/start")
+    store.bindings.capture_outcome(binding, {"turn_id": "u-b", "turn_status": "completed", "reply_status": "done",
+                                             "text": "the answer", "attributed_to_recipient": True, "code": None})
+    store.bindings.publish_outcome(binding, b, "done", "the answer")
+    lost = store.mailbox.admit_task(a, b, "lost")["request_id"]
+    store.bindings.bind(lost, store.mailbox.claim_for_dispatch(lost), b, 1, "t-b", "u-c", via="turn/steer")
+    store.bindings.make_uncertain(lost, "owner exited", binding_id=store.bindings.find(turn_id="u-c")[0]["binding_id"])
+    released = store.mailbox.admit_task(a, b, "stale")["request_id"]
+    store.mailbox.claim_for_dispatch(released)
+    store.mailbox.release_claim(released, "stale turn")
+    store.mailbox.transition(ids["info"], "provider_visible", {"via": "thread/inject_items", "thread_id": "t-b"})
     ids.update(manual=manual, published=published, lost=lost, released=released)
     return store, ids
 

@@ -38,16 +38,17 @@ def durable(path: Path, interaction_id: str) -> bool:
 
 async def _grouped(store: Store, first, rest: list):
     """Run ``first`` while the write lock is held, so ``rest`` queues behind it; then release."""
-    store._write_lock.acquire()
+    store.database._write_lock.acquire()
     try:
-        head = asyncio.ensure_future(store.commit(first))
-        await until(lambda: store._group is not None and store._group.pending == 0)  # the writer took it
-        tail = [asyncio.ensure_future(store.commit(job)) for job in rest]
-        await until(lambda: store._group.pending == len(rest))  # the rest queued behind it
+        head = asyncio.ensure_future(store.database.commit(first))
+        # the writer took it
+        await until(lambda: store.database._group is not None and store.database._group.pending == 0)
+        tail = [asyncio.ensure_future(store.database.commit(job)) for job in rest]
+        await until(lambda: store.database._group.pending == len(rest))  # the rest queued behind it
         await asyncio.sleep(0)
         assert not head.done() and not any(t.done() for t in tail), "no receipt before its commit"
     finally:
-        store._write_lock.release()
+        store.database._write_lock.release()
     done = await asyncio.gather(head, *tail, return_exceptions=True)
     return done[0], done[1:]
 
@@ -56,8 +57,8 @@ async def _grouped(store: Store, first, rest: list):
 def pair(tmp_path: Path):
     """A store with two agents, a and b."""
     store = Store(tmp_path / "peerwire.db")
-    a, _ = store.register_agent("a", "manual")
-    b, _ = store.register_agent("b", "manual")
+    a, _ = store.registry.register_agent("a", "manual")
+    b, _ = store.registry.register_agent("b", "manual")
     yield store, a, b
     store.close()
 
@@ -67,13 +68,14 @@ def test_jobs_that_arrive_during_a_commit_share_the_next_one(pair):
 
     async def main():
         with anyio.fail_after(BOUND_S):
-            first, rest = await _grouped(store, store.information_job(a, b, "first"),
-                                         [store.task_job(a, b, f"task {i}") for i in range(5)])
-        assert all(durable(store.path, r["interaction_id"]) for r in [first, *rest])
-        assert store.group_stats == {"commits": 2, "jobs": 6, "largest": 5, "abandoned": 0}
+            first, rest = await _grouped(store, store.mailbox.information_job(a, b, "first"),
+                                         [store.mailbox.task_job(a, b, f"task {i}") for i in range(5)])
+        assert all(durable(store.database.path, r["interaction_id"]) for r in [first, *rest])
+        assert store.database.group_stats == {"commits": 2, "jobs": 6, "largest": 5, "abandoned": 0}
 
     asyncio.run(main())
-    assert [r["body"] for r in store.receive(b, limit=10).records] == ["first"] + [f"task {i}" for i in range(5)]
+    bodies = [r["body"] for r in store.mailbox.receive(b, limit=10).records]
+    assert bodies == ["first"] + [f"task {i}" for i in range(5)]
 
 
 def test_a_failing_job_fails_alone(pair):
@@ -81,44 +83,44 @@ def test_a_failing_job_fails_alone(pair):
 
     async def main():
         with anyio.fail_after(BOUND_S):
-            return await _grouped(store, store.information_job(a, b, "before"), [
-                store.information_job(a, b, "kept 1"),
-                store.reply_job(b, "rq_" + "0" * 32, "done", "to nothing"),
-                store.information_job(a, b, "kept 2"),
+            return await _grouped(store, store.mailbox.information_job(a, b, "before"), [
+                store.mailbox.information_job(a, b, "kept 1"),
+                store.mailbox.reply_job(b, "rq_" + "0" * 32, "done", "to nothing"),
+                store.mailbox.information_job(a, b, "kept 2"),
             ])
 
     _, (one, failed, two) = asyncio.run(main())
     assert isinstance(failed, PeerwireError) and failed.code is Code.UNKNOWN_REQUEST
-    assert durable(store.path, one["interaction_id"]) and durable(store.path, two["interaction_id"])
-    assert [r["body"] for r in store.receive(b, limit=10).records] == ["before", "kept 1", "kept 2"]
-    assert store.group_stats["largest"] == 3
+    assert durable(store.database.path, one["interaction_id"]) and durable(store.database.path, two["interaction_id"])
+    assert [r["body"] for r in store.mailbox.receive(b, limit=10).records] == ["before", "kept 1", "kept 2"]
+    assert store.database.group_stats["largest"] == 3
 
 
 def test_a_receive_whose_caller_left_before_its_commit_claims_nothing(pair):
     """A cancelled call (its connection closed, its MCP request cancelled) that the writer has not
     taken yet never runs: the task stays pending, for dispatch or the recipient's next read."""
     store, a, b = pair
-    request_id = store.admit_task(a, b, "work")["request_id"]
+    request_id = store.mailbox.admit_task(a, b, "work")["request_id"]
 
     async def main():
         with anyio.fail_after(BOUND_S):
-            store._write_lock.acquire()
+            store.database._write_lock.acquire()
             try:
-                head = asyncio.ensure_future(store.commit(store.information_job(a, b, "in flight")))
-                await until(lambda: store._group is not None and store._group.pending == 0)
-                gone = asyncio.ensure_future(store.commit(store.receive_job(b, limit=10)))
-                await until(lambda: store._group.pending == 1)
+                head = asyncio.ensure_future(store.database.commit(store.mailbox.information_job(a, b, "in flight")))
+                await until(lambda: store.database._group is not None and store.database._group.pending == 0)
+                gone = asyncio.ensure_future(store.database.commit(store.mailbox.receive_job(b, limit=10)))
+                await until(lambda: store.database._group.pending == 1)
                 gone.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await gone
             finally:
-                store._write_lock.release()
+                store.database._write_lock.release()
             await head
             # The writer is idle again once the next job is answered: the abandoned one was dropped by then.
-            return await store.commit(store.receive_job(b, limit=10))
+            return await store.database.commit(store.mailbox.receive_job(b, limit=10))
 
     page = asyncio.run(main())
-    assert store.group_stats["abandoned"] == 1
+    assert store.database.group_stats["abandoned"] == 1
     claims = store.dump()["claims"]
     assert [c["request_id"] for c in claims] == [request_id], "claimed once, by the read that was answered"
     assert page.claims == [{"request_id": request_id, "claim_id": claims[0]["claim_id"]}]

@@ -155,15 +155,15 @@ def cli_error(fn):
 def test_a_receipt_is_kept_once_and_a_retry_still_gets_it_byte_for_byte(tmp_path):
     """The record holds its tool receipt; admitted evidence and the answered call do not store it again."""
     store = Store(tmp_path / "db")
-    ann, bob = store.register_agent("ann", "manual")[0], store.register_agent("bob", "manual")[0]
+    ann, bob = store.registry.register_agent("ann", "manual")[0], store.registry.register_agent("bob", "manual")[0]
     the_call = Call.of({"call_id": "call_1"}, "send_message", {"target": "bob", "message": "hi"})
     tool = {"via": "mcp", "call_id": "call_1", "thread_id": "t" * 36, "turn_id": "u" * 36, "model": "m"}
-    with store.write() as db:
-        first = store.information_job(ann, bob, "hi", receipt=tool, call=the_call)(db)
-    with store.write() as db:
-        again = store.information_job(ann, bob, "hi", receipt=tool, call=the_call)(db)
+    with store.database.write() as db:
+        first = store.mailbox.information_job(ann, bob, "hi", receipt=tool, call=the_call)(db)
+    with store.database.write() as db:
+        again = store.mailbox.information_job(ann, bob, "hi", receipt=tool, call=the_call)(db)
     assert json.dumps(again) == json.dumps(first)
-    assert store.db.execute("SELECT COUNT(*) FROM interactions").fetchone()[0] == 1
+    assert store.database.db.execute("SELECT COUNT(*) FROM interactions").fetchone()[0] == 1
     stored = store.dump()
     assert json.loads(stored["interactions"][0]["tool_receipt"]) == tool
     (admitted,) = [json.loads(e["detail"]) for e in stored["evidence"] if e["stage"] == Stage.ADMITTED]

@@ -32,11 +32,11 @@ def test_each_table_names_its_states_from_its_enum(lifecycle, states):
 def test_states_compare_and_store_as_their_strings(tmp_path):
     store = Store(tmp_path / "peerwire.db")
     try:
-        a, _ = store.register_agent("a", "manual")
-        b, _ = store.register_agent("b", "manual")
-        receipt = store.admit_task(a, b, "do it")
-        row = store.db.execute("SELECT state FROM interactions WHERE interaction_id = ?",
-                               (receipt["interaction_id"],)).fetchone()
+        a, _ = store.registry.register_agent("a", "manual")
+        b, _ = store.registry.register_agent("b", "manual")
+        receipt = store.mailbox.admit_task(a, b, "do it")
+        row = store.database.db.execute("SELECT state FROM interactions WHERE interaction_id = ?",
+                                        (receipt["interaction_id"],)).fetchone()
         assert row[0] == TaskState.PENDING == "pending" and type(row[0]) is str
     finally:
         store.close()
@@ -79,12 +79,12 @@ def test_mermaid_is_generated_from_the_table():
 
 def test_illegal_transition_in_the_store_changes_nothing(tmp_path):
     store = Store(tmp_path / "db")
-    a, _ = store.register_agent("a", "manual")
-    b, _ = store.register_agent("b", "manual")
-    receipt = store.admit_task(a, b, "work")
+    a, _ = store.registry.register_agent("a", "manual")
+    b, _ = store.registry.register_agent("b", "manual")
+    receipt = store.mailbox.admit_task(a, b, "work")
     before = store.dump()
     with pytest.raises(PeerwireError) as info:
-        store.release_claim(receipt["request_id"], "no claim to release")
+        store.mailbox.release_claim(receipt["request_id"], "no claim to release")
     assert info.value.code is Code.ILLEGAL_TRANSITION
     assert store.dump() == before
     store.close()

@@ -80,13 +80,13 @@ def test_the_sql_filter_agrees_with_the_naive_one(roster, prefix, provider, incl
         store = Store(Path(tmp) / "db")
         try:
             for name, kind, session, enabled in roster:
-                row, _ = store.register_agent(name, kind, provider_session_id=session)
+                row, _ = store.registry.register_agent(name, kind, provider_session_id=session)
                 if not enabled:
-                    store.update_agent(row.agent_id, enabled=False)
-            expected = naive_peers(store.agents(), prefix, provider, include_disabled)
-            found = store.peers(name_prefix=prefix, provider=provider, include_disabled=include_disabled)
+                    store.registry.update_agent(row.agent_id, enabled=False)
+            expected = naive_peers(store.registry.agents(), prefix, provider, include_disabled)
+            found = store.registry.peers(name_prefix=prefix, provider=provider, include_disabled=include_disabled)
             assert [a.agent_id for a in found] == expected
-            assert [a.aliases for a in found] == [store.agent(a.agent_id).aliases for a in found]
+            assert [a.aliases for a in found] == [store.registry.agent(a.agent_id).aliases for a in found]
         finally:
             store.close()
 
@@ -104,16 +104,16 @@ def test_the_tree_listing_reads_the_path_index_and_agrees_with_the_naive_filter(
     with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as tmp:
         store = Store(Path(tmp) / "db")
         try:
-            store.register_agent("lead", "codex", path="/root")
+            store.registry.register_agent("lead", "codex", path="/root")
             for path in tree:
-                store.register_agent(path, "codex", path=path)
+                store.registry.register_agent(path, "codex", path=path)
             for i in range(others):
-                store.register_agent(f"plain-{i}", "manual")
-            everyone = store.agents()
+                store.registry.register_agent(f"plain-{i}", "manual")
+            everyone = store.registry.agents()
             expected = sorted((a.path for a in everyone if a.path and (
                 a.path == prefix or a.path.startswith(prefix.rstrip("/") + "/"))))
-            assert [a.path for a in store.in_tree(prefix)] == expected
-            assert [a.path for a in store.descendants("/root")] == sorted(
+            assert [a.path for a in store.registry.in_tree(prefix)] == expected
+            assert [a.path for a in store.registry.descendants("/root")] == sorted(
                 a.path for a in everyone if a.path and a.path.startswith("/root/"))
         finally:
             store.close()

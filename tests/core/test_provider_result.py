@@ -45,8 +45,8 @@ def test_a_handoff_is_recorded_as_what_it_proved(tmp_path: Path, outcome, stage,
     async def run() -> tuple[list[dict], dict, Any]:
         core = Core(db, InjectOutcome(outcome))
         await core.attach()
-        receipt = core.store.admit_information(core.agent("A"), core.agent("B"), "for your thread")
-        result = await asyncio.wait_for(core.codex.deliver(core.agent("B"), core.store.interaction(
+        receipt = core.store.mailbox.admit_information(core.agent("A"), core.agent("B"), "for your thread")
+        result = await asyncio.wait_for(core.codex.deliver(core.agent("B"), core.store.mailbox.interaction(
             receipt["interaction_id"])), WAIT_S)
         trace = core.store.trace(receipt["interaction_id"])["interactions"][0]
         await core.close()

@@ -131,18 +131,19 @@ def test_the_store_resolves_through_indexes_with_the_same_rules(tmp_path):
     store = Store(tmp_path / "peerwire.db")
     try:
         for n in range(50):
-            store.register_agent(f"filler-{n}", "manual", aliases=[f"f{n}"])
-        svc, _ = store.register_agent("svc", "manual", aliases=["service"])
-        store.register_agent("twin", "manual")
-        store.register_agent("twin", "manual")
-        quiet, _ = store.register_agent("quiet", "manual")
-        store.update_agent(quiet.agent_id, sendable=False)
-        every = store.agents()
+            store.registry.register_agent(f"filler-{n}", "manual", aliases=[f"f{n}"])
+        svc, _ = store.registry.register_agent("svc", "manual", aliases=["service"])
+        store.registry.register_agent("twin", "manual")
+        store.registry.register_agent("twin", "manual")
+        quiet, _ = store.registry.register_agent("quiet", "manual")
+        store.registry.update_agent(quiet.agent_id, sendable=False)
+        every = store.registry.agents()
         for target in ("svc", "service", svc.agent_id, "twin", "quiet", "nobody", "f7", "*", ["svc"], ""):
             for strict in (False, True):
                 expected = outcome(lambda: resolve_target(every, target, strict=strict))
-                assert outcome(lambda: store.resolve(target, strict=strict)) == expected, (target, strict)
-        plan = [row[3] for row in store.db.execute("EXPLAIN QUERY PLAN " + store._CANDIDATES, {"target": "svc"})]
+                assert outcome(lambda: store.registry.resolve(target, strict=strict)) == expected, (target, strict)
+        plan = [row[3] for row in store.database.db.execute("EXPLAIN QUERY PLAN " + store.registry._CANDIDATES,
+                                                            {"target": "svc"})]
         assert not [step for step in plan if step.startswith("SCAN")], plan
     finally:
         store.close()

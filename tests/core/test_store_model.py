@@ -33,7 +33,7 @@ class MailboxMachine(RuleBasedStateMachine):
         shm = Path("/dev/shm")
         self.dir = tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None)
         self.store = Store(Path(self.dir.name) / "db")
-        self.rows = {name: self.store.register_agent(name, "manual")[0] for name in AGENTS}
+        self.rows = {name: self.store.registry.register_agent(name, "manual")[0] for name in AGENTS}
         # The model: every mailbox as a list of record ids, acknowledged prefix length, tasks.
         self.mailbox: dict[str, list[str]] = {n: [] for n in AGENTS}
         self.bodies: dict[str, str] = {}
@@ -51,13 +51,13 @@ class MailboxMachine(RuleBasedStateMachine):
 
     @rule(sender=st.sampled_from(AGENTS), recipient=st.sampled_from(AGENTS), body=bodies)
     def send(self, sender, recipient, body):
-        receipt = self.store.admit_information(self.rows[sender], self.rows[recipient], body)
+        receipt = self.store.mailbox.admit_information(self.rows[sender], self.rows[recipient], body)
         assert receipt["kind"] == "information" and "request_id" not in receipt
         self._admitted(recipient, receipt, body)
 
     @rule(sender=st.sampled_from(AGENTS), recipient=st.sampled_from(AGENTS), body=bodies)
     def followup(self, sender, recipient, body):
-        receipt = self.store.admit_task(self.rows[sender], self.rows[recipient], body)
+        receipt = self.store.mailbox.admit_task(self.rows[sender], self.rows[recipient], body)
         self._admitted(recipient, receipt, body)
         self.tasks[receipt["request_id"]] = {"requester": sender, "recipient": recipient, "replied": False}
 
@@ -81,7 +81,7 @@ class MailboxMachine(RuleBasedStateMachine):
 
     @rule(target=cursors, agent=st.sampled_from(AGENTS), limit=st.integers(1, 5))
     def receive(self, agent, limit):
-        page = self.store.receive(self.rows[agent], limit=limit)
+        page = self.store.mailbox.receive(self.rows[agent], limit=limit)
         start = self.acked[agent]
         self._check_page(agent, start, limit, page)
         return (agent, page.cursor, start + len(page.records))
@@ -89,21 +89,21 @@ class MailboxMachine(RuleBasedStateMachine):
     @rule(entry=cursors, limit=st.integers(1, 5))
     def replay(self, entry, limit):
         agent, cursor, position = entry
-        first = self.store.receive(self.rows[agent], cursor=cursor, limit=limit)
-        again = self.store.receive(self.rows[agent], cursor=cursor, limit=limit)
+        first = self.store.mailbox.receive(self.rows[agent], cursor=cursor, limit=limit)
+        again = self.store.mailbox.receive(self.rows[agent], cursor=cursor, limit=limit)
         assert again.records == first.records, "replaying a cursor changed the records"
         assert again.claims == first.claims, "replaying a cursor changed the work or its claims"
         self._check_page(agent, position, limit, first)
 
     def _acknowledgements(self) -> list[dict]:
-        return [json.loads(row[0]) for row in self.store.db.execute(
+        return [json.loads(row[0]) for row in self.store.database.db.execute(
             "SELECT detail FROM evidence WHERE stage = 'acknowledged' ORDER BY evidence_id")]
 
     @rule(entry=consumes(cursors))
     def ack(self, entry):
         agent, cursor, position = entry
         before = self._acknowledgements()
-        page = self.store.receive(self.rows[agent], ack_cursor=cursor, limit=1)
+        page = self.store.mailbox.receive(self.rows[agent], ack_cursor=cursor, limit=1)
         written = self._acknowledgements()[len(before):]
         covered = self.mailbox[agent][self.acked[agent]:position]
         if covered:
@@ -122,7 +122,7 @@ class MailboxMachine(RuleBasedStateMachine):
         if other == agent:
             return
         try:
-            self.store.receive(self.rows[other], cursor=cursor, limit=1)
+            self.store.mailbox.receive(self.rows[other], cursor=cursor, limit=1)
         except PeerwireError as exc:
             assert exc.code is Code.CURSOR_INVALID
         else:
@@ -137,7 +137,7 @@ class MailboxMachine(RuleBasedStateMachine):
         request_id = list(self.tasks)[data.draw(st.integers(0, len(self.tasks) - 1))]
         task = self.tasks[request_id]
         try:
-            receipt = self.store.admit_reply(self.rows[agent], request_id, status, body)
+            receipt = self.store.mailbox.admit_reply(self.rows[agent], request_id, status, body)
         except PeerwireError as exc:
             if task["recipient"] != agent:
                 assert exc.code is Code.NOT_AUTHORIZED
@@ -152,13 +152,13 @@ class MailboxMachine(RuleBasedStateMachine):
     @invariant()
     def nothing_lost(self):
         for name in AGENTS:
-            count = self.store.db.execute(
+            count = self.store.database.db.execute(
                 "SELECT COUNT(*) FROM interactions WHERE recipient_id = ?", (self.rows[name].agent_id,)
             ).fetchone()[0]
             assert count == len(self.mailbox[name])
             waiting = len(self.mailbox[name]) - self.acked[name]
-            assert self.store.unacknowledged(self.rows[name].agent_id) == waiting
-            assert self.store.has_unacknowledged(self.rows[name].agent_id) == (waiting > 0)
+            assert self.store.mailbox.unacknowledged(self.rows[name].agent_id) == waiting
+            assert self.store.mailbox.has_unacknowledged(self.rows[name].agent_id) == (waiting > 0)
 
     @invariant()
     def acknowledged_ranges_cover_exactly_the_acknowledged_prefix(self):
@@ -172,23 +172,23 @@ class MailboxMachine(RuleBasedStateMachine):
     def pending_tasks_are_the_unclaimed_ones(self):
         for name in AGENTS:
             agent_id = self.rows[name].agent_id
-            unclaimed = [r[0] for r in self.store.db.execute(
+            unclaimed = [r[0] for r in self.store.database.db.execute(
                 "SELECT request_id FROM interactions WHERE recipient_id = ? AND kind = 'task' AND request_id NOT IN "
                 "(SELECT request_id FROM claims) AND request_id NOT IN (SELECT request_id FROM requests WHERE "
                 "reply_interaction_id IS NOT NULL) ORDER BY seq", (agent_id,))]
-            assert self.store.pending_tasks(agent_id) == unclaimed
-            assert self.store.has_pending_tasks(agent_id) == bool(unclaimed)
+            assert self.store.mailbox.pending_tasks(agent_id) == unclaimed
+            assert self.store.mailbox.has_pending_tasks(agent_id) == bool(unclaimed)
 
     @invariant()
     def one_claim_per_task_ever(self):
-        worst = self.store.db.execute(
+        worst = self.store.database.db.execute(
             "SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM claims GROUP BY request_id)"
         ).fetchone()[0]
         assert worst in (None, 1), "a receive claim is never released nor replaced"
 
     @invariant()
     def one_live_claim_per_task(self):
-        worst = self.store.db.execute(
+        worst = self.store.database.db.execute(
             "SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM claims WHERE released_at IS NULL GROUP BY request_id)"
         ).fetchone()[0]
         assert worst in (None, 1)

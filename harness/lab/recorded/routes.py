@@ -201,18 +201,18 @@ async def stale_steer(provider: Any, store: Any, requester: Any, recipient: Any)
     """
     import asyncio
 
-    agent = store.agent(recipient.agent_id)
+    agent = store.registry.agent(recipient.agent_id)
     owner = provider.owners[agent.agent_id]
-    first = store.admit_task(requester, agent, "[idle] first, to have a finished turn")
+    first = store.mailbox.admit_task(requester, agent, "[idle] first, to have a finished turn")
     await provider.dispatch(agent)
     finished = owner.active_turn
     async with asyncio.timeout(TURN_TIMEOUT_S):
         async with owner.changed:
             await owner.changed.wait_for(lambda: finished in owner.completed)
     owner.active_turn = finished  # the stale belief
-    second = store.admit_task(requester, agent, "[idle] second, steered at a finished turn")
+    second = store.mailbox.admit_task(requester, agent, "[idle] second, steered at a finished turn")
     await provider.dispatch(agent)
-    after_stale = store.request(second["request_id"])["state"]
+    after_stale = store.mailbox.request(second["request_id"])["state"]
     owner.active_turn = None  # what the missed turn/completed would have said
     await provider.dispatch(agent)  # the next opportunity
     started = owner.active_turn
