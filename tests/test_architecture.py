@@ -275,6 +275,15 @@ def test_what_the_judges_read_of_the_contract_reaches_no_rule_of_the_reference(r
     assert set(reached) <= FINDS_THE_DATA, f"{reader} pulls in {reached}"
 
 
+def test_the_scripted_model_reads_envelopes_by_the_contracts_grammar():
+    # It decides only from what Codex sends it: read by the reference's own renderer, another core's envelope
+    # would be understood the way the reference writes one, not the way the contract says.
+    renders = {"peerwire.envelope", "peerwire.collab"}
+    found = {name: sorted(targets & renders) for name, targets in dependency_graph().items()
+             if within(name, "harness.model")}
+    assert {name: targets for name, targets in found.items() if targets} == {}
+
+
 def test_the_judges_check_finds_an_import_of_the_reference():
     graph = {"harness.acceptance.checks.x": {"peerwire.envelope"}, "harness.evidence.y": {"harness.evidence.z"},
              "harness.lab.w": {"peerwire.app"}}

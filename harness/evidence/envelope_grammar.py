@@ -5,7 +5,10 @@ with the value matching its template (``{field}`` stands for a field, matched by
 the field's pattern), then the payload line, a line break and the body exactly as
 sent. :func:`read` parses a text into an :class:`Envelope` (which form, which
 headers, the fields they carry, the payload); :func:`deviations` says how one
-differs from what the grammar prescribes for a record. A core that renders its
+differs from what the grammar prescribes for a record. :func:`skim` is for a reader
+that acts on a record rather than judging it (the scripted model): it takes what
+fields it can and forgives the rest, so a deviation is reported by the checks,
+not hidden behind a model that stopped reading. A core that renders its
 envelopes another way fails the checks that read them, whatever the reference
 core does.
 """
@@ -97,6 +100,51 @@ def read(text: str) -> Envelope | None:
         if found is not None:
             return found
     return None
+
+
+@lru_cache(maxsize=None)
+def _loose_headers() -> dict[str, list[re.Pattern[str]]]:
+    """Each header name the grammar knows, with its value templates, any text standing for a field."""
+    out: dict[str, list[re.Pattern[str]]] = {}
+    for form in grammar()["forms"].values():
+        for header in form["headers"]:
+            template, parts, at = header["value"], [], 0
+            for match in _PLACEHOLDER.finditer(template):
+                parts += [re.escape(template[at:match.start()]), f"(?P<{match.group(1)}>.+?)"]
+                at = match.end()
+            pattern = re.compile("".join([*parts, re.escape(template[at:])]))
+            if pattern not in out.setdefault(header["name"], []):
+                out[header["name"]].append(pattern)
+    return out
+
+
+def skim(text: str) -> tuple[dict[str, str], str] | None:
+    """The fields and the payload of the envelope in ``text``, read the way a model reads one.
+
+    The envelope starts where the type header first appears; each ``Name: value`` line
+    after it whose name the grammar knows and whose value fits one of that name's templates
+    gives its fields (a field's own pattern is not enforced, and any other line is passed
+    over), up to the payload line; the payload is the rest, exactly. None without a type
+    header or without a payload line after it.
+    """
+    spec = grammar()
+    sep, line_break = spec["header_separator"], spec["line_break"]
+    start = f"{type_header()}{sep}"
+    at = text.find(start)
+    if at < 0:
+        return None
+    head, found, payload = text[at:].partition(line_break + spec["payload_line"] + line_break)
+    if not found:
+        return None
+    fields: dict[str, str] = {}
+    for line in head.split(line_break):
+        name, has_sep, value = line.partition(sep)
+        for pattern in _loose_headers().get(name, []) if has_sep else []:
+            if (match := pattern.fullmatch(value)) is not None:
+                for key, got in match.groupdict().items():
+                    fields.setdefault(key, got)
+                break
+    return fields, payload
 
 
 def peer_fields(record: Mapping[str, Any]) -> dict[str, Any]:

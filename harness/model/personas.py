@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from peerwire import envelope
 from peerwire.schema_pattern import validator_class
 
+from harness.evidence.envelope_grammar import message_type, skim
 from harness.evidence.responses import item_text, json_objects
 from harness.names import MESSAGING_NAMESPACE
 from harness.resources import contract_file, personas
@@ -164,17 +164,12 @@ def _items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [item for item in raw if isinstance(item, dict)] if isinstance(raw, list) else []
 
 
-def _envelope(item: Mapping[str, Any]) -> dict[str, Any] | None:
+def _envelope(item: Mapping[str, Any]) -> tuple[dict[str, str], str] | None:
+    """The fields and payload of the envelope an incoming message item carries (read as the contract's grammar
+    has it, forgiving what a model would: the checks, not the model, judge the envelope)."""
     if item.get("type") != "message" or item.get("role") == "assistant":
         return None
-    text = item_text(item)
-    start = text.find("Message Type: ")
-    if start < 0:
-        return None
-    try:
-        return envelope.parse(text[start:])
-    except ValueError:
-        return None
+    return skim(item_text(item))
 
 
 def _calls(items: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -239,8 +234,8 @@ def _open_task(items: Sequence[Mapping[str, Any]]) -> str | None:
     replied = {_arguments(call).get("request_id") for call in _calls(items).values() if call.get("name") == "reply"}
     for item in reversed(items):
         parsed = _envelope(item)
-        if parsed and parsed["headers"].get("Message Type") == "NEW_TASK":
-            request = parsed["headers"].get("Request")
+        if parsed and parsed[0].get("message_type") == message_type("task"):
+            request = parsed[0].get("request_id")
             return request if request not in replied else None
     return None
 
@@ -361,19 +356,20 @@ def answer_from_context(agent: str, body: Mapping[str, Any], base: Base) -> Deci
     records = []
     for item in items[max(last_receive, last_answer) + 1:]:
         parsed = _envelope(item)
-        if parsed is None or parsed["headers"].get("Message Type") not in ("MESSAGE", "FINAL_ANSWER"):
+        if parsed is None or parsed[0].get("message_type") not in (message_type("information"), message_type("reply")):
             continue
-        kind = "reply" if parsed["headers"]["Message Type"] == "FINAL_ANSWER" else "information"
-        request = parsed["headers"].get("Request")
+        fields, payload = parsed
+        kind = "reply" if fields["message_type"] == message_type("reply") else "information"
+        request = fields.get("request_id")
         if request and any(request in item_text(seen) for seen in items
                            if str(seen.get("call_id")) in received
                            or (seen.get("role") == "assistant" and seen.get("phase") == "final_answer")):
             continue  # already taken in (received, or answered about): not news
-        record = {"kind": kind, "body": parsed["payload"]}
-        if parsed["headers"].get("Request"):
-            record["request_id"] = parsed["headers"]["Request"]
-        if parsed["headers"].get("Status"):
-            record["status"] = parsed["headers"]["Status"]
+        record = {"kind": kind, "body": payload}
+        if request:
+            record["request_id"] = request
+        if fields.get("status"):
+            record["status"] = fields["status"]
         records.append(record)
     if not records:
         return None

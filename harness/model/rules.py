@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from peerwire.envelope import TYPE_HEADER
 from peerwire.schema_pattern import validator_class
 
+from harness.evidence.envelope_grammar import type_header
 from harness.evidence.responses import content_text, json_objects
 from harness.resources import contract_file
 
 SCHEMA_PATH = contract_file("scripted-model-rules.schema.json")
 
-_ENVELOPE_TYPE = re.compile(rf"^{re.escape(TYPE_HEADER)}:[ \t]*(\S+)", re.MULTILINE)
+_ENVELOPE_TYPE = re.compile(rf"^{re.escape(type_header())}:[ \t]*(\S+)", re.MULTILINE)
 
 
 class ScenarioError(ValueError):
