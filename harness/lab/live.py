@@ -58,8 +58,8 @@ from harness.lab import acp_agents
 from harness.lab.acp_agents import AcpLabAgent
 from harness.lab.driver import REFERENCE, AcceptanceDriver, load_driver
 from harness.lab.kinds import CODEX, AgentSpec
-from harness.codex.home import (LAUNCH, MODEL_KEY_VALUE, REGISTRATION, AgentSettings, Projection, ScriptedProvider,
-                                agent_settings, copy_authorization)
+from harness.codex.home import (LAUNCH, MODEL_KEY_VALUE, REGISTRATION, AgentSettings, Projection, ProxiedProvider,
+                                ScriptedProvider, agent_settings, copy_authorization)
 from harness.codex.launch import ProviderRoute, cli_overrides, private_home, provider_route, write_launcher
 from harness.codex.install import CodexInstallation, locate_codex
 from harness.codex.tui import TuiError, TuiSession
@@ -224,8 +224,8 @@ class CodexLab:
                 future.result()
             self._await_capabilities()
             if self.attach_on_start:
-                for future in [pool.submit(self.attach, name) for name in self.agent_names]:
-                    future.result()
+                for attaching in [pool.submit(self.attach, name) for name in self.agent_names]:
+                    attaching.result()
         # Attachments are listed in the agents' order, whichever attached first.
         self.attachments.sort(key=lambda a: self.agent_names.index(a["agent"]) if a["agent"] in self.agent_names
                               else len(self.agent_names))
@@ -283,6 +283,7 @@ class CodexLab:
         codex_home.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self.auth_home is not None:
             copy_authorization(self.auth_home, codex_home)
+        provider: ScriptedProvider | ProxiedProvider
         if self.scripted:
             provider = ScriptedProvider(base_url=self.model.base_url(name))
         else:
@@ -330,13 +331,13 @@ class CodexLab:
                                      resume=resume)
             return self._attached(name, agent.owner, resume)
         env = {**agent.home_env, **({ScriptedProvider.env_key: MODEL_KEY_VALUE} if self.scripted else {})}
-        capabilities = {"capabilities": self.capabilities} if self.capabilities is not None else {}
         if self._tui_dir is not None and not resume:
-            agent.owner = self._attach_interactive(agent, self._tui_dir / f"{name}.sock", env, capabilities)
+            agent.owner = self._attach_interactive(agent, self._tui_dir / f"{name}.sock", env)
         else:
             # A background launch (a later generation of a TUI's agent too): settings on its command line.
             agent.owner = self.core.attach(agent.caller, codex=str(agent.launcher), codex_home=agent.codex_home,
-                                           workspace=agent.workspace, env=env, resume=resume, **capabilities)
+                                           workspace=agent.workspace, env=env, resume=resume,
+                                           capabilities=self.capabilities)
         return self._attached(name, agent.owner, resume)
 
     def _attached(self, name: str, owner: dict[str, Any], resume: bool) -> dict[str, Any]:
@@ -348,8 +349,7 @@ class CodexLab:
             self.job.observe()
         return owner
 
-    def _attach_interactive(self, agent: LabAgent, socket: Path, env: Mapping[str, str],
-                            capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    def _attach_interactive(self, agent: LabAgent, socket: Path, env: Mapping[str, str]) -> dict[str, Any]:
         """An interactive start-up: the launch settings projected into the agent's config, so its TUI and its
         owner's app-server read the same ones, the owner started on ``socket`` and the TUI on it; once the
         owner adopted the TUI's thread (the attachment checks passed) the projection is restored, the user's
@@ -357,7 +357,7 @@ class CodexLab:
         launch = Projection(agent.codex_home, agent.settings, parts=(LAUNCH,)).apply()
         try:
             self.core.attach(agent.caller, codex=str(self.codex.program), codex_home=agent.codex_home,
-                             workspace=agent.workspace, env=env, listen=socket, **capabilities)
+                             workspace=agent.workspace, env=env, listen=socket, capabilities=self.capabilities)
             return self._attach_tui(agent, socket, env)
         finally:
             for conflict in launch.restore():
