@@ -55,8 +55,9 @@ chromium:
 tmux:
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq tmux; }
 
-# The linters, configured in pyproject.toml: ruff over the whole tree, mypy over the core and the interface
-# another core's provisioner implements. Seconds; make test runs them first.
+# The linters, configured in pyproject.toml: ruff over the whole tree, mypy over the core, the interface
+# another core's provisioner implements, and the acceptance driver interface with the lab that calls it.
+# Seconds; make test runs them first.
 lint: setup
 	$(PY) -m ruff check --quiet .
 	$(PY) -m mypy
