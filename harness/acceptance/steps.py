@@ -184,7 +184,9 @@ class StepRunner:
         self.progress.say(f"{agent}: {tool} -> {_summary(result)}")
 
     def _await_record(self, step: Step) -> None:
-        selector, state = step.params["record"], step.params["state"]
+        """Until the record is in ``state``, and (``received``) a receive of its recipient has returned it."""
+        selector, state, received = step.params["record"], step.params.get("state"), step.params.get("received")
+        goal = " and ".join(([state] if state else []) + (["received"] if received else []))
         seen: dict[str, Any] = {"state": "not admitted"}
 
         def reached() -> dict[str, Any] | None:
@@ -192,14 +194,15 @@ class StepRunner:
                 record = select_record(self._core().records, selector, self.view)
             except EvidenceMissing:
                 return None
-            seen["state"] = record["state"]
-            return record if record["state"] == state else None
+            seen["state"] = record["state"] + ("" if record.get("received_at") is None else ", received")
+            done = (state is None or record["state"] == state) and (not received or record.get("received_at"))
+            return record if done else None
 
         try:
-            record = self.lab.await_core(reached, self._timeout(step), f"record {selector} becoming {state}")
+            record = self.lab.await_core(reached, self._timeout(step), f"record {selector} becoming {goal}")
         except TimeoutError:
-            raise StepFailed(f"{step.describe()}: record {selector} stayed {seen['state']}, never {state}") from None
-        self.progress.say(f"record {record['record_id']} ({record['kind']}) is {state}")
+            raise StepFailed(f"{step.describe()}: record {selector} stayed {seen['state']}, never {goal}") from None
+        self.progress.say(f"record {record['record_id']} ({record['kind']}) is {goal}")
 
     def _core(self) -> CoreEvidence:
         """The core as it stands (its live export), with the agents registered since the start (a
