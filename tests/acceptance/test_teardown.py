@@ -86,6 +86,15 @@ def wait_for_line(stream, needle: str, timeout: float) -> threading.Thread:
             return reader
 
 
+def _reap(runner, reader: threading.Thread | None) -> None:
+    """Whatever a test did to it, the runner ends and its stderr reader with it (a bounded join)."""
+    if runner.poll() is None:
+        runner.kill()
+        runner.wait()
+    if reader is not None:
+        reader.join(timeout=READY_TIMEOUT_S)
+    runner.stderr.close()
+
 
 def _signal_once_shown(runner, line: str, signum: int, before=None) -> None:
     """Send ``signum`` to the runner once its stderr shows ``line`` (``before`` checked first), and wait for it
@@ -98,12 +107,8 @@ def _signal_once_shown(runner, line: str, signum: int, before=None) -> None:
         os.kill(runner.pid, signum)
         runner.wait(timeout=RUN_TIMEOUT_S)
     finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
-        if reader is not None:
-            reader.join(timeout=READY_TIMEOUT_S)
-        runner.stderr.close()
+        _reap(runner, reader)
+
 
 def test_a_passing_run_leaves_nothing_running_and_no_home(tmp_path: Path) -> None:
     # The user's dotfiles never reach the agents: Codex's shell snapshot sources ~/.bashrc and the login profile
@@ -189,12 +194,7 @@ def test_a_killed_runner_takes_everything_with_it_and_the_next_run_cleans_up(tmp
         os.kill(runner.pid, signal.SIGKILL)
         assert runner.wait(timeout=RUN_TIMEOUT_S) == -signal.SIGKILL
     finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
-        if reader is not None:
-            reader.join(timeout=READY_TIMEOUT_S)
-        runner.stderr.close()
+        _reap(runner, reader)
     # The worker, the app, the app-servers and their MCP servers all end, without finishing the scenario.
     _, alive = psutil.wait_procs(started, timeout=RUN_TIMEOUT_S)
     assert alive == [], [p.pid for p in alive]
